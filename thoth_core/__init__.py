@@ -1,0 +1,32 @@
+"""Thoth: a five-layer memory runtime for chat agents, built from pluggy plugins."""
+
+from __future__ import annotations
+
+from .budget import Assembly, count_tokens
+from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
+from .hookspecs import hookimpl
+from .models import Model, ModelRequest, complete
+from .types import LAYERS, ContextBlock, Cut, Message, PluginCall, Reply, Session, Turn, Usage
+
+__all__ = [
+    "LAYERS",
+    "Assembly",
+    "ConfigError",
+    "ContextBlock",
+    "Cut",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelNotConfigured",
+    "ModelRequest",
+    "PluginCall",
+    "PluginError",
+    "Reply",
+    "Session",
+    "ThothError",
+    "Turn",
+    "Usage",
+    "complete",
+    "count_tokens",
+    "hookimpl",
+]

@@ -1,0 +1,72 @@
+"""Calling each plugin's hook on its own: concurrent, timed, and isolated from the others.
+
+pluggy stops at the first exception and cannot await, so the runtime iterates the
+implementations itself. Coroutine functions are awaited; plain functions run in a worker
+thread so that one which blocks cannot stall the event loop or the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pluggy
+
+from .types import PluginCall
+
+logger = logging.getLogger(__name__)
+
+_executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="thoth-plugin")
+
+
+def _arguments(impl: pluggy.HookImpl, kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {name: kwargs[name] for name in impl.argnames if name in kwargs}
+
+
+async def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], deadline: float | None) -> tuple[Any, PluginCall]:
+    started = time.perf_counter()
+    try:
+        if inspect.iscoroutinefunction(impl.function):
+            awaitable = impl.function(**_arguments(impl, kwargs))
+        else:
+            loop = asyncio.get_running_loop()
+            awaitable = loop.run_in_executor(_executor, lambda: impl.function(**_arguments(impl, kwargs)))
+        result = await asyncio.wait_for(awaitable, deadline) if deadline else await awaitable
+        if inspect.isawaitable(result):
+            result = await asyncio.wait_for(result, deadline) if deadline else await result
+        return result, PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "ok")
+    except TimeoutError:
+        seconds = time.perf_counter() - started
+        logger.warning("plugin %s: %s timed out after %.2fs; skipped", impl.plugin_name, hook, seconds)
+        return None, PluginCall(impl.plugin_name, hook, seconds, "timeout", f"timed out after {deadline}s")
+    except Exception as exc:  # noqa: BLE001 - isolation is the point
+        seconds = time.perf_counter() - started
+        logger.error("plugin %s: %s failed: %s: %s", impl.plugin_name, hook, type(exc).__name__, exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+        return None, PluginCall(impl.plugin_name, hook, seconds, "error", f"{type(exc).__name__}: {exc}")
+
+
+async def call_each(
+    pm: pluggy.PluginManager,
+    hook: str,
+    kwargs: dict[str, Any],
+    *,
+    deadline_for: Callable[[str], float | None] = lambda _name: None,
+) -> list[tuple[str, Any, PluginCall]]:
+    """Call every implementation of a hook concurrently; returns (plugin, result, call) for each."""
+    impls = getattr(pm.hook, hook).get_hookimpls()
+    outcomes = await asyncio.gather(*(_call_one(impl, hook, kwargs, deadline_for(impl.plugin_name)) for impl in impls))
+    return [(impl.plugin_name, result, call) for impl, (result, call) in zip(impls, outcomes, strict=True)]
+
+
+def call_sync(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> None:
+    """Call a hook in every plugin on this thread, logging (not raising) each plugin's failure."""
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        try:
+            impl.function(**_arguments(impl, kwargs))
+        except Exception as exc:  # noqa: BLE001
+            logger.error("plugin %s: %s failed: %s: %s", impl.plugin_name, hook, type(exc).__name__, exc)

@@ -1,0 +1,247 @@
+"""The `thoth` command line: thin commands over the runtime; plugins add their own."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import logging
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .config import config_path, load_config, set_value
+from .errors import ThothError
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+BUILTIN = {"ask", "chat", "config", "context", "doctor", "forget", "plugins"}
+
+
+class ThothGroup(click.Group):
+    """A click group that loads plugin subcommands only when they are asked for."""
+
+    _plugins_loaded = False
+
+    def _load_plugin_commands(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from ._calls import call_sync
+        from .plugins import make_plugin_manager
+
+        call_sync(make_plugin_manager(load_config()), "register_cli_commands", cli=self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        try:
+            self._load_plugin_commands()
+        except ThothError:
+            pass  # help still lists the built-in commands; running one reports the error
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in BUILTIN:
+            self._load_plugin_commands()
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ThothError as exc:
+            click.echo(f"thoth: error: {exc}", err=True)
+            ctx.exit(2)
+
+
+def runtime() -> Runtime:
+    """The runtime for this command, built once from thoth.toml."""
+    ctx = click.get_current_context()
+    obj = ctx.ensure_object(dict)
+    if "runtime" not in obj:
+        from .runtime import Runtime
+
+        obj["runtime"] = Runtime.load()
+    return obj["runtime"]  # type: ignore[no-any-return]
+
+
+def run(coro: Any) -> Any:
+    """Run a coroutine, then let background writes finish and close the runtime."""
+
+    async def whole() -> Any:
+        try:
+            return await coro
+        finally:
+            await runtime().aclose()
+
+    return asyncio.run(whole())
+
+
+peer_option = click.option("--peer", default=getpass.getuser, show_default="your user name", help="Who is talking.")
+thread_option = click.option("--thread", default="cli", show_default=True, help="Conversation thread.")
+workspace_option = click.option("--workspace", default=None, help="Workspace (default from thoth.toml).")
+
+
+@click.group(cls=ThothGroup)
+@click.version_option(package_name="thoth-core")
+@click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """Thoth: a chat agent with five layers of memory.
+
+    Configuration is ./thoth.toml (or $THOTH_CONFIG); data lives in $THOTH_HOME.
+    """
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
+    logging.basicConfig(level=level, format="thoth: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+@cli.command()
+@peer_option
+@thread_option
+@click.option("--frontend", default=None, help="Frontend to start (default: [thoth] frontend, else the TUI).")
+def chat(peer: str, thread: str, frontend: str | None) -> None:
+    """Chat with the agent in the default frontend."""
+    rt = runtime()
+    frontends = rt.registry("register_frontends")
+    name = frontend or rt.config.get("thoth.frontend") or ("tui" if "tui" in frontends else "repl")
+    if name not in frontends:
+        raise rt.config.error("thoth.frontend", f"unknown frontend {name!r}; installed: {', '.join(sorted(frontends))}")
+    frontends[name](rt, peer=peer, thread=thread)
+
+
+@cli.command()
+@click.argument("message")
+@peer_option
+@thread_option
+@workspace_option
+def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
+    """Run one whole turn and print the reply as it streams."""
+
+    async def turn() -> None:
+        await runtime().turn(message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False))
+        click.echo()
+
+    run(turn())
+
+
+@cli.command()
+@click.argument("message")
+@peer_option
+@thread_option
+@workspace_option
+@click.option("--json", "as_json", is_flag=True, help="Blocks, token counts and cuts as JSON.")
+def context(message: str, peer: str, thread: str, workspace: str | None, as_json: bool) -> None:
+    """Show the context a turn would get, without calling a model."""
+    from .budget import block_tokens
+    from .types import Turn
+
+    async def gather() -> None:
+        rt = runtime()
+        session = await rt.session(peer=peer, thread=thread, workspace=workspace)
+        assembly = await rt.context(Turn(message, peer, thread, session.workspace), session)
+        if as_json:
+            blocks = [dict(asdict(b), tokens=block_tokens(b)) for b in assembly.blocks]
+            out = {"blocks": blocks, "cut": [asdict(c) for c in assembly.cuts], "calls": [asdict(c) for c in assembly.calls], "tokens": assembly.tokens, "budget": assembly.budget}
+            click.echo(json.dumps(out, indent=2))
+            return
+        click.echo(assembly.system or "(no context blocks)")
+        click.echo(f"\n-- {assembly.tokens}/{assembly.budget} tokens from {len(assembly.blocks)} blocks", err=True)
+        for cut in assembly.cuts:
+            click.echo(f"-- cut {cut.plugin}/{cut.tag}: {cut.tokens} -> {cut.kept_tokens} tokens ({cut.reason})", err=True)
+        for call in assembly.calls:
+            if call.status != "ok":
+                click.echo(f"-- {call.plugin}: {call.status} ({call.error})", err=True)
+
+    run(gather())
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins(as_json: bool) -> None:
+    """List every plugin: distribution, version, hooks, enabled."""
+    from .plugins import make_plugin_manager
+
+    pm = make_plugin_manager(load_config())
+    rows = []
+    for name, info in sorted(pm.thoth_info.items()):
+        plugin = pm.get_plugin(name)
+        hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or []) if plugin else []
+        rows.append(dict(asdict(info), hooks=hooks))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = "enabled" if row["enabled"] else f"disabled{' (' + row['error'] + ')' if row['error'] else ''}"
+        click.echo(f"{row['name']:<12} {row['distribution']} {row['version']:<8} {state:<9} {', '.join(row['hooks'])}")
+
+
+@cli.group()
+def config() -> None:
+    """Read or change thoth.toml."""
+
+
+@config.command("get")
+@click.argument("key")
+def config_get(key: str) -> None:
+    """Print the value of a dotted KEY (defaults included)."""
+    value = load_config().get(key)
+    if value is None:
+        raise ThothError(f"{config_path()}: {key}: not set")
+    click.echo(json.dumps(value) if not isinstance(value, str) else value)
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+def config_set(key: str, value: str) -> None:
+    """Set a dotted KEY to VALUE (parsed as TOML when it parses, else a string)."""
+    path = config_path()
+    stored = set_value(path, key, value)
+    click.echo(f"{path}: {key} = {json.dumps(stored)}")
+
+
+@cli.command()
+@click.option("--peer", required=True, help="The peer whose data is deleted.")
+@click.option("--thread", default=None, help="Only this thread.")
+@workspace_option
+@click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
+def forget(peer: str, thread: str | None, workspace: str | None, as_json: bool) -> None:
+    """Delete what every layer holds about a peer, and print a receipt."""
+    receipt = run(runtime().forget(peer=peer, thread=thread, workspace=workspace))
+    if as_json:
+        click.echo(json.dumps(receipt, indent=2))
+        return
+    scope = f"peer {peer}" + (f", thread {thread}" if thread else "")
+    click.echo(f"Forgot {scope}:")
+    for plugin, counts in sorted(receipt.items()):
+        click.echo(f"  {plugin}: " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+    if not receipt:
+        click.echo("  nothing was held")
+
+
+@cli.command()
+def doctor() -> None:
+    """Check config, plugins, storage and the model, and say what is wrong."""
+    from .doctor import diagnose
+
+    problems = run(diagnose(runtime(), echo=click.echo))
+    if problems:
+        click.echo(f"{problems} problem(s) found.")
+        sys.exit(1)
+    click.echo("All checks passed.")
+
+
+def main() -> None:
+    """Entry point of the `thoth` console script."""
+    try:
+        cli(prog_name="thoth")
+    except ThothError as exc:  # raised while building the command list
+        click.echo(f"thoth: error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["cli", "main", "run", "runtime"]

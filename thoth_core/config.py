@@ -1,0 +1,235 @@
+"""`thoth.toml`: loading, validation with file/line/key errors, secrets by reference, writing.
+
+The core validates its own keys (`[thoth]`, `[budget]`, `[plugins]`); each plugin validates
+its own `[plugins.NAME]` table. Secrets are never values in the file, only references:
+`api_key = { "$env" = "ANTHROPIC_API_KEY" }` or `{ "$file" = "/run/secrets/key" }`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .types import LAYERS
+
+DEFAULTS: dict[str, Any] = {
+    "thoth": {"workspace": "default", "deadline": 2.0, "idle_minutes": 30.0, "max_tokens": 1024},
+    "budget": {
+        "total": 6000,
+        "history": 4000,
+        "layers": {"working": 1000, "identity": 800, "episodic": 1200, "procedural": 2500, "reflection": 400},
+    },
+    "plugins": {"disabled": []},
+}
+
+# key -> (type, description) for the keys the core owns.
+SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "thoth.workspace": (str, "a string"),
+    "thoth.model": (str, "a model provider name"),
+    "thoth.frontend": (str, "a frontend name"),
+    "thoth.deadline": ((int, float), "a number of seconds"),
+    "thoth.idle_minutes": ((int, float), "a number of minutes"),
+    "thoth.max_tokens": (int, "an integer"),
+    "thoth.home": (str, "a path"),
+    "budget.total": (int, "an integer"),
+    "budget.history": (int, "an integer"),
+    "plugins.disabled": (list, "a list of plugin names"),
+}
+
+
+def config_path() -> Path:
+    """Where the config file is: `$THOTH_CONFIG`, else `./thoth.toml`."""
+    return Path(os.environ.get("THOTH_CONFIG") or "thoth.toml")
+
+
+@dataclass
+class Config:
+    """The loaded configuration; `data` holds the file's values merged over the defaults."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    text: str = ""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value at a dotted key such as `budget.total`, or default."""
+        node: Any = self.merged
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    @cached_property
+    def merged(self) -> dict[str, Any]:
+        """The file's values over the defaults."""
+        return _merged(DEFAULTS, self.data)
+
+    @property
+    def root(self) -> Path:
+        """The project folder: where thoth.toml lives (or the working directory)."""
+        return self.path.parent.resolve() if self.path else Path.cwd()
+
+    def plugin(self, name: str) -> dict[str, Any]:
+        """A plugin's own `[plugins.NAME]` table, secrets resolved."""
+        table = self.get(f"plugins.{name}", {})
+        return resolve_secrets(table, where=f"plugins.{name}", source=self.source)
+
+    def section(self, key: str) -> dict[str, Any]:
+        """Any table, e.g. `models.anthropic`, secrets resolved."""
+        return resolve_secrets(self.get(key, {}), where=key, source=self.source)
+
+    @property
+    def source(self) -> str:
+        """The file name used in error messages."""
+        return str(self.path) if self.path else "thoth.toml"
+
+    def error(self, key: str, message: str) -> ConfigError:
+        """A one-line error naming file, line (when found) and key."""
+        line = line_of(self.text, key)
+        where = f"{self.source}:{line}" if line else self.source
+        return ConfigError(f"{where}: {key}: {message}")
+
+    @property
+    def disabled(self) -> list[str]:
+        """Plugin names switched off in `[plugins] disabled`."""
+        return list(self.get("plugins.disabled", []))
+
+    @property
+    def layer_budgets(self) -> dict[str, int]:
+        """Per-layer token budgets from `[budget.layers]`."""
+        return dict(self.get("budget.layers", {}))
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read and validate the config file; a missing file means all defaults."""
+    path = path or config_path()
+    if not path.exists():
+        if os.environ.get("THOTH_CONFIG"):
+            raise ConfigError(f"{path}: config file not found (named by THOTH_CONFIG)")
+        return Config(path=None)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"{path}:{match.group(1)}" if match else str(path)
+        raise ConfigError(f"{where}: invalid TOML: {str(exc).split(' (at line')[0]}") from exc
+    config = Config(data=data, path=path, text=text)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Check the core's own keys; raises ConfigError on the first bad one."""
+    for section in ("thoth", "budget", "plugins", "models"):
+        if section in config.data and not isinstance(config.data[section], dict):
+            raise config.error(section, "expected a table")
+    for key, (kind, description) in SCHEMA.items():
+        value = config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise config.error(key, f"expected {description}, got {value!r}")
+    for key in ("thoth.deadline", "thoth.idle_minutes", "thoth.max_tokens", "budget.total", "budget.history"):
+        if config.get(key) is not None and config.get(key) <= 0:
+            raise config.error(key, f"must be positive, got {config.get(key)!r}")
+    for key, value in config.get("budget.layers", {}).items():
+        if key not in LAYERS:
+            raise config.error(f"budget.layers.{key}", f"unknown layer; expected one of {', '.join(LAYERS)}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise config.error(f"budget.layers.{key}", f"expected a non-negative integer, got {value!r}")
+    for name in config.disabled:
+        if not isinstance(name, str):
+            raise config.error("plugins.disabled", f"expected plugin names, got {name!r}")
+    for name, table in config.data.get("plugins", {}).items():
+        if name == "disabled":
+            continue
+        if not isinstance(table, dict):
+            raise config.error(f"plugins.{name}", "expected a table")
+        deadline = table.get("deadline")
+        if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0):
+            raise config.error(f"plugins.{name}.deadline", f"expected a positive number of seconds, got {deadline!r}")
+
+
+def check_plugin_names(config: Config, known: set[str]) -> None:
+    """Every plugin the file names must be installed or built in."""
+    named = [("plugins.disabled", n) for n in config.disabled]
+    named += [(f"plugins.{n}", n) for n in config.data.get("plugins", {}) if n != "disabled"]
+    for key, name in named:
+        if name not in known:
+            raise config.error(key, f"unknown plugin {name!r}; installed: {', '.join(sorted(known)) or 'none'}")
+
+
+def resolve_secrets(value: Any, *, where: str, source: str = "thoth.toml") -> Any:
+    """Replace `{"$env": NAME}` and `{"$file": PATH}` references by their values."""
+    if isinstance(value, dict):
+        if set(value) == {"$env"}:
+            return os.environ.get(value["$env"])
+        if set(value) == {"$file"}:
+            try:
+                return Path(value["$file"]).expanduser().read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"{source}: {where}: cannot read secret file {value['$file']}: {exc}") from exc
+        return {k: resolve_secrets(v, where=f"{where}.{k}", source=source) for k, v in value.items()}
+    return value
+
+
+def line_of(text: str, key: str) -> int | None:
+    """The 1-based line where a dotted key is set in TOML text, if it can be found."""
+    *sections, leaf = key.split(".")
+    section, current = ".".join(sections), ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        header = re.match(r"\[+\s*([^\]]+?)\s*\]+", stripped)
+        if header:
+            current = header.group(1).replace('"', "")
+            if current == key:
+                return number
+            continue
+        match = re.match(r"([\w\-\".]+)\s*=", stripped)
+        if match:
+            full = ".".join(p for p in (current, match.group(1).replace('"', "")) if p)
+            if full == key or (current == section and match.group(1) == leaf):
+                return number
+    return None
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def set_value(path: Path, key: str, raw: str) -> Any:
+    """Set a dotted key in the file (creating it), parsing raw as TOML when it parses."""
+    import tomli_w
+
+    data = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    node = data
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{path}: {key}: {part} is not a table")
+    node[leaf] = value
+    candidate = Config(data=data, path=path, text=tomli_w.dumps(data))
+    validate(candidate)
+    path.write_text(candidate.text, encoding="utf-8")
+    return value

@@ -1,0 +1,75 @@
+"""The `replay` provider: answers from a scripted JSON file, for demos and tests.
+
+The file is a list of rules; the first whose `match` (a regular expression searched in the
+last user message) and `purpose` (`turn`, `reflection`, ...) fit gives the reply:
+`[{"match": "hello", "reply": "Hi!"}, {"purpose": "reflection", "reply": "{...}"}, {"reply": "fallback"}]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from thoth_core import ConfigError, ModelRequest, Usage, count_tokens, hookimpl
+
+
+class ReplayModel:
+    """Replies from scripted rules; never calls a network."""
+
+    name = "replay"
+
+    def __init__(self, rules: list[dict[str, Any]], *, delay: float = 0.0) -> None:
+        self.rules = rules
+        self.delay = delay
+        self.requests: list[ModelRequest] = []
+
+    @classmethod
+    def from_file(cls, path: Path, *, delay: float = 0.0) -> ReplayModel:
+        """Load rules from a JSON file, with a one-line error naming the file."""
+        try:
+            rules = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot load replay script: {exc}") from exc
+        if not isinstance(rules, list) or not all(isinstance(r, dict) and "reply" in r for r in rules):
+            raise ConfigError(f"{path}: a replay script is a list of objects with a 'reply'")
+        return cls(rules, delay=delay)
+
+    def answer(self, request: ModelRequest) -> str:
+        """The scripted reply for a request."""
+        last = request.messages[-1].content if request.messages else ""
+        for rule in self.rules:
+            if rule.get("purpose", request.purpose) != request.purpose:
+                continue
+            if "match" in rule and not re.search(rule["match"], last, re.IGNORECASE):
+                continue
+            return str(rule["reply"])
+        return "(replay script has no reply for this message)"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+        """Yield the scripted reply word by word."""
+        self.requests.append(request)
+        text = self.answer(request)
+        for piece in re.findall(r"\S+\s*|\s+", text):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield piece
+        prompt = request.system_text + "".join(m.content for m in request.messages)
+        yield Usage(input_tokens=count_tokens(prompt), output_tokens=count_tokens(text), cost_usd=0.0)
+
+
+def make_replay(runtime: Any, options: dict[str, Any]) -> ReplayModel:
+    """Build the provider from `[models.replay]`: `file` (required), `delay` seconds per word."""
+    if "rules" in options:
+        return ReplayModel(list(options["rules"]), delay=float(options.get("delay", 0)))
+    if not options.get("file"):
+        raise runtime.config.error("models.replay.file", "the replay provider needs a script file")
+    return ReplayModel.from_file(runtime.config.root / options["file"], delay=float(options.get("delay", 0)))
+
+
+@hookimpl
+def register_models(register):  # type: ignore[no-untyped-def]
+    register("replay", make_replay)

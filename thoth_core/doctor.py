@@ -1,0 +1,52 @@
+"""`thoth doctor`: check config, plugins, storage and the model; report what is wrong."""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .errors import ThothError
+from .plugins import ESSENTIAL
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
+    """Print one line per check; returns how many failed."""
+    problems = 0
+
+    def report(ok: bool, what: str) -> None:
+        nonlocal problems
+        problems += not ok
+        echo(f"{'ok ' if ok else 'BAD'} {what}")
+
+    report(True, f"config: {runtime.config.source if runtime.config.path else 'no thoth.toml, using defaults'}")
+    infos = runtime.pm.thoth_info  # type: ignore[attr-defined]
+    for name, info in sorted(infos.items()):
+        if info.error:
+            report(False, f"plugin {name}: failed to load: {info.error}")
+    for name in sorted(ESSENTIAL):
+        report(runtime.pm.has_plugin(name), f"plugin {name} (essential) {'loaded' if runtime.pm.has_plugin(name) else 'is not installed: pip install -e plugins/' + name}")
+    try:
+        with tempfile.NamedTemporaryFile(dir=runtime.home):
+            pass
+        report(True, f"storage: {runtime.home} is writable")
+    except OSError as exc:
+        report(False, f"storage: {runtime.home} is not writable: {exc}")
+    try:
+        model = runtime.model()
+        check = getattr(model, "check", None)
+        detail = ""
+        if check is not None:
+            detail = check()
+            if inspect.isawaitable(detail):
+                detail = await detail
+        report(True, f"model: {model.name} {detail or 'configured'}")
+    except ThothError as exc:
+        report(False, f"model: {exc}")
+    except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
+        report(False, f"model: unreachable: {type(exc).__name__}: {exc}")
+    return problems

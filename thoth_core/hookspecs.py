@@ -1,0 +1,134 @@
+"""Every hook a Thoth plugin can implement; `docs/hooks.md` documents each one.
+
+Hooks are always called with keyword arguments, so an implementation may accept any
+subset of them. Implementations may be plain functions or `async def`; the runtime
+awaits coroutines and runs plain functions in a worker thread, each plugin isolated
+(an exception or a timeout is logged with the plugin's name, and the turn goes on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from .runtime import Runtime
+    from .types import ContextBlock, Reply, Session, Turn
+
+hookspec = pluggy.HookspecMarker("thoth")
+hookimpl = pluggy.HookimplMarker("thoth")
+
+
+@hookspec(historic=True)
+def configure(runtime: Runtime) -> None:
+    """Called once when a runtime starts, and for plugins registered later.
+
+    Args:
+        runtime: the runtime; `runtime.config.plugin(NAME)` is the plugin's own table,
+            `runtime.home` its data directory.
+    """
+
+
+@hookspec
+def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | list[ContextBlock] | None:
+    """Contribute context for this turn before the model is called.
+
+    All implementations run concurrently, each under its deadline (`[thoth] deadline`, or
+    `[plugins.NAME] deadline`); late or failing ones are skipped and logged.
+
+    Args:
+        turn: the user's message, peer, thread and workspace.
+        session: the session the turn belongs to.
+
+    Returns:
+        A block, a list of blocks, or None. The core fills in `plugin` and fits the blocks
+        into the token budgets.
+    """
+
+
+@hookspec
+def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
+    """Record a finished turn; called in the background after the reply reached the user.
+
+    Args:
+        turn: the user's message.
+        reply: the agent's reply (already delivered).
+        session: the session, with the turn already in `session.history`.
+    """
+
+
+@hookspec
+def session_start(session: Session) -> None:
+    """A session was opened (new, or resumed after a restart); restore state into it."""
+
+
+@hookspec
+def session_end(session: Session, reason: str) -> None:
+    """A session ended, once per session, in the background.
+
+    Args:
+        session: the ended session; `session.transcript` holds its turns.
+        reason: `done`, `idle`, `exit` or a frontend-specific word.
+    """
+
+
+@hookspec
+def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
+    """Delete everything this plugin holds about a peer (or one thread of theirs).
+
+    Returns:
+        A receipt: what was deleted and how many, e.g. `{"episodes": 12}`; None if nothing held.
+    """
+
+
+@hookspec
+def register_models(register: Callable[..., None]) -> None:
+    """Register model providers: `register(name, factory)`, factory(runtime, options) -> Model."""
+
+
+@hookspec
+def register_episodic_backends(register: Callable[..., None]) -> None:
+    """Register episodic stores: `register(name, factory)`, factory(runtime, options) -> backend."""
+
+
+@hookspec
+def register_embedders(register: Callable[..., None]) -> None:
+    """Register text embedders: `register(name, factory)`, factory(runtime, options) -> embedder."""
+
+
+@hookspec
+def register_commands(register: Callable[..., None]) -> None:
+    """Register slash commands: `register(Command(name, help, handler))`."""
+
+
+@hookspec
+def register_cli_commands(cli: click.Group) -> None:
+    """Add subcommands to the `thoth` command line."""
+
+
+@hookspec
+def register_frontends(register: Callable[..., None]) -> None:
+    """Register frontends: `register(name, start)`, start(runtime, **options) runs until exit."""
+
+
+@hookspec
+def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -> dict[str, Any] | None:
+    """A person reacted to a message: kind is approve, reject, remember, forget or identity.
+
+    Returns:
+        What this plugin did about it (shown to the person), or None.
+    """
+
+
+@hookspec
+def reflection_result(result: dict[str, Any], session: Session) -> None:
+    """A validated reflection run finished; each layer writes the part it owns."""
+
+
+@hookspec
+def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any] | None:
+    """Counts for status displays, e.g. `{"layer": "episodic", "episodes": 120}`."""

@@ -1,0 +1,107 @@
+"""Building the plugin manager: specs, blocked names, entry points, then built-in defaults."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+import pluggy
+
+from . import hookspecs
+from .config import Config, check_plugin_names
+from .errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+GROUP = "thoth"
+
+DEFAULT_PLUGINS = {
+    "anthropic": "thoth_core.default_plugins.anthropic_model",
+    "claude-cli": "thoth_core.default_plugins.claude_cli_model",
+    "replay": "thoth_core.default_plugins.replay_model",
+    "commands": "thoth_core.default_plugins.commands",
+    "repl": "thoth_core.default_plugins.repl",
+}
+
+ESSENTIAL = {"working", "procedural"}
+
+ENV_SWITCHES = {"HONCHO_DISABLED": "identity", "EPISODIC_DISABLED": "episodic", "REFLECTION_DISABLED": "reflection"}
+
+
+@dataclass
+class PluginInfo:
+    """What `thoth plugins` shows about one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    enabled: bool
+    error: str | None = None
+
+
+def disabled_names(config: Config) -> set[str]:
+    """Plugins switched off by thoth.toml or the *_DISABLED environment switches."""
+    names = set(config.disabled)
+    for variable, name in ENV_SWITCHES.items():
+        if os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on"):
+            names.add(name)
+    essential = sorted(names & ESSENTIAL)
+    if essential:
+        raise config.error("plugins.disabled", f"plugin {essential[0]!r} is essential (L1 working and L4 procedural always run) and cannot be disabled")
+    return names
+
+
+def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.PluginManager:
+    """A fresh manager with the hookspecs, installed plugins (unless blocked) and the defaults."""
+    pm = pluggy.PluginManager(GROUP)
+    pm.add_hookspecs(hookspecs)
+    pm.thoth_info = {}  # type: ignore[attr-defined]
+    blocked = disabled_names(config)
+    for name in blocked:
+        pm.set_blocked(name)
+    installed = {ep.name: ep for ep in entry_points(group=GROUP)}
+    if autoload:
+        check_plugin_names(config, set(installed) | set(DEFAULT_PLUGINS))
+        allowed = os.environ.get("THOTH_LOAD_PLUGINS")
+        wanted = set(installed) if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+        for name, ep in sorted(installed.items()):
+            if name not in wanted:
+                continue
+            dist = ep.dist.name if ep.dist else "?"
+            version = ep.dist.version if ep.dist else "?"
+            info = PluginInfo(name, dist, version, enabled=name not in blocked)
+            pm.thoth_info[name] = info  # type: ignore[attr-defined]
+            if name in blocked:
+                logger.info("plugin %s-%s disabled", name, version)
+                continue
+            try:
+                pm.register(ep.load(), name=name)
+                logger.info("plugin %s-%s registered", name, version)
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the others
+                info.enabled, info.error = False, f"{type(exc).__name__}: {exc}"
+                logger.error("plugin %s failed to load: %s", name, info.error)
+    for name, module in DEFAULT_PLUGINS.items():
+        if name in blocked or pm.has_plugin(name):
+            continue
+        pm.register(importlib.import_module(module), name=name)
+        pm.thoth_info[name] = PluginInfo(name, "thoth-core", _core_version(), enabled=True)  # type: ignore[attr-defined]
+    if os.environ.get("THOTH_TRACE_PLUGINS"):
+        pm.trace.root.setwriter(print)
+        pm.enable_tracing()
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise ConfigError(f"plugin {exc.plugin!r}: {exc}") from exc
+    return pm
+
+
+def _core_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("thoth-core")
+    except PackageNotFoundError:
+        return "dev"

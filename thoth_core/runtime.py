@@ -1,0 +1,326 @@
+"""The turn pipeline: open a session, gather context, call the model, write in the background.
+
+One `Runtime` per process (tests make many). It owns the plugin manager, the open sessions,
+per-plugin state (`plugin_state`) and the background tasks of post-turn writes and session
+ends, which `drain()` waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from ._calls import call_each, call_sync
+from .budget import Assembly, assemble, trim_history
+from .config import Config, load_config
+from .errors import ConfigError, ModelError, ModelNotConfigured, ThothError
+from .models import NO_MODEL_HELP, Model, ModelRequest
+from .plugins import make_plugin_manager
+from .types import ContextBlock, Message, Reply, Session, Turn, Usage
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[..., "str | Awaitable[str]"]
+
+
+@dataclass
+class Command:
+    """A slash command: `/name args`; handler(args=, turn=, session=, runtime=) -> text."""
+
+    name: str
+    help: str
+    handler: Handler
+    usage: str = ""
+
+
+@dataclass
+class TurnResult:
+    """A finished turn: the reply and the context it was given."""
+
+    reply: Reply
+    assembly: Assembly
+    session: Session
+
+
+def default_home(config: Config) -> Path:
+    """Where data lives: `$THOTH_HOME`, `[thoth] home`, else the per-user app dir."""
+    if os.environ.get("THOTH_HOME"):
+        return Path(os.environ["THOTH_HOME"]).expanduser()
+    if config.get("thoth.home"):
+        return (config.root / config.get("thoth.home")).expanduser()
+    import click
+
+    return Path(click.get_app_dir("thoth"))
+
+
+class Runtime:
+    """Plugins, sessions and the turn pipeline of one Thoth process."""
+
+    def __init__(self, config: Config | None = None, *, pm: pluggy.PluginManager | None = None, home: Path | None = None, autoload: bool = True) -> None:
+        self.config = config or Config()
+        self.pm = pm or make_plugin_manager(self.config, autoload=autoload)
+        self.home = home or default_home(self.config)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.sessions: dict[tuple[str, str, str], Session] = {}
+        self.last: TurnResult | None = None
+        self._state: dict[str, Any] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._models: dict[str, Callable[..., Model]] | None = None
+        self._model: Model | None = None
+        self._commands: dict[str, Command] | None = None
+        call_sync(self.pm, "configure", runtime=self)
+
+    @classmethod
+    def load(cls, path: Path | None = None, *, autoload: bool = True) -> Runtime:
+        """A runtime from thoth.toml (or `$THOTH_CONFIG`)."""
+        return cls(load_config(path), autoload=autoload)
+
+    def register(self, plugin: object, name: str | None = None) -> str:
+        """Register a plugin object after start-up and configure it."""
+        registered = self.pm.register(plugin, name=name)
+        assert registered is not None, f"plugin {name} is blocked"
+        configure = getattr(plugin, "configure", None)
+        if configure is not None and getattr(configure, "thoth_impl", None) is not None:
+            configure(runtime=self)
+        self._models = self._commands = None
+        return registered
+
+    # --- per-plugin state -------------------------------------------------------------
+
+    def plugin_state(self, name: str, factory: Callable[[], Any]) -> Any:
+        """The state object a plugin keeps for this runtime, made by factory on first use."""
+        if name not in self._state:
+            self._state[name] = factory()
+        return self._state[name]
+
+    def deadline_for(self, plugin: str) -> float:
+        """Seconds a plugin's pre-spawn hook may take: its config, its DEADLINE, or the default."""
+        configured = self.config.get(f"plugins.{plugin}.deadline")
+        if configured is not None:
+            return float(configured)
+        declared = getattr(self.pm.get_plugin(plugin), "DEADLINE", None)
+        return float(declared if declared is not None else self.config.get("thoth.deadline"))
+
+    def layer_of(self, plugin: str) -> str:
+        """The layer a plugin declares with a module-level LAYER, else `other`."""
+        return str(getattr(self.pm.get_plugin(plugin), "LAYER", "other"))
+
+    # --- registries -------------------------------------------------------------------
+
+    def registry(self, hook: str) -> dict[str, Any]:
+        """Everything plugins register through a `register_*` hook, by name."""
+        found: dict[str, Any] = {}
+
+        def register(name: str, value: Any) -> None:
+            found[name] = value
+
+        call_sync(self.pm, hook, register=register)
+        return found
+
+    @property
+    def models(self) -> dict[str, Callable[..., Model]]:
+        """Model provider factories by name."""
+        if self._models is None:
+            self._models = self.registry("register_models")
+        return self._models
+
+    @property
+    def commands(self) -> dict[str, Command]:
+        """Slash commands by name."""
+        if self._commands is None:
+            found: dict[str, Command] = {}
+            call_sync(self.pm, "register_commands", register=lambda command: found.__setitem__(command.name, command))
+            self._commands = found
+        return self._commands
+
+    def model_name(self) -> str | None:
+        """The configured provider, or anthropic when its key or URL is in the environment."""
+        name = self.config.get("thoth.model")
+        if name:
+            return str(name)
+        if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_BASE_URL"):
+            return "anthropic"
+        return None
+
+    def model(self) -> Model:
+        """The configured model provider; raises ModelNotConfigured with how to fix it."""
+        if self._model is None:
+            name = self.model_name()
+            if name is None:
+                raise ModelNotConfigured(NO_MODEL_HELP)
+            if name not in self.models:
+                raise self.config.error("thoth.model", f"unknown model provider {name!r}; available: {', '.join(sorted(self.models)) or 'none'}")
+            self._model = self.models[name](self, self.config.section(f"models.{name}"))
+        return self._model
+
+    # --- sessions ---------------------------------------------------------------------
+
+    async def session(self, *, peer: str, thread: str, workspace: str | None = None) -> Session:
+        """The open session of (workspace, peer, thread), opening it if needed."""
+        key = (workspace or self.config.get("thoth.workspace"), peer, thread)
+        session = self.sessions.get(key)
+        if session is None:
+            session = Session(*key, home=self.home, runtime=self)
+            self.sessions[key] = session
+            await call_each(self.pm, "session_start", {"session": session})
+        return session
+
+    async def end_session(self, session: Session, reason: str) -> None:
+        """End a session once and fire `session_end` in the background."""
+        if session.ended:
+            return
+        session.ended = True
+        self.sessions.pop(session.key, None)
+        self.background(call_each(self.pm, "session_end", {"session": session, "reason": reason}))
+
+    async def reap_idle(self, now: float | None = None) -> list[Session]:
+        """End sessions idle longer than `[thoth] idle_minutes`; returns them."""
+        limit = float(self.config.get("thoth.idle_minutes")) * 60
+        now = time.time() if now is None else now
+        idle = [s for s in list(self.sessions.values()) if now - s.last_active >= limit]
+        for session in idle:
+            await self.end_session(session, "idle")
+        return idle
+
+    # --- the turn ---------------------------------------------------------------------
+
+    async def context(self, turn: Turn, session: Session) -> Assembly:
+        """Run the pre-spawn stage and fit the blocks into the budgets."""
+        outcomes = await call_each(self.pm, "pre_spawn_context", {"turn": turn, "session": session}, deadline_for=self.deadline_for)
+        blocks: list[ContextBlock] = []
+        calls = []
+        for plugin, result, call in outcomes:
+            calls.append(call)
+            for block in result if isinstance(result, list) else [result] if result is not None else []:
+                if not isinstance(block, ContextBlock):
+                    logger.error("plugin %s: pre_spawn_context returned %r, not a ContextBlock; skipped", plugin, type(block).__name__)
+                    continue
+                blocks.append(replace(block, plugin=block.plugin or plugin, layer=block.layer if block.layer != "other" else self.layer_of(plugin)))
+        assembly = assemble(blocks, total=int(self.config.get("budget.total")), layers=self.config.layer_budgets)
+        assembly.calls = calls
+        return assembly
+
+    async def turn(
+        self,
+        text: str,
+        *,
+        peer: str,
+        thread: str,
+        workspace: str | None = None,
+        on_delta: Callable[[str], Any] | None = None,
+    ) -> TurnResult:
+        """One whole turn: command or model reply; post-turn writes start after it returns."""
+        session = await self.session(peer=peer, thread=thread, workspace=workspace)
+        turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace)
+        session.last_active = time.time()
+        if text.startswith("/"):
+            name, _, args = text[1:].partition(" ")
+            if name in self.commands:
+                return TurnResult(await self.run_command(name, args.strip(), turn, session), Assembly([]), session)
+        assembly = await self.context(turn, session)
+        request = ModelRequest(
+            system=assembly.blocks,
+            messages=trim_history(session.history, int(self.config.get("budget.history"))) + [Message("user", text)],
+            max_tokens=int(self.config.get("thoth.max_tokens")),
+        )
+        reply = await self._ask(self.model(), request, turn, session, on_delta)
+        session.record(turn, reply)
+        result = TurnResult(reply, assembly, session)
+        self.last = result
+        self.background(call_each(self.pm, "post_turn_write", {"turn": turn, "reply": reply, "session": session}))
+        return result
+
+    async def _ask(self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None) -> Reply:
+        parts: list[str] = []
+        usage = Usage()
+        try:
+            async for item in model.stream(request):
+                if isinstance(item, Usage):
+                    usage = item
+                    continue
+                parts.append(item)
+                if on_delta is not None:
+                    outcome = on_delta(item)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+        except ThothError as exc:
+            session.transcript.append({"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)})
+            raise
+        except Exception as exc:
+            session.transcript.append({"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)})
+            raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
+        return Reply(text="".join(parts), model=model.name, usage=usage)
+
+    async def run_command(self, name: str, args: str, turn: Turn, session: Session) -> Reply:
+        """Run a slash command; its errors come back as the reply text."""
+        command = self.commands[name]
+        try:
+            output = command.handler(args=args, turn=turn, session=session, runtime=self)
+            if inspect.isawaitable(output):
+                output = await output
+        except ThothError as exc:
+            output = f"/{name}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a broken command must not end the chat
+            logger.exception("command /%s failed", name)
+            output = f"/{name} failed: {type(exc).__name__}: {exc}"
+        return Reply(text=str(output or ""), model="command")
+
+    async def forget(self, *, peer: str, thread: str | None = None, workspace: str | None = None) -> dict[str, dict[str, int]]:
+        """Ask every plugin to delete what it holds of a peer; one receipt per plugin."""
+        workspace = workspace or self.config.get("thoth.workspace")
+        for key in [k for k in self.sessions if k[0] == workspace and k[1] == peer and thread in (None, k[2])]:
+            self.sessions.pop(key).ended = True
+        outcomes = await call_each(self.pm, "forget", {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self})
+        receipt: dict[str, dict[str, int]] = {}
+        for plugin, result, call in outcomes:
+            if call.status != "ok":
+                receipt[plugin] = {"error": 1}
+            elif result:
+                receipt[plugin] = dict(result)
+        return receipt
+
+    async def status(self, *, peer: str, workspace: str | None = None) -> list[dict[str, Any]]:
+        """Each layer's counts for status displays."""
+        workspace = workspace or self.config.get("thoth.workspace")
+        outcomes = await call_each(self.pm, "layer_status", {"workspace": workspace, "peer": peer, "runtime": self})
+        return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
+
+    # --- background work --------------------------------------------------------------
+
+    def background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Run work after the reply; `drain()` waits for it."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for all background writes to finish."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Finish background work and close plugin state."""
+        await self.drain()
+        for name, state in self._state.items():
+            close = getattr(state, "close", None)
+            if close is not None:
+                try:
+                    outcome = close()
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception as exc:  # noqa: BLE001
+                    logger.error("plugin %s: closing state failed: %s", name, exc)
+        self._state.clear()
+
+
+__all__ = ["Command", "ConfigError", "Runtime", "TurnResult", "default_home"]

@@ -1,0 +1,145 @@
+"""The values that flow through a turn: turns, replies, sessions and context blocks."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Role = Literal["user", "assistant"]
+
+LAYERS = ("working", "identity", "episodic", "procedural", "reflection")
+
+
+def new_id() -> str:
+    """A short random id for turns and sessions."""
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    """One piece of the system prompt, contributed by one plugin of one layer."""
+
+    tag: str
+    text: str
+    layer: str = "other"
+    priority: int = 50
+    stable: bool = False
+    plugin: str = ""
+
+    def render(self) -> str:
+        """The block as it appears in the system prompt."""
+        return f"<{self.tag}>\n{self.text}\n</{self.tag}>"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of the conversation history sent to the model."""
+
+    role: Role
+    content: str
+
+
+@dataclass
+class Turn:
+    """One user message on its way through the pipeline."""
+
+    text: str
+    peer: str
+    thread: str
+    workspace: str = "default"
+    id: str = field(default_factory=new_id)
+    created_at: float = field(default_factory=time.time)
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Usage:
+    """Token counts and cost the model reported for one reply."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass
+class Reply:
+    """The agent's answer to one turn."""
+
+    text: str
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+    finished_at: float = field(default_factory=time.time)
+    error: str | None = None
+
+
+@dataclass
+class Session:
+    """One conversation of one peer in one thread; plugins may keep state in `scratch`."""
+
+    workspace: str
+    peer: str
+    thread: str
+    id: str = field(default_factory=new_id)
+    started_at: float = field(default_factory=time.time)
+    last_active: float = field(default_factory=time.time)
+    history: list[Message] = field(default_factory=list)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    scratch: dict[str, Any] = field(default_factory=dict)
+    home: Path | None = None
+    ended: bool = False
+    runtime: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The (workspace, peer, thread) triple that names this session."""
+        return (self.workspace, self.peer, self.thread)
+
+    @property
+    def is_new_thread(self) -> bool:
+        """True until the first turn of this thread has been answered."""
+        return not self.history
+
+    def record(self, turn: Turn, reply: Reply) -> None:
+        """Append a finished turn to the history and the transcript."""
+        self.history += [Message("user", turn.text), Message("assistant", reply.text)]
+        self.transcript.append(
+            {
+                "type": "turn",
+                "turn_id": turn.id,
+                "at": turn.created_at,
+                "user": turn.text,
+                "assistant": reply.text,
+                "model": reply.model,
+                "error": reply.error or turn.error,
+            }
+        )
+        self.last_active = time.time()
+
+
+@dataclass
+class Cut:
+    """What the context budget removed from one block."""
+
+    plugin: str
+    layer: str
+    tag: str
+    tokens: int
+    kept_tokens: int
+    reason: str
+
+
+@dataclass
+class PluginCall:
+    """How one plugin's hook call went: its time and outcome."""
+
+    plugin: str
+    hook: str
+    seconds: float
+    status: Literal["ok", "error", "timeout"]
+    error: str | None = None
