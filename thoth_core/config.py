@@ -37,6 +37,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.idle_minutes": ((int, float), "a number of minutes"),
     "thoth.max_tokens": (int, "an integer"),
     "thoth.home": (str, "a path"),
+    "thoth.founders": (list, "a list of people (frontend user ids or names)"),
     "budget.total": (int, "an integer"),
     "budget.history": (int, "an integer"),
     "plugins.disabled": (list, "a list of plugin names"),

@@ -132,3 +132,35 @@ def reflection_result(result: dict[str, Any], session: Session) -> None:
 @hookspec
 def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any] | None:
     """Counts for status displays, e.g. `{"layer": "episodic", "episodes": 120}`."""
+
+
+@hookspec
+def approvals(runtime: Runtime) -> list[dict[str, Any]] | None:
+    """Items waiting for a person's decision (skill drafts, persona observations, ...).
+
+    Returns:
+        Dicts with at least `id`, `kind`, `title`, `body`, `source` (session, episodes),
+        `flags` (e.g. `injection`) and `created_at`; None if the plugin owns no queue.
+    """
+
+
+@hookspec(firstresult=True)
+def decide(item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Runtime) -> dict[str, Any] | None:
+    """Apply `approve`, `reject` or `edit` (with new `text`) to a pending item.
+
+    Stops at first non-None result: only the plugin that owns `item_id` answers.
+    """
+
+
+@hookspec
+def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
+    """Tell people something (`approval_requested`, `persona_observation`, `check_in`, ...).
+
+    Frontends deliver it; payload has `text` and, where it applies, `workspace`, `peer`,
+    `thread` and `item_id`.
+    """
+
+
+@hookspec
+def due_check_ins(now: float, runtime: Runtime) -> list[dict[str, Any]] | None:
+    """Check-ins whose time has come, each with workspace, peer, thread and text; returning them marks them delivered."""

@@ -294,6 +294,25 @@ class Runtime:
         outcomes = await call_each(self.pm, "layer_status", {"workspace": workspace, "peer": peer, "runtime": self})
         return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
 
+    async def approvals(self) -> list[dict[str, Any]]:
+        """Every pending item of every plugin's approval queue."""
+        outcomes = await call_each(self.pm, "approvals", {"runtime": self})
+        return [item for _, result, _ in outcomes for item in result or []]
+
+    async def decide(self, item_id: str, decision: str, *, actor: str, reason: str = "", text: str | None = None) -> dict[str, Any]:
+        """Apply a person's decision to a pending item; raises if no plugin owns it."""
+        kwargs = {"item_id": item_id, "decision": decision, "actor": actor, "reason": reason, "text": text, "runtime": self}
+        for _, result, call in await call_each(self.pm, "decide", kwargs):
+            if call.status != "ok":
+                raise ThothError(f"{call.plugin} could not {decision} {item_id}: {call.error}")
+            if result is not None:
+                return dict(result)
+        raise ThothError(f"no pending item {item_id!r}")
+
+    def notify(self, event: str, **payload: Any) -> None:
+        """Tell the frontends about something, in the background."""
+        self.background(call_each(self.pm, "notify", {"event": event, "payload": payload, "runtime": self}))
+
     # --- background work --------------------------------------------------------------
 
     def background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:

@@ -1,0 +1,116 @@
+"""The turn pipeline: context from plugins, isolation of failing and slow plugins, background writes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from thoth_core import ContextBlock, hookimpl
+
+
+class Greeter:
+    LAYER = "procedural"
+
+    @hookimpl
+    def pre_spawn_context(self, turn):
+        return ContextBlock(tag="greeting", text=f"Greet {turn.peer} warmly.", stable=True)
+
+
+class Broken:
+    @hookimpl
+    def pre_spawn_context(self):
+        raise RuntimeError("boom")
+
+
+class Sleepy:
+    DEADLINE = 0.2
+
+    @hookimpl
+    def pre_spawn_context(self):
+        time.sleep(2)
+        return ContextBlock(tag="late", text="too late")
+
+
+class AsyncSleepy:
+    DEADLINE = 0.2
+
+    @hookimpl
+    async def pre_spawn_context(self):
+        await asyncio.sleep(2)
+        return ContextBlock(tag="late-async", text="too late")
+
+
+class Recorder:
+    def __init__(self):
+        self.events = []
+
+    @hookimpl
+    async def post_turn_write(self, turn, reply, session):
+        await asyncio.sleep(0.05)
+        self.events.append(("write", turn.text, reply.text, len(session.history)))
+
+    @hookimpl
+    def session_end(self, session, reason):
+        self.events.append(("end", reason, len(session.transcript)))
+
+
+async def test_blocks_are_collected_with_plugin_and_layer(make_runtime):
+    runtime = make_runtime({"greeter": Greeter()})
+    session = await runtime.session(peer="ann", thread="t")
+    from thoth_core import Turn
+
+    assembly = await runtime.context(Turn("hi", "ann", "t"), session)
+    [block] = assembly.blocks
+    assert (block.plugin, block.layer, block.tag) == ("greeter", "procedural", "greeting")
+    assert "Greet ann warmly." in assembly.system
+
+
+async def test_failing_and_slow_plugins_do_not_stop_the_turn(make_runtime):
+    runtime = make_runtime({"greeter": Greeter(), "broken": Broken(), "sleepy": Sleepy(), "async-sleepy": AsyncSleepy()},
+                           replies=[{"reply": "Hello Ann"}])
+    started = time.perf_counter()
+    result = await runtime.turn("hi", peer="ann", thread="t")
+    elapsed = time.perf_counter() - started
+    assert result.reply.text == "Hello Ann"
+    assert elapsed < 0.2 + 0.5
+    assert [b.tag for b in result.assembly.blocks] == ["greeting"]
+    status = {c.plugin: c.status for c in result.assembly.calls}
+    assert status == {"greeter": "ok", "broken": "error", "sleepy": "timeout", "async-sleepy": "timeout"}
+
+
+async def test_post_turn_write_runs_after_reply_in_background(make_runtime):
+    recorder = Recorder()
+    runtime = make_runtime({"recorder": recorder}, replies=[{"reply": "pong"}])
+    result = await runtime.turn("ping", peer="ann", thread="t")
+    assert result.reply.text == "pong"
+    assert recorder.events == []  # not yet: the reply came first
+    await runtime.drain()
+    assert recorder.events == [("write", "ping", "pong", 2)]
+
+
+async def test_session_end_fires_once_with_transcript(make_runtime):
+    recorder = Recorder()
+    runtime = make_runtime({"recorder": recorder})
+    await runtime.turn("one", peer="ann", thread="t")
+    result = await runtime.turn("/done", peer="ann", thread="t")
+    assert "Session ended" in result.reply.text
+    await runtime.end_session(result.session, "done")
+    await runtime.drain()
+    assert [e for e in recorder.events if e[0] == "end"] == [("end", "done", 1)]
+
+
+async def test_history_is_sent_to_the_model(make_runtime):
+    runtime = make_runtime(replies=[{"reply": "r"}])
+    await runtime.turn("first", peer="ann", thread="t")
+    await runtime.turn("second", peer="ann", thread="t")
+    request = runtime.model().requests[-1]
+    assert [m.content for m in request.messages] == ["first", "r", "second"]
+
+
+async def test_idle_sessions_end(make_runtime):
+    recorder = Recorder()
+    runtime = make_runtime({"recorder": recorder}, config={"thoth": {"idle_minutes": 30}})
+    await runtime.turn("one", peer="ann", thread="t")
+    ended = await runtime.reap_idle(now=time.time() + 31 * 60)
+    await runtime.drain()
+    assert len(ended) == 1 and ("end", "idle", 1) in recorder.events

@@ -1,0 +1,111 @@
+"""The conformance kit for plugin authors: a pytest plugin (entry point `pytest11`).
+
+Fixtures: `thoth_home` (an empty data dir, also set as `$THOTH_HOME`) and `make_runtime`
+(a runtime with only the plugins you name and the `replay` model). Checks: call
+`await check_layer_plugin(runtime, "NAME")` from an async test; it writes turns for one
+peer and asserts the plugin's context never reaches another peer, stays inside its layer
+budget and deadline, and that `forget` removes what it held.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from thoth_core.budget import block_tokens
+from thoth_core.config import Config
+from thoth_core.runtime import Runtime
+from thoth_core.types import Turn
+
+__all__ = ["check_layer_plugin", "context_for", "make_test_runtime"]
+
+
+def make_test_runtime(
+    home: Path,
+    plugins: dict[str, object] | None = None,
+    *,
+    config: dict[str, Any] | None = None,
+    replies: list[dict[str, Any]] | None = None,
+    root: Path | None = None,
+) -> Runtime:
+    """A runtime with only the given plugins (name -> module or object) and a replay model."""
+    data: dict[str, Any] = {"thoth": {"model": "replay"}, "models": {"replay": {"rules": replies or [{"reply": "ok"}]}}}
+    for key, value in (config or {}).items():
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+    path = (root / "thoth.toml") if root else None
+    runtime = Runtime(Config(data=data, path=path), autoload=False, home=home)
+    for name, plugin in (plugins or {}).items():
+        runtime.register(plugin, name=name)
+    return runtime
+
+
+@pytest.fixture
+def thoth_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty Thoth data directory, also exported as THOTH_HOME."""
+    home = tmp_path / "thoth-home"
+    home.mkdir()
+    monkeypatch.setenv("THOTH_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def make_runtime(thoth_home: Path) -> Iterator[Callable[..., Runtime]]:
+    """Factory: `make_runtime({"name": plugin_module}, config={...}, replies=[...])`."""
+    made: list[Runtime] = []
+
+    def factory(plugins: dict[str, object] | None = None, **kwargs: Any) -> Runtime:
+        runtime = make_test_runtime(thoth_home, plugins, **kwargs)
+        made.append(runtime)
+        return runtime
+
+    yield factory
+    for runtime in made:
+        for name in list(runtime._state):
+            close = getattr(runtime._state.pop(name), "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - async closers are the test's business
+                    pass
+
+
+async def context_for(runtime: Runtime, text: str, *, peer: str, thread: str) -> Any:
+    """The assembly a turn with this text would get (no model call)."""
+    session = await runtime.session(peer=peer, thread=thread)
+    return await runtime.context(Turn(text, peer, thread, session.workspace), session)
+
+
+async def check_layer_plugin(runtime: Runtime, name: str, *, turns: int = 3) -> None:
+    """Assert isolation, budget, deadline and forget for one layer plugin."""
+    secret = f"codeword-{uuid.uuid4().hex[:10]}"
+    for i in range(turns):
+        await runtime.turn(f"Remember that my codeword is {secret} (note {i}).", peer="alice", thread=f"alice-{i}")
+    await runtime.drain()
+    await runtime.end_session(await runtime.session(peer="alice", thread="alice-0"), "done")
+    await runtime.drain()
+
+    other = await context_for(runtime, f"What is my codeword? {secret}?", peer="bob", thread="bob-1")
+    leaked = [b.tag for b in other.blocks if b.plugin == name and secret in b.text]
+    assert not leaked, f"plugin {name} leaked alice's data into bob's context: {leaked}"
+
+    own = await context_for(runtime, "What is my codeword?", peer="alice", thread="alice-new")
+    layer_budgets = runtime.config.layer_budgets
+    for assembly in (own, other):
+        for call in assembly.calls:
+            if call.plugin == name:
+                assert call.status == "ok", f"plugin {name}: pre_spawn_context {call.status}: {call.error}"
+                assert call.seconds <= runtime.deadline_for(name), f"plugin {name} took {call.seconds:.3f}s"
+        layer = runtime.layer_of(name)
+        if layer in layer_budgets:
+            tokens = sum(block_tokens(b) for b in assembly.blocks if b.layer == layer)
+            assert tokens <= layer_budgets[layer], f"layer {layer} used {tokens} > {layer_budgets[layer]} tokens"
+
+    await runtime.forget(peer="alice")
+    await runtime.drain()
+    after = await context_for(runtime, f"What is my codeword? {secret}", peer="alice", thread="alice-after")
+    remaining = [b.tag for b in after.blocks if b.plugin == name and secret in b.text]
+    assert not remaining, f"plugin {name} still shows alice's data after forget: {remaining}"
