@@ -164,3 +164,17 @@ def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
 @hookspec
 def due_check_ins(now: float, runtime: Runtime) -> list[dict[str, Any]] | None:
     """Check-ins whose time has come, each with workspace, peer, thread and text; returning them marks them delivered."""
+
+
+@hookspec
+def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]] | None:
+    """Records past retention (older than `before`) not yet consolidated, for the nightly job.
+
+    Returns:
+        Dicts with `id`, `plugin`, `at`, `peer`, `workspace` and `text`.
+    """
+
+
+@hookspec
+def records_consolidated(ids: list[str], runtime: Runtime) -> None:
+    """The nightly job absorbed these records; their owner may now delete them."""

@@ -309,6 +309,12 @@ class Runtime:
                 return dict(result)
         raise ThothError(f"no pending item {item_id!r}")
 
+    async def feedback(self, kind: str, *, turn_id: str, text: str, actor: str, session: Session) -> list[dict[str, Any]]:
+        """A person reacted to a message; returns what each plugin did about it."""
+        kwargs = {"kind": kind, "turn_id": turn_id, "text": text, "actor": actor, "session": session}
+        outcomes = await call_each(self.pm, "feedback", kwargs)
+        return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
+
     def notify(self, event: str, **payload: Any) -> None:
         """Tell the frontends about something, in the background."""
         self.background(call_each(self.pm, "notify", {"event": event, "payload": payload, "runtime": self}))
