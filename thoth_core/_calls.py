@@ -2,7 +2,8 @@
 
 pluggy stops at the first exception and cannot await, so the runtime iterates the
 implementations itself. Coroutine functions are awaited; plain functions run in a worker
-thread so that one which blocks cannot stall the event loop or the turn.
+thread so that one which blocks cannot stall the event loop or the turn. The workers are
+daemon threads: a plugin stuck past its deadline must not keep `thoth` from exiting.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import pluggy
@@ -21,7 +24,41 @@ from .types import PluginCall
 
 logger = logging.getLogger(__name__)
 
-_executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="thoth-plugin")
+
+
+class _DaemonWorkers:
+    """Worker threads for plain hook impls that, unlike ThreadPoolExecutor's, are never joined at exit."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run fn on an idle worker, starting a new one when all are busy (or stuck)."""
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                threading.Thread(target=self._work, name="thoth-plugin", daemon=True).start()
+        self._jobs.put((fn, future))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            fn, future = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting caller
+                    future.set_exception(exc)
+            del fn, future
+            with self._lock:
+                self._idle += 1
+
+
+_workers = _DaemonWorkers()
 
 
 def _arguments(impl: pluggy.HookImpl, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +71,7 @@ async def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], de
         if inspect.iscoroutinefunction(impl.function):
             awaitable = impl.function(**_arguments(impl, kwargs))
         else:
-            loop = asyncio.get_running_loop()
-            awaitable = loop.run_in_executor(_executor, lambda: impl.function(**_arguments(impl, kwargs)))
+            awaitable = asyncio.wrap_future(_workers.submit(lambda: impl.function(**_arguments(impl, kwargs))))
         result = await asyncio.wait_for(awaitable, deadline) if deadline else await awaitable
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, deadline) if deadline else await result
