@@ -4,11 +4,18 @@ Fixtures: `thoth_home` (an empty data dir, also set as `$THOTH_HOME`) and `make_
 (a runtime with only the plugins you name and the `replay` model). Checks: call
 `await check_layer_plugin(runtime, "NAME")` from an async test; it writes turns for one
 peer and asserts the plugin's context never reaches another peer, stays inside its layer
-budget and deadline, and that `forget` removes what it held.
+budget (nothing of it cut) and deadline, and that `forget` removes what it held.
+`run_thoth(*args)` runs the real `thoth` console script for CLI tests. `fake_anthropic` is a fake
+Messages API on 127.0.0.1 for the real `anthropic` SDK (see `thoth_core.testing.fake_anthropic`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,9 +26,10 @@ import pytest
 from thoth_core.budget import block_tokens
 from thoth_core.config import Config
 from thoth_core.runtime import Runtime
+from thoth_core.testing.fake_anthropic import FakeAnthropic
 from thoth_core.types import Turn
 
-__all__ = ["check_layer_plugin", "context_for", "make_test_runtime"]
+__all__ = ["FakeAnthropic", "check_layer_plugin", "context_for", "fake_anthropic", "make_test_runtime", "run_thoth"]
 
 
 def make_test_runtime(
@@ -68,9 +76,29 @@ def make_runtime(thoth_home: Path) -> Iterator[Callable[..., Runtime]]:
             close = getattr(runtime._state.pop(name), "close", None)
             if close is not None:
                 try:
-                    close()
-                except Exception:  # noqa: BLE001 - async closers are the test's business
+                    outcome = close()
+                    if inspect.isawaitable(outcome):
+                        asyncio.run(outcome)  # type: ignore[arg-type]
+                except Exception:  # noqa: BLE001 - a state that fails to close must not fail the test
                     pass
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A fake Anthropic Messages API on 127.0.0.1: `.url`, `.replies`, `.requests`, `.fail_with(status)`."""
+    fake = FakeAnthropic().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def run_thoth(*args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real `thoth` console script of this environment; env entries set to None are removed."""
+    script = Path(sys.executable).with_name("thoth")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "thoth_core.cli"]
+    environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+    return subprocess.run([*command, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout)
 
 
 async def context_for(runtime: Runtime, text: str, *, peer: str, thread: str) -> Any:
@@ -103,6 +131,8 @@ async def check_layer_plugin(runtime: Runtime, name: str, *, turns: int = 3) -> 
         if layer in layer_budgets:
             tokens = sum(block_tokens(b) for b in assembly.blocks if b.layer == layer)
             assert tokens <= layer_budgets[layer], f"layer {layer} used {tokens} > {layer_budgets[layer]} tokens"
+        over = [f"{c.tag}: {c.tokens} tokens ({c.reason})" for c in assembly.cuts if c.plugin == name]
+        assert not over, f"plugin {name} gave more context than its budget allows, so the core cut it: {over}"
 
     await runtime.forget(peer="alice")
     await runtime.drain()

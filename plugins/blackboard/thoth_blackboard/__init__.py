@@ -1,0 +1,8 @@
+"""Thoth blackboard: signals that agents publish for each other (seed 004, layer 2)."""
+
+from __future__ import annotations
+
+from .board import Board, BoardError, Signal, matches
+from .memory import InProcessBoard
+
+__all__ = ["Board", "BoardError", "InProcessBoard", "Signal", "matches"]
