@@ -1,0 +1,262 @@
+"""L1 working memory: continuity across restarts, idle timeout, transcripts, trimming, MEMORY.md, scratch."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from thoth_core import ConfigError, ModelError, Session, hookimpl
+from thoth_core.budget import block_tokens, trim_history
+from thoth_core.testing import check_layer_plugin, context_for
+from thoth_working import plugin as working
+from thoth_working import read_transcript, record_tool, scratch, transcript_path
+
+
+class BrokenModel:
+    name = "broken"
+
+    async def stream(self, request):
+        raise RuntimeError("upstream 529 overloaded")
+        yield ""  # pragma: no cover - makes this an async generator
+
+
+class BrokenProvider:
+    @hookimpl
+    def register_models(self, register):
+        register("broken", lambda runtime, options: BrokenModel())
+
+
+@pytest.fixture
+def runtime_at(make_runtime, tmp_path):
+    """Runtimes sharing one THOTH_HOME and project root, as successive processes would."""
+
+    def make(**kwargs):
+        return make_runtime({"working": working}, root=tmp_path, **kwargs)
+
+    return make
+
+
+def lines_of(runtime, session):
+    return read_transcript(transcript_path(runtime.home / "working", session.id, session.started_at))
+
+
+async def test_session_continues_after_a_restart(runtime_at):
+    first = runtime_at(replies=[{"match": "first", "reply": "one"}, {"reply": "two"}])
+    result = await first.turn("first", peer="ann", thread="slack-C1-171")
+    session_id = result.session.id
+    await first.end_session(result.session, "exit")  # the frontend shut down
+    await first.aclose()
+
+    second = runtime_at(replies=[{"reply": "two"}])
+    result = await second.turn("second", peer="ann", thread="slack-C1-171")
+    await second.drain()
+    assert result.session.id == session_id
+    assert [m.content for m in second.model().requests[-1].messages] == ["first", "one", "second"]
+    types = [(e["type"], e.get("resumed")) for e in lines_of(second, result.session)]
+    assert types == [("session_start", None), ("turn", None), ("session_end", None), ("session_start", True), ("turn", None)]
+
+
+async def test_a_crashed_process_is_continued_too_but_not_other_threads(runtime_at):
+    first = runtime_at(replies=[{"reply": "noted"}])
+    result = await first.turn("my flight is at 9", peer="ann", thread="t1")
+    await first.drain()  # no end_session: the process died
+    second = runtime_at()
+    resumed = await second.session(peer="ann", thread="t1")
+    other = await second.session(peer="ann", thread="t2")
+    stranger = await second.session(peer="bob", thread="t1")
+    assert resumed.id == result.session.id and [m.content for m in resumed.history] == ["my flight is at 9", "noted"]
+    assert other.history == [] and stranger.history == [] and other.id != resumed.id
+
+
+async def test_done_starts_the_thread_afresh_in_this_and_the_next_process(runtime_at):
+    runtime = runtime_at()
+    before = (await runtime.turn("hello", peer="ann", thread="t")).session
+    await runtime.turn("/done", peer="ann", thread="t")
+    after = (await runtime.turn("again", peer="ann", thread="t")).session
+    await runtime.drain()
+    assert after.id != before.id and [m.content for m in after.history] == ["again", "ok"]
+    last = lines_of(runtime, before)[-1]
+    assert (last["type"], last["reason"]) == ("session_end", "done")
+    await runtime.aclose()
+    restarted = runtime_at()
+    assert (await restarted.session(peer="ann", thread="t")).id == after.id  # the open one, not the closed one
+
+
+async def test_idle_timeout_fires_session_end_and_closes_the_session(runtime_at):
+    runtime = runtime_at(config={"thoth": {"idle_minutes": 30}})
+    old = (await runtime.turn("one", peer="ann", thread="t")).session
+    await runtime.drain()
+    assert await runtime.reap_idle(now=time.time() + 29 * 60) == []
+    ended = await runtime.reap_idle(now=time.time() + 31 * 60)
+    await runtime.drain()
+    assert ended == [old] and old.ended
+    last = lines_of(runtime, old)[-1]
+    assert (last["type"], last["reason"], last["session_id"]) == ("session_end", "idle", old.id)
+    assert working.state(runtime).store.get(old.id).closed == "idle"
+    fresh = await runtime.session(peer="ann", thread="t")
+    assert fresh.id != old.id and fresh.history == []
+
+
+async def test_a_session_idle_past_the_limit_is_not_resumed_after_a_restart(runtime_at):
+    first = runtime_at()
+    old = (await first.turn("one", peer="ann", thread="t")).session
+    await first.drain()
+    store = working.state(first).store
+    store._db.execute("UPDATE sessions SET last_active = last_active - 3600 WHERE session_id = ?", (old.id,))
+    await first.aclose()
+    second = runtime_at(config={"thoth": {"idle_minutes": 30}})
+    fresh = await second.session(peer="ann", thread="t")
+    assert fresh.id != old.id and fresh.history == []
+    assert working.state(second).store.get(old.id).closed == "expired"
+
+
+async def test_transcript_lines_carry_the_contract_fields(runtime_at):
+    runtime = runtime_at(replies=[{"reply": "Paris."}])
+    result = await runtime.turn("Capital of France?", peer="ann", thread="t", workspace="acme")
+    record_tool(result.session, name="search", input={"q": "france"}, output="Paris is the capital")
+    await runtime.end_session(result.session, "done")
+    await runtime.drain()
+    path = transcript_path(runtime.home / "working", result.session.id, result.session.started_at)
+    day = time.strftime("%Y-%m-%d", time.gmtime(result.session.started_at))
+    assert path.parent.name == day and path.parent.parent == runtime.home / "working" / "transcripts"
+    start, turn, tool, end = [json.loads(line) for line in path.read_text().splitlines()]
+    common = {"session_id": result.session.id, "workspace": "acme", "peer": "ann", "thread": "t"}
+    for entry in (start, turn, tool, end):
+        assert entry.items() >= common.items() and isinstance(entry["at"], float)
+    assert turn["type"] == "turn" and (turn["user"], turn["assistant"], turn["model"]) == ("Capital of France?", "Paris.", "replay")
+    assert turn["turn_id"] and turn["error"] is None
+    assert (tool["type"], tool["name"], tool["input"], tool["output"]) == ("tool", "search", {"q": "france"}, "Paris is the capital")
+    assert (end["type"], end["reason"]) == ("session_end", "done")
+
+
+async def test_model_errors_reach_the_transcript(runtime_at):
+    runtime = runtime_at(config={"thoth": {"model": "broken"}})
+    runtime.register(BrokenProvider(), name="broken-provider")
+    with pytest.raises(ModelError):
+        await runtime.turn("will this fail?", peer="ann", thread="t")
+    session = await runtime.session(peer="ann", thread="t")
+    await runtime.end_session(session, "exit")
+    await runtime.drain()
+    [start, error, end] = lines_of(runtime, session)
+    assert (start["type"], end["type"]) == ("session_start", "session_end")
+    assert error["type"] == "error" and error["user"] == "will this fail?" and "529 overloaded" in error["error"]
+    assert error["session_id"] == session.id and error["peer"] == "ann"
+
+
+async def test_an_error_is_written_at_the_next_turn_without_waiting_for_the_end(runtime_at):
+    runtime = runtime_at(config={"thoth": {"model": "broken"}})
+    runtime.register(BrokenProvider(), name="broken-provider")
+    with pytest.raises(ModelError):
+        await runtime.turn("first try", peer="ann", thread="t")
+    session = await runtime.session(peer="ann", thread="t")
+    await context_for(runtime, "second try", peer="ann", thread="t")
+    assert [e["type"] for e in lines_of(runtime, session)] == ["session_start", "error"]
+
+
+async def test_history_is_trimmed_to_the_budget_by_the_core(runtime_at):
+    first = runtime_at(replies=[{"reply": "a fairly long answer " * 5}])
+    for i in range(8):
+        await first.turn(f"question number {i} with several words in it", peer="ann", thread="t")
+    await first.drain()
+    full = list((await first.session(peer="ann", thread="t")).history)
+    await first.aclose()
+
+    second = runtime_at(config={"budget": {"history": 120}}, replies=[{"reply": "ok"}])
+    await second.turn("and now?", peer="ann", thread="t")
+    sent = second.model().requests[-1].messages
+    assert len((await second.session(peer="ann", thread="t")).history) == 18  # all of it restored
+    assert sent[:-1] == trim_history(full, 120) and 0 < len(sent) - 1 < len(full)
+    assert sent[0].role == "user" and sent[-1].content == "and now?"
+
+
+async def test_memory_file_is_read_once_per_session_start(runtime_at, tmp_path):
+    memory = tmp_path / "persona" / "MEMORY.md"
+    memory.parent.mkdir()
+    memory.write_text("# Memory\n- The team ships on Thursdays.\n")
+    runtime = runtime_at()
+    first = await context_for(runtime, "hi", peer="ann", thread="t")
+    [block] = [b for b in first.blocks if b.plugin == "working"]
+    assert (block.tag, block.stable, block.layer) == ("memory", True, "working") and "Thursdays" in block.text
+    memory.write_text("# Memory\n- The team ships on Fridays.\n")
+    same_session = await context_for(runtime, "hi", peer="ann", thread="t")
+    new_session = await context_for(runtime, "hi", peer="ann", thread="other")
+    assert "Thursdays" in [b for b in same_session.blocks if b.plugin == "working"][0].text
+    assert "Fridays" in [b for b in new_session.blocks if b.plugin == "working"][0].text
+
+
+async def test_memory_over_budget_keeps_the_newest_lines(runtime_at, tmp_path):
+    (tmp_path / "persona").mkdir()
+    (tmp_path / "persona" / "MEMORY.md").write_text("\n".join(f"- note {i} about the project" for i in range(60)))
+    runtime = runtime_at(config={"budget": {"layers": {"working": 60}}})
+    assembly = await context_for(runtime, "hi", peer="ann", thread="t")
+    [block] = [b for b in assembly.blocks if b.plugin == "working"]
+    assert block.text.endswith("note 59 about the project") and "note 0 about" not in block.text
+    assert block_tokens(block) <= 60 and not assembly.cuts
+
+
+async def test_no_memory_file_means_no_block_and_unreadable_is_a_clear_error(runtime_at, tmp_path, caplog):
+    runtime = runtime_at()
+    assert not [b for b in (await context_for(runtime, "hi", peer="ann", thread="t")).blocks if b.plugin == "working"]
+    (tmp_path / "persona" / "MEMORY.md").mkdir(parents=True)  # a folder where the file should be
+    with caplog.at_level(logging.ERROR):
+        await runtime.session(peer="ann", thread="t2")
+    assert any("persona/MEMORY.md: cannot read the auto-memory file" in r.getMessage() for r in caplog.records)
+
+
+def test_bad_settings_name_the_key(make_runtime):
+    runtime = make_runtime(config={"plugins": {"working": {"restore_turns": -1}}})
+    with pytest.raises(ConfigError, match=r"plugins\.working\.restore_turns: expected a non-negative integer"):
+        working.Settings.of(runtime)
+
+
+async def test_scratch_store_set_get_list_clear(runtime_at):
+    runtime = runtime_at()
+    session = await runtime.session(peer="ann", thread="t")
+    pad = scratch(session)
+    pad.set("episodic.query", "deploy")
+    pad.set("episodic.hits", [1, 2])
+    pad.set("tool.cwd", "/srv")
+    assert pad.get("episodic.query") == "deploy" and pad.get("missing", 7) == 7
+    assert pad.list() == ["episodic.hits", "episodic.query", "tool.cwd"] and pad.list("episodic.") == ["episodic.hits", "episodic.query"]
+    assert pad.clear("episodic.") == 2 and pad.list() == ["tool.cwd"]
+    assert scratch(session).get("tool.cwd") == "/srv"  # the same store, seen from another caller
+    assert pad.clear() == 1 and len(pad) == 0
+    with pytest.raises(TypeError):
+        pad.set(3, "x")  # type: ignore[arg-type]
+
+
+async def test_forget_deletes_sessions_and_transcripts(runtime_at):
+    runtime = runtime_at()
+    kept = (await runtime.turn("hi", peer="bob", thread="t")).session
+    for thread in ("t1", "t2"):
+        await runtime.turn("hi", peer="ann", thread=thread)
+    await runtime.drain()
+    one = await runtime.forget(peer="ann", thread="t1")
+    assert one["working"] == {"sessions": 1, "transcripts": 1}
+    assert await runtime.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 1, "plugin": "working"}]
+    rest = await runtime.forget(peer="ann")
+    assert rest["working"] == {"sessions": 1, "transcripts": 1}
+    remaining = [p.stem for p in (runtime.home / "working" / "transcripts").glob("*/*.jsonl")]
+    assert remaining == [kept.id]
+    assert await runtime.forget(peer="ann") == {}
+
+
+async def test_hooks_called_directly(runtime_at):
+    runtime = runtime_at()
+    session = Session("default", "ann", "t", runtime=runtime)
+    working.session_start(session=session)
+    assert working.pre_spawn_context(session=session) is None
+    session.transcript.append({"type": "turn", "turn_id": "x1", "at": 1.0, "user": "u", "assistant": "a", "model": "m", "error": None})
+    working.post_turn_write(session=session)
+    working.post_turn_write(session=session)  # nothing new: nothing written twice
+    working.session_end(session=session, reason="done")
+    assert [e["type"] for e in lines_of(runtime, session)] == ["session_start", "turn", "session_end"]
+    assert working.layer_status(workspace="default", peer="ann", runtime=runtime) == {"layer": "working", "sessions": 1, "turns": 1}
+    assert working.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {"sessions": 1, "transcripts": 1}
+
+
+async def test_conformance(runtime_at):
+    await check_layer_plugin(runtime_at(), "working")

@@ -1,0 +1,151 @@
+"""L1 working memory: sessions survive restarts, turns and errors land in JSONL, MEMORY.md is read per session.
+
+A session resumes (same id, history restored from its transcript) when its key was not seen yet
+in this runtime, its stored record has not closed and it was active within `[thoth]
+idle_minutes`. It closes for good on any `session_end` except `exit` (a frontend shutting
+down), so `/done` or the idle timeout start the thread afresh while a restart continues it.
+History trimming to `[budget] history` is the core's; this plugin only supplies the history.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from thoth_core import ContextBlock, Session, ThothError, count_tokens, hookimpl
+
+from .store import SessionStore
+
+logger = logging.getLogger(__name__)
+
+LAYER = "working"
+NAME = "working"
+MEMORY_PRIORITY = 90
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`[plugins.working]`: where MEMORY.md is and how many turns a resumed session gets back."""
+
+    memory_file: Path
+    restore_turns: int = 200
+
+    @classmethod
+    def of(cls, runtime: Any) -> Settings:
+        """The plugin's settings from thoth.toml, with one-line errors naming the key."""
+        table = runtime.config.plugin(NAME)
+        memory_file = table.get("memory_file", "persona/MEMORY.md")
+        if not isinstance(memory_file, str) or not memory_file:
+            raise runtime.config.error(f"plugins.{NAME}.memory_file", f"expected a path, got {memory_file!r}")
+        restore = table.get("restore_turns", 200)
+        if isinstance(restore, bool) or not isinstance(restore, int) or restore < 0:
+            raise runtime.config.error(f"plugins.{NAME}.restore_turns", f"expected a non-negative integer, got {restore!r}")
+        return cls(memory_file=runtime.config.root / memory_file, restore_turns=restore)
+
+
+@dataclass
+class WorkingState:
+    """Per-runtime state: settings, the session store, keys seen, MEMORY.md as read per session."""
+
+    settings: Settings
+    store: SessionStore
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    memory: dict[str, str] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Close the session index."""
+        self.store.close()
+
+
+def state(runtime: Any) -> WorkingState:
+    """This runtime's working-memory state."""
+    return runtime.plugin_state(NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working")))
+
+
+def read_memory(path: Path) -> str:
+    """MEMORY.md's text; a missing file is empty, an unreadable one an error naming it."""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThothError(f"{path}: cannot read the auto-memory file: {exc}") from exc
+
+
+def tail_within(text: str, budget: int) -> str:
+    """The last lines of text that cost at most budget tokens (newest notes are appended last)."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(text.splitlines()):
+        cost = count_tokens(line)
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    return "\n".join(reversed(kept)).strip()
+
+
+def memory_block(runtime: Any, text: str) -> ContextBlock | None:
+    """MEMORY.md as a stable block, cut from the top to fit the working layer's budget."""
+    budget = runtime.config.layer_budgets.get(LAYER)
+    if budget is not None:
+        text = tail_within(text, budget - count_tokens(ContextBlock("memory", "").render()))
+    return ContextBlock(tag="memory", text=text, stable=True, priority=MEMORY_PRIORITY) if text else None
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    state(runtime)
+
+
+@hookimpl
+def session_start(session: Session) -> None:
+    runtime = session.runtime
+    working = state(runtime)
+    if session.key not in working.seen:
+        stored = working.store.latest_open(*session.key)
+        if stored is not None:
+            idle_limit = float(runtime.config.get("thoth.idle_minutes")) * 60
+            if time.time() - stored.last_active < idle_limit:
+                working.store.resume(session, stored, turns=working.settings.restore_turns)
+            else:
+                working.store.mark_closed(stored.session_id, "expired")
+    working.seen.add(session.key)
+    try:
+        working.memory[session.id] = read_memory(working.settings.memory_file)
+    except ThothError as exc:
+        logger.error("%s", exc)
+
+
+@hookimpl
+def pre_spawn_context(session: Session) -> ContextBlock | None:
+    working = state(session.runtime)
+    working.store.flush(session)  # the errors of a failed previous turn reach the transcript now
+    text = working.memory.get(session.id)
+    return memory_block(session.runtime, text) if text else None
+
+
+@hookimpl
+def post_turn_write(session: Session) -> None:
+    state(session.runtime).store.flush(session)
+
+
+@hookimpl
+def session_end(session: Session, reason: str) -> None:
+    working = state(session.runtime)
+    working.store.end(session, reason, resumable=reason == "exit")
+    working.memory.pop(session.id, None)
+
+
+@hookimpl
+def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+    receipt = state(runtime).store.forget(workspace, peer, thread)
+    return receipt if any(receipt.values()) else None
+
+
+@hookimpl
+def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+    return {"layer": LAYER, **state(runtime).store.counts(workspace, peer)}

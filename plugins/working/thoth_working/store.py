@@ -1,0 +1,202 @@
+"""Where sessions live between restarts: an SQLite index plus one JSONL transcript per session.
+
+The index (`$THOTH_HOME/working/sessions.db`) maps (workspace, peer, thread) to a session id,
+its start, last activity, turn count and, once it ended for good, the reason it closed. The
+transcript `$THOTH_HOME/working/transcripts/<YYYY-MM-DD>/<session_id>.jsonl` (date of the
+session start, UTC) holds every turn, tool call and error, one JSON object a line. History is
+restored from the transcript, so the conversation is stored once.
+
+`flush(session)` appends whatever `session.transcript` gained since the last flush (turns,
+errors, tool calls), so entries reach the file in the order the core recorded them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from thoth_core import Message, Session
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    thread TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    last_active REAL NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    closed TEXT
+);
+CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions (workspace, peer, thread, last_active);
+"""
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """One row of the session index."""
+
+    session_id: str
+    workspace: str
+    peer: str
+    thread: str
+    started_at: float
+    last_active: float
+    turns: int
+    closed: str | None
+
+
+def transcript_path(root: Path, session_id: str, started_at: float) -> Path:
+    """The JSONL file of a session: dated by its start (UTC)."""
+    day = datetime.fromtimestamp(started_at, tz=UTC).strftime("%Y-%m-%d")
+    return root / "transcripts" / day / f"{session_id}.jsonl"
+
+
+def read_transcript(path: Path) -> list[dict[str, Any]]:
+    """The entries of a transcript file; unparsable lines are skipped with a warning."""
+    entries: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return entries
+    for number, line in enumerate(lines, start=1):
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            logger.warning("%s:%d: not a JSON line; skipped", path, number)
+    return entries
+
+
+class SessionStore:
+    """The session index and transcripts of one Thoth home; safe to use from worker threads."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(root / "sessions.db", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._written: dict[str, int] = {}
+
+    def path_of(self, session: Session) -> Path:
+        """The transcript file of a live session."""
+        return transcript_path(self.root, session.id, session.started_at)
+
+    def _row(self, row: tuple[Any, ...] | None) -> StoredSession | None:
+        return StoredSession(*row) if row else None
+
+    def latest_open(self, workspace: str, peer: str, thread: str) -> StoredSession | None:
+        """The most recent session of this key that has not closed for good."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM sessions WHERE workspace=? AND peer=? AND thread=? AND closed IS NULL ORDER BY last_active DESC LIMIT 1",
+                (workspace, peer, thread),
+            ).fetchone()
+        return self._row(row)
+
+    def get(self, session_id: str) -> StoredSession | None:
+        """One stored session by id."""
+        with self._lock:
+            return self._row(self._db.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchone())
+
+    def history(self, stored: StoredSession, *, turns: int) -> list[Message]:
+        """The last `turns` turns of a stored session as model messages."""
+        entries = read_transcript(transcript_path(self.root, stored.session_id, stored.started_at))
+        recent = [e for e in entries if e.get("type") == "turn"][-turns:] if turns > 0 else []
+        return [m for e in recent for m in (Message("user", str(e.get("user", ""))), Message("assistant", str(e.get("assistant", ""))))]
+
+    def resume(self, session: Session, stored: StoredSession, *, turns: int) -> None:
+        """Give a new session object the id, start and history of a stored one."""
+        session.id, session.started_at = stored.session_id, stored.started_at
+        session.history = self.history(stored, turns=turns)
+        with self._lock:
+            self._written[session.id] = 0
+            self._append(session, [{"type": "session_start", "at": time.time(), "resumed": True}])
+
+    def mark_closed(self, session_id: str, reason: str) -> None:
+        """Mark a stored session ended for good: its key starts fresh next time."""
+        with self._lock:
+            self._db.execute("UPDATE sessions SET closed=? WHERE session_id=?", (reason, session_id))
+
+    def flush(self, session: Session) -> int:
+        """Append the session's transcript entries not yet on disk; returns how many."""
+        with self._lock:
+            done = self._written.get(session.id, 0)
+            entries = session.transcript[done:]
+            if not entries:
+                return 0
+            self._append(session, entries)
+            self._written[session.id] = done + len(entries)
+            turns = sum(1 for e in entries if e.get("type") == "turn")
+            self._db.execute(
+                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns) VALUES (?,?,?,?,?,?,?) "
+                "ON CONFLICT(session_id) DO UPDATE SET last_active=excluded.last_active, turns=turns+?",
+                (session.id, *session.key, session.started_at, session.last_active, turns, turns),
+            )
+            return len(entries)
+
+    def end(self, session: Session, reason: str, *, resumable: bool) -> None:
+        """Flush, write the `session_end` line and close the session unless it may resume."""
+        with self._lock:
+            self.flush(session)
+            self._written.pop(session.id, None)
+            if not self.path_of(session).exists():
+                return
+            self._append(session, [{"type": "session_end", "at": time.time(), "reason": reason}])
+            if not resumable:
+                self.mark_closed(session.id, reason)
+
+    def _append(self, session: Session, entries: list[dict[str, Any]]) -> None:
+        path = self.path_of(session)
+        lines = []
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lines.append(self._line(session, {"type": "session_start", "at": session.started_at}))
+        lines += [self._line(session, e) for e in entries]
+        with path.open("a", encoding="utf-8") as out:
+            out.write("".join(lines))
+
+    @staticmethod
+    def _line(session: Session, entry: dict[str, Any]) -> str:
+        base = {"type": entry.get("type", "note"), "at": entry.get("at", time.time()), "session_id": session.id}
+        base.update(workspace=session.workspace, peer=session.peer, thread=session.thread)
+        return json.dumps({**base, **entry}, ensure_ascii=False, default=str) + "\n"
+
+    def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
+        """Delete the stored sessions and transcripts of a peer (or one thread)."""
+        with self._lock:
+            query = "SELECT * FROM sessions WHERE workspace=? AND peer=?" + (" AND thread=?" if thread is not None else "")
+            params = (workspace, peer) + ((thread,) if thread is not None else ())
+            rows = [StoredSession(*r) for r in self._db.execute(query, params).fetchall()]
+            files = 0
+            for row in rows:
+                path = transcript_path(self.root, row.session_id, row.started_at)
+                if path.exists():
+                    path.unlink()
+                    files += 1
+                self._written.pop(row.session_id, None)
+                self._db.execute("DELETE FROM sessions WHERE session_id=?", (row.session_id,))
+        return {"sessions": len(rows), "transcripts": files}
+
+    def counts(self, workspace: str, peer: str) -> dict[str, int]:
+        """How many sessions and turns are stored for a peer."""
+        with self._lock:
+            sessions, turns = self._db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(turns), 0) FROM sessions WHERE workspace=? AND peer=?", (workspace, peer)
+            ).fetchone()
+        return {"sessions": int(sessions), "turns": int(turns)}
+
+    def close(self) -> None:
+        """Close the index."""
+        with self._lock:
+            self._db.close()
