@@ -1,1 +1,275 @@
-"""(being written)"""
+"""The `anthropic` provider: Claude through the official SDK, streamed, with prompt caching.
+
+Options, all in `[models.anthropic]` of thoth.toml:
+- `model` (default `claude-sonnet-4-6`), `max_tokens` (default `[thoth] max_tokens`);
+- `api_key`: a reference such as `{ "$env" = "MY_KEY" }`; default `ANTHROPIC_API_KEY`;
+- `base_url`: default `ANTHROPIC_BASE_URL`, else the public API;
+- `timeout`: seconds per attempt, default 60 (the SDK's own default is 600);
+- `max_retries`: default 2 (the SDK retries 408, 409, 429 and 5xx, honouring retry-after);
+- `max_tool_rounds`: default 4; `prices`: `{ input = 3.0, output = 15.0 }` dollars per million
+  tokens, for models missing from `PRICES`.
+
+The system prompt goes as a list of text blocks; the last *stable* block (stable blocks come
+first) carries `cache_control`, so the API caches the unchanging prefix across turns.
+Tools: each `request.tools` entry is an API tool definition; one carrying a `handler`
+(callable(input) -> str, may be async) is run when the model calls it, and its result is sent
+back, for at most `max_tool_rounds` rounds. Without a handler the reply ends at the call.
+The SDK is imported only when the provider is built, so `thoth --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
+
+if TYPE_CHECKING:
+    import anthropic
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_TOOL_ROUNDS = 4
+CACHE = {"type": "ephemeral"}
+
+# Dollars per million input and output tokens (anthropic.com pricing, 2026), by model id without
+# its date suffix. Cache writes cost 1.25x input (5-minute cache), cache reads 0.1x input.
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-opus-4-6": (5.0, 25.0),
+    "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-opus-4-0": (15.0, 75.0),
+    "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-sonnet-4-0": (3.0, 15.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-3-7-sonnet": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-haiku": (0.25, 1.25),
+}
+
+
+def price_of(model: str, override: dict[str, Any] | None = None) -> tuple[float, float] | None:
+    """Input and output dollars per million tokens for a model id, if known."""
+    if override:
+        return float(override["input"]), float(override["output"])
+    return PRICES.get(re.sub(r"-(\d{8}|latest)$", "", model))
+
+
+def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:
+    """The estimated dollar cost of one reply."""
+    if price is None:
+        return None
+    per_input, per_output = price[0] / 1e6, price[1] / 1e6
+    return round(
+        usage.input_tokens * per_input
+        + usage.cache_write_tokens * per_input * 1.25
+        + usage.cache_read_tokens * per_input * 0.1
+        + usage.output_tokens * per_output,
+        6,
+    )
+
+
+def system_blocks(request: ModelRequest) -> list[dict[str, Any]]:
+    """The system prompt as text blocks, cache_control on the last stable one."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": block.render()} for block in request.system]
+    stable = [i for i, block in enumerate(request.system) if block.stable]
+    if stable:
+        blocks[stable[-1]]["cache_control"] = dict(CACHE)
+    return blocks
+
+
+class AnthropicModel:
+    """Streams replies from the Messages API through an `AsyncAnthropic` client."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        *,
+        model: str = DEFAULT_MODEL,
+        max_tokens: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_tool_rounds: int = DEFAULT_TOOL_ROUNDS,
+        price: tuple[float, float] | None = None,
+        url_source: str = "the Anthropic API",
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_tool_rounds = max_tool_rounds
+        self.price = price
+        self.url_source = url_source
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages API parameters for a request."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens or request.max_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages if m.content],
+        }
+        if request.system:
+            params["system"] = system_blocks(request)
+        if request.tools:
+            params["tools"] = [{k: v for k, v in tool.items() if k != "handler"} for tool in request.tools]
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+        """Yield the reply's text deltas, then one Usage summed over tool rounds."""
+        import anthropic
+
+        params = self.params(request)
+        handlers = {str(t["name"]): t["handler"] for t in request.tools if callable(t.get("handler"))}
+        usage = Usage()
+        try:
+            for _ in range(self.max_tool_rounds + 1):
+                async with self.client.messages.stream(**params) as stream:
+                    async for text in stream.text_stream:
+                        yield text
+                    final = await stream.get_final_message()
+                add_usage(usage, final.usage)
+                calls = [block for block in final.content if block.type == "tool_use"]
+                if final.stop_reason != "tool_use" or not calls or not all(c.name in handlers for c in calls):
+                    break
+                results = [await run_tool(handlers[c.name], c.id, c.input) for c in calls]
+                params["messages"] = params["messages"] + [
+                    {"role": "assistant", "content": [content_param(block) for block in final.content]},
+                    {"role": "user", "content": results},
+                ]
+        except anthropic.APIError as exc:
+            raise self.error(exc) from exc
+        usage.cost_usd = cost_of(usage, self.price)
+        yield usage
+
+    async def check(self) -> str:
+        """For `thoth doctor`: count tokens once, without retries; raises ModelError if unreachable."""
+        import anthropic
+
+        started = time.perf_counter()
+        client = self.client.with_options(max_retries=0, timeout=min(self.timeout, 10.0))
+        try:
+            await client.messages.count_tokens(model=self.model, messages=[{"role": "user", "content": "ping"}])
+        except anthropic.APIError as exc:
+            raise self.error(exc, retried=False) from exc
+        return f"{self.model} reachable at {self.client.base_url} ({(time.perf_counter() - started) * 1000:.0f} ms)"
+
+    def error(self, exc: anthropic.APIError, *, retried: bool = True) -> ModelError:
+        """One clear line for an SDK error."""
+        import anthropic
+
+        status = getattr(exc, "status_code", None)
+        retried = retried and status != 200  # an error event inside a stream is not retried
+        after = f" after {self.max_retries} retries" if retried and self.max_retries else ""
+        if isinstance(exc, anthropic.APITimeoutError):
+            return ModelError(f"anthropic: no answer from {self.url_source} {self.client.base_url} within {self.timeout:g}s{after}; raise [models.anthropic] timeout")
+        if isinstance(exc, anthropic.APIConnectionError):
+            reason = exc.__cause__ or exc
+            return ModelError(f"anthropic: cannot reach {self.url_source} {self.client.base_url}: {reason}{after}")
+        kind, message = error_details(exc)
+        if kind == "authentication_error" or status == 401:
+            return ModelError(f"anthropic: authentication failed (401: {message}); check ANTHROPIC_API_KEY or [models.anthropic] api_key")
+        if kind == "permission_error" or status == 403:
+            return ModelError(f"anthropic: permission denied (403: {message}); the key may not allow model {self.model}")
+        if kind == "not_found_error" or status == 404:
+            return ModelError(f"anthropic: not found (404: {message}); check [models.anthropic] model = {self.model!r}")
+        if kind == "rate_limit_error" or status == 429:
+            return ModelError(f"anthropic: rate limited (429){after}: {message}; try again shortly")
+        if kind == "overloaded_error" or status == 529:
+            return ModelError(f"anthropic: the API is overloaded (529){after}; try again shortly")
+        if kind == "invalid_request_error" or status == 400:
+            return ModelError(f"anthropic: request rejected (400): {message}")
+        return ModelError(f"anthropic: API error ({status or kind}){after}: {message}")
+
+
+def error_details(exc: Exception) -> tuple[str, str]:
+    """The error type and message from an API error body."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    if isinstance(inner, dict):
+        return str(inner.get("type", "")), str(inner.get("message", ""))
+    return "", str(getattr(exc, "message", exc))
+
+
+def content_param(block: Any) -> dict[str, Any]:
+    """A response content block as a request parameter (text or tool_use)."""
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return {"type": "text", "text": getattr(block, "text", "")}
+
+
+def add_usage(total: Usage, usage: Any) -> None:
+    """Add one API response's usage to a running total."""
+    total.input_tokens += usage.input_tokens or 0
+    total.output_tokens += usage.output_tokens or 0
+    total.cache_write_tokens += usage.cache_creation_input_tokens or 0
+    total.cache_read_tokens += usage.cache_read_input_tokens or 0
+
+
+async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: Any) -> dict[str, Any]:
+    """Run a tool handler; its result (or error) as a tool_result block."""
+    try:
+        output = handler(tool_input) if inspect.iscoroutinefunction(handler) else await asyncio.to_thread(handler, tool_input)
+        if inspect.isawaitable(output):
+            output = await output
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(output)}
+    except Exception as exc:  # noqa: BLE001 - the model is told the tool failed
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
+
+
+def _number(runtime: Any, options: dict[str, Any], key: str, default: float, *, kind: type = float) -> Any:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (kind is int and not isinstance(value, int)):
+        raise runtime.config.error(f"models.anthropic.{key}", f"expected a non-negative {'integer' if kind is int else 'number'}, got {value!r}")
+    return kind(value)
+
+
+def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
+    """Build the provider from `[models.anthropic]` and the ANTHROPIC_* environment."""
+    api_key = options.get("api_key") or os.environ.get("ANTHROPIC_API_KEY")
+    if not api_key:
+        raise ModelNotConfigured(
+            "anthropic: no API key; set ANTHROPIC_API_KEY, or api_key = { \"$env\" = \"VAR\" } under [models.anthropic] in thoth.toml"
+        )
+    model = options.get("model", DEFAULT_MODEL)
+    if not isinstance(model, str) or not model:
+        raise runtime.config.error("models.anthropic.model", f"expected a model id, got {model!r}")
+    timeout = _number(runtime, options, "timeout", DEFAULT_TIMEOUT)
+    max_retries = _number(runtime, options, "max_retries", DEFAULT_MAX_RETRIES, kind=int)
+    prices = options.get("prices")
+    if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
+        raise runtime.config.error("models.anthropic.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens")
+    base_url = options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL") or None
+    source = "models.anthropic.base_url" if options.get("base_url") else "ANTHROPIC_BASE_URL" if base_url else "the Anthropic API at"
+
+    import anthropic
+
+    client = runtime.plugin_state(
+        "anthropic", lambda: anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+    )
+    return AnthropicModel(
+        client,
+        model=model,
+        max_tokens=options.get("max_tokens"),
+        timeout=timeout,
+        max_retries=max_retries,
+        max_tool_rounds=_number(runtime, options, "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int),
+        price=price_of(model, prices),
+        url_source=source,
+    )
+
+
+@hookimpl
+def register_models(register):  # type: ignore[no-untyped-def]
+    register("anthropic", make_anthropic)
