@@ -1,0 +1,127 @@
+"""thoth.toml: one-line errors from the real console script, config get/set, secrets, switches, allow-list."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from thoth_core import ConfigError
+from thoth_core.config import Config, load_config, resolve_secrets
+from thoth_core.plugins import ENV_SWITCHES, make_plugin_manager
+from thoth_core.testing import run_thoth
+
+NO_PLUGINS = {"THOTH_LOAD_PLUGINS": ""}
+
+
+def one_error_line(result) -> str:
+    """The single line a failing `thoth` printed; asserts exit 2 and nothing else on stderr."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[thoth\nmodel = "replay"\n', "thoth.toml:1: invalid TOML"),
+        ('[thoth]\nmodel = "replay"\nmodel = "x"\n', "thoth.toml:3: invalid TOML"),
+        ('[plugins]\ndisabled = ["no-such-plugin"]\n', "thoth.toml:2: plugins.disabled: unknown plugin 'no-such-plugin'"),
+        ("[plugins.no-such-plugin]\ncolour = 1\n", "thoth.toml:1: plugins.no-such-plugin: unknown plugin 'no-such-plugin'"),
+        ('[thoth]\nworkspace = "w"\ndeadline = "soon"\n', "thoth.toml:3: thoth.deadline: expected a number of seconds, got 'soon'"),
+        ("[budget]\ntotal = true\n", "thoth.toml:2: budget.total: expected an integer, got True"),
+        ('[budget.layers]\nepisodic = "lots"\n', "thoth.toml:2: budget.layers.episodic: expected a non-negative integer"),
+        ("[budget.layers]\nsemantic = 10\n", "thoth.toml:2: budget.layers.semantic: unknown layer"),
+        ("[plugins.replay]\ndeadline = -1\n", "thoth.toml:2: plugins.replay.deadline: expected a positive number"),
+    ],
+    ids=["syntax", "duplicate-key", "unknown-disabled", "unknown-table", "wrong-type", "bool-for-int", "layer-type",
+         "unknown-layer", "bad-deadline"],
+)
+@pytest.mark.parametrize("command", [["plugins"], ["context", "hi", "--peer", "ann"]], ids=["plugins", "context"])
+def test_malformed_config_exits_2_with_one_line_naming_file_and_key(tmp_path, toml, expected, command):
+    (tmp_path / "thoth.toml").write_text(toml)
+    line = one_error_line(run_thoth(*command, cwd=tmp_path, env=NO_PLUGINS))
+    assert line.startswith("thoth: error: ") and expected in line
+
+
+def test_thoth_config_names_the_file(tmp_path):
+    (tmp_path / "elsewhere.toml").write_text("[thoth]\nmax_tokens = 1.5\n")
+    line = one_error_line(run_thoth("plugins", cwd=tmp_path, env={**NO_PLUGINS, "THOTH_CONFIG": str(tmp_path / "elsewhere.toml")}))
+    assert f"{tmp_path / 'elsewhere.toml'}:2: thoth.max_tokens: expected an integer" in line
+    line = one_error_line(run_thoth("plugins", cwd=tmp_path, env={"THOTH_CONFIG": str(tmp_path / "missing.toml")}))
+    assert "missing.toml: config file not found" in line
+
+
+@pytest.mark.parametrize("name", ["working", "procedural"])
+def test_essential_plugins_cannot_be_disabled(tmp_path, name):
+    (tmp_path / "thoth.toml").write_text(f'[plugins]\ndisabled = ["{name}"]\n')
+    line = one_error_line(run_thoth("plugins", cwd=tmp_path, env=NO_PLUGINS))
+    assert f"thoth.toml:2: plugins.disabled: plugin '{name}' is essential" in line and "cannot be disabled" in line
+
+
+def test_config_set_then_get_round_trips_through_the_file(tmp_path):
+    assert run_thoth("config", "set", "thoth.deadline", "1.5", cwd=tmp_path).returncode == 0
+    assert run_thoth("config", "set", "plugins.replay.greeting", "Hello there", cwd=tmp_path).returncode == 0
+    assert run_thoth("config", "set", "budget.layers.episodic", "300", cwd=tmp_path).returncode == 0
+    written = tomllib.loads((tmp_path / "thoth.toml").read_text())
+    assert written == {"thoth": {"deadline": 1.5}, "plugins": {"replay": {"greeting": "Hello there"}}, "budget": {"layers": {"episodic": 300}}}
+    assert run_thoth("config", "get", "thoth.deadline", cwd=tmp_path).stdout == "1.5\n"
+    assert run_thoth("config", "get", "plugins.replay.greeting", cwd=tmp_path).stdout == "Hello there\n"
+    layers = run_thoth("config", "get", "budget.layers", cwd=tmp_path).stdout
+    assert '"episodic": 300' in layers and '"working": 1000' in layers  # defaults merged under the file
+
+
+def test_config_set_rejects_a_wrong_type_and_leaves_the_file_alone(tmp_path):
+    (tmp_path / "thoth.toml").write_text("[thoth]\ndeadline = 2\n")
+    line = one_error_line(run_thoth("config", "set", "thoth.deadline", "soon", cwd=tmp_path))
+    assert "thoth.deadline: expected a number of seconds, got 'soon'" in line
+    assert (tmp_path / "thoth.toml").read_text() == "[thoth]\ndeadline = 2\n"
+
+
+def test_config_get_of_an_unset_key_fails(tmp_path):
+    line = one_error_line(run_thoth("config", "get", "thoth.colour", cwd=tmp_path))
+    assert "thoth.colour: not set" in line
+
+
+def test_config_get_shows_secret_references_not_secrets(tmp_path):
+    (tmp_path / "thoth.toml").write_text('[models.anthropic]\napi_key = { "$env" = "MY_KEY" }\n')
+    result = run_thoth("config", "get", "models.anthropic.api_key", cwd=tmp_path, env={"MY_KEY": "sk-secret"})
+    assert result.returncode == 0 and "MY_KEY" in result.stdout and "sk-secret" not in result.stdout
+
+
+def test_secret_references_resolve_from_env_and_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("HELLO_TOKEN", "from-env")
+    (tmp_path / "token").write_text("from-file\n")
+    config = Config(data={"plugins": {"hello": {"token": {"$env": "HELLO_TOKEN"}, "nested": {"key": {"$file": str(tmp_path / "token")}}, "plain": 3}}})
+    assert config.plugin("hello") == {"token": "from-env", "nested": {"key": "from-file"}, "plain": 3}
+    assert config.get("plugins.hello.token") == {"$env": "HELLO_TOKEN"}  # the raw config keeps the reference
+
+
+def test_a_missing_secret_file_names_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"thoth.toml: plugins.hello.key: cannot read secret file"):
+        resolve_secrets({"key": {"$file": str(tmp_path / "nope")}}, where="plugins.hello")
+
+
+def test_load_config_of_a_missing_default_file_means_defaults(tmp_path):
+    config = load_config(tmp_path / "thoth.toml")
+    assert config.path is None and config.get("budget.total") == 6000 and config.root == tmp_path
+
+
+class Layer:
+    """A stand-in for a layer plugin registered under a switchable name."""
+
+
+@pytest.mark.parametrize(("variable", "name"), sorted(ENV_SWITCHES.items()))
+def test_env_switches_block_their_layer(monkeypatch, variable, name):
+    monkeypatch.setenv(variable, "1")
+    pm = make_plugin_manager(Config(), autoload=False)
+    assert pm.is_blocked(name) and pm.register(Layer(), name=name) is None
+    monkeypatch.setenv(variable, "0")
+    pm = make_plugin_manager(Config(), autoload=False)
+    assert not pm.is_blocked(name) and pm.register(Layer(), name=name) == name
+
+
+def test_disabled_in_config_blocks_the_plugin():
+    pm = make_plugin_manager(Config(data={"plugins": {"disabled": ["replay"]}}), autoload=False)
+    assert pm.is_blocked("replay") and not pm.has_plugin("replay") and pm.has_plugin("commands")
