@@ -118,7 +118,9 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     """Run one whole turn and print the reply as it streams."""
 
     async def turn() -> None:
-        await runtime().turn(message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False))
+        result = await runtime().turn(message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False))
+        if result.reply.model == "command":  # slash commands answer at once, without streaming
+            click.echo(result.reply.text, nl=False)
         click.echo()
 
     run(turn())
