@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -29,7 +30,9 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
         if info.error:
             report(False, f"plugin {name}: failed to load: {info.error}")
     for name in sorted(ESSENTIAL):
-        report(runtime.pm.has_plugin(name), f"plugin {name} (essential) {'loaded' if runtime.pm.has_plugin(name) else 'is not installed: pip install -e plugins/' + name}")
+        loaded = runtime.pm.has_plugin(name)
+        hint = " or add it to THOTH_LOAD_PLUGINS" if os.environ.get("THOTH_LOAD_PLUGINS") is not None else ""
+        report(loaded, f"plugin {name} (essential) {'loaded' if loaded else f'is not loaded: pip install -e plugins/{name}{hint}'}")
     try:
         with tempfile.NamedTemporaryFile(dir=runtime.home):
             pass
