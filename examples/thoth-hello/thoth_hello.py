@@ -1,0 +1,17 @@
+"""thoth-hello: a third-party Thoth plugin that asks the agent to greet the speaker."""
+
+from __future__ import annotations
+
+from thoth_core import ContextBlock, hookimpl
+from thoth_core.runtime import Command
+
+
+@hookimpl
+def pre_spawn_context(turn, session):
+    greeting = session.runtime.config.plugin("hello").get("greeting", "Hello")
+    return ContextBlock(tag="hello", text=f'Start your reply with "{greeting}, {turn.peer}!"', stable=True)
+
+
+@hookimpl
+def register_commands(register):
+    register(Command("hello", "say hello", lambda session, **_: f"Hello, {session.peer}!"))

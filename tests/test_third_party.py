@@ -1,0 +1,211 @@
+"""A third-party plugin, pip-installed outside the shared venv, through the real `thoth` console script.
+
+`examples/thoth-hello` is installed with `pip install --target SITE`, and `thoth` runs with
+`PYTHONPATH=SITE`, so its entry point is discovered exactly as an installed plugin's would be,
+without touching the shared environment. Misbehaving test plugins (one raises, two sleep past
+their deadline, two hold data to forget, one cannot be imported) live in the same SITE as a
+distribution described by a hand-written `.dist-info` (the metadata pip itself would write).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from thoth_core.testing import run_thoth
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "thoth-hello"
+DEADLINE = 0.5
+
+FAKES = {
+    "raiser": '''
+from thoth_core import hookimpl
+
+@hookimpl
+def pre_spawn_context(turn):
+    raise RuntimeError("raiser always fails")
+
+@hookimpl
+def forget(peer):
+    raise RuntimeError("raiser cannot forget")
+''',
+    "sleeper": '''
+import time
+from thoth_core import hookimpl
+
+@hookimpl
+def pre_spawn_context(turn):
+    time.sleep(30)
+''',
+    "asleeper": '''
+import asyncio
+from thoth_core import hookimpl
+
+@hookimpl
+async def pre_spawn_context(turn):
+    await asyncio.sleep(30)
+''',
+    "keeper_a": '''
+from thoth_core import hookimpl
+
+@hookimpl
+def forget(peer, thread, workspace):
+    if (workspace, peer) == ("default", "ann"):
+        return {"episodes": 3 if thread is None else 1}
+''',
+    "keeper_b": '''
+from thoth_core import hookimpl
+
+@hookimpl
+async def forget(peer, thread):
+    if peer == "ann" and thread is None:
+        return {"facts": 2, "notes": 1}
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """A site directory holding pip-installed thoth-hello and the test-only fake plugins."""
+    target = tmp_path_factory.mktemp("site")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", "--target", str(target), str(EXAMPLE)]
+    installed = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr
+    package = target / "thoth_test_fakes"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, source in FAKES.items():
+        (package / f"{name}.py").write_text(source)
+    info = target / "thoth_test_fakes-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thoth-test-fakes\nVersion: 0.1\n")
+    points = [f"{name.replace('_', '-')} = thoth_test_fakes.{name}" for name in FAKES] + ["broken = thoth_test_fakes.missing"]
+    (info / "entry_points.txt").write_text("[thoth]\n" + "\n".join(points) + "\n")
+    return target
+
+
+def thoth(site: Path, cwd: Path, *args: str, load: str | None, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `thoth` with SITE on the path and only the named plugins loaded (None: all installed)."""
+    return run_thoth(*args, cwd=cwd, env={"PYTHONPATH": str(site), "THOTH_LOAD_PLUGINS": load, **env})
+
+
+def context_json(site: Path, cwd: Path, load: str) -> dict:
+    result = thoth(site, cwd, "context", "hi there", "--peer", "ann", "--json", load=load)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_example_is_discovered_with_its_distribution_and_hooks(site, tmp_path):
+    result = thoth(site, tmp_path, "plugins", "--json", load="hello")
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["hello"] == {"name": "hello", "distribution": "thoth-hello", "version": "0.1", "enabled": True,
+                             "error": None, "hooks": ["pre_spawn_context", "register_commands"]}
+    assert {"replay", "commands"} <= set(rows) and rows["replay"]["distribution"] == "thoth-core"
+
+
+def test_its_block_appears_in_thoth_context_json(site, tmp_path):
+    out = context_json(site, tmp_path, load="hello")
+    [block] = [b for b in out["blocks"] if b["plugin"] == "hello"]
+    assert (block["tag"], block["layer"], block["stable"]) == ("hello", "other", True)
+    assert block["text"] == 'Start your reply with "Hello, ann!"'
+    assert block["tokens"] > 0 and out["tokens"] >= block["tokens"] and out["cut"] == []
+
+
+def test_its_config_table_reaches_it(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text('[plugins.hello]\ngreeting = "Howdy"\n')
+    [block] = [b for b in context_json(site, tmp_path, load="hello")["blocks"] if b["plugin"] == "hello"]
+    assert block["text"] == 'Start your reply with "Howdy, ann!"'
+
+
+def test_disabling_it_in_thoth_toml_removes_it(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text('[plugins]\ndisabled = ["hello"]\n')
+    assert [b for b in context_json(site, tmp_path, load="hello")["blocks"] if b["plugin"] == "hello"] == []
+    rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello").stdout)}
+    assert rows["hello"]["enabled"] is False and rows["hello"]["hooks"] == []
+
+
+def test_its_slash_command_works_without_a_model(site, tmp_path):
+    result = thoth(site, tmp_path, "ask", "/hello", "--peer", "ann", load="hello")
+    assert (result.returncode, result.stdout) == (0, "Hello, ann!\n"), result.stderr
+
+
+def test_the_allow_list_loads_only_what_it_names(site, tmp_path):
+    none = {row["name"] for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="").stdout)}
+    some = {row["name"] for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello, keeper-a").stdout)}
+    assert "hello" not in none and none <= {"anthropic", "claude-cli", "replay", "commands", "repl"}
+    assert some == none | {"hello", "keeper-a"}
+
+
+def test_a_plugin_that_cannot_be_imported_is_reported_not_fatal(site, tmp_path):
+    rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello,broken").stdout)}
+    assert rows["broken"]["enabled"] is False and "ModuleNotFoundError" in rows["broken"]["error"]
+    assert rows["hello"]["enabled"] is True
+
+
+def test_raising_and_sleeping_plugins_do_not_stop_the_turn(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text(f"[plugins.sleeper]\ndeadline = {DEADLINE}\n[plugins.asleeper]\ndeadline = {DEADLINE}\n")
+    started = time.perf_counter()
+    context_json(site, tmp_path, load="hello")
+    baseline = time.perf_counter() - started  # start-up and one context run without the bad plugins
+
+    started = time.perf_counter()
+    out = context_json(site, tmp_path, load="hello,raiser,sleeper,asleeper")
+    elapsed = time.perf_counter() - started
+
+    assert [b["plugin"] for b in out["blocks"]] == ["hello"]
+    status = {c["plugin"]: (c["status"], c["error"]) for c in out["calls"]}
+    assert status["hello"] == ("ok", None)
+    assert status["raiser"] == ("error", "RuntimeError: raiser always fails")
+    assert status["sleeper"] == status["asleeper"] == ("timeout", f"timed out after {DEADLINE}s")
+    assert elapsed - baseline < DEADLINE + 0.5, f"context took {elapsed:.2f}s, {baseline:.2f}s without the bad plugins"
+
+
+def test_the_turn_completes_with_a_model_despite_bad_plugins(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text(
+        '[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "Hello, ann!" }]\n'
+        f"[plugins.sleeper]\ndeadline = {DEADLINE}\n"
+    )
+    result = thoth(site, tmp_path, "ask", "hi", "--peer", "ann", load="hello,raiser,sleeper")
+    assert (result.returncode, result.stdout) == (0, "Hello, ann!\n")
+    assert "plugin raiser: pre_spawn_context failed: RuntimeError" in result.stderr
+    assert "plugin sleeper: pre_spawn_context timed out" in result.stderr
+
+
+def test_forget_prints_one_combined_receipt(site, tmp_path):
+    result = thoth(site, tmp_path, "forget", "--peer", "ann", load="keeper-a,keeper-b,raiser")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "Forgot peer ann:",
+        "  keeper-a: 3 episodes",
+        "  keeper-b: 2 facts, 1 notes",
+        "  raiser: 1 error",
+    ]
+    one_thread = thoth(site, tmp_path, "forget", "--peer", "ann", "--thread", "t1", "--json", load="keeper-a,keeper-b")
+    assert json.loads(one_thread.stdout) == {"keeper-a": {"episodes": 1}}
+    nobody = thoth(site, tmp_path, "forget", "--peer", "bob", load="keeper-a,keeper-b")
+    assert nobody.stdout.splitlines() == ["Forgot peer bob:", "  nothing was held"]
+
+
+def test_doctor_reports_what_is_wrong(site, tmp_path):
+    result = thoth(site, tmp_path, "doctor", load="hello,broken")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1
+    assert lines[0] == "ok  config: no thoth.toml, using defaults"
+    assert any(line.startswith("BAD plugin broken: failed to load: ModuleNotFoundError") for line in lines)
+    assert "BAD plugin working (essential) is not loaded: pip install -e plugins/working or add it to THOTH_LOAD_PLUGINS" in lines
+    assert any(line.startswith("ok  storage: ") and line.endswith("is writable") for line in lines)
+    assert any(line.startswith("BAD model: no model is configured") for line in lines)
+    assert lines[-1] == f"{sum(line.startswith('BAD') for line in lines)} problem(s) found."
+
+
+def test_doctor_passes_the_model_check_with_replay(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "ok" }]\n')
+    lines = thoth(site, tmp_path, "doctor", load="hello").stdout.splitlines()
+    assert lines[0] == f"ok  config: {tmp_path / 'thoth.toml'}" or lines[0] == "ok  config: thoth.toml"
+    assert "ok  model: replay configured" in lines
