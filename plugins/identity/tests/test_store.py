@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from thoth_identity.store import IdentityStore, query_terms
+
+
+def make_store(tmp_path):
+    return IdentityStore(tmp_path / "identity" / "identity.db")
+
+
+def test_new_value_supersedes_with_history_kept(tmp_path):
+    store = make_store(tmp_path)
+    first = store.set_fact("w", "ann", "profession", "nurse", confidence=1.0, source="test", at=100.0)
+    second = store.set_fact("w", "ann", "profession", "surgeon", confidence=1.0, source="test", at=200.0)
+    assert [f["object"] for f in second["superseded"]] == ["nurse"]
+    assert [f["object"] for f in store.current_facts("w", "ann")] == ["surgeon"]
+    history = [(f["object"], f["valid_from"], f["valid_to"]) for f in store.fact_history("w", "ann")]
+    assert history == [("nurse", 100.0, 200.0), ("surgeon", 200.0, None)]
+    assert first["fact"]["id"] != second["fact"]["id"]
+    again = store.set_fact("w", "ann", "profession", "Surgeon", confidence=1.0, source="test")
+    assert again["unchanged"] and len(store.fact_history("w", "ann")) == 2
+
+
+def test_multi_valued_facts_accumulate(tmp_path):
+    store = make_store(tmp_path)
+    store.set_fact("w", "ann", "preference", "tea", confidence=1.0, source="t", multi_valued=True)
+    store.set_fact("w", "ann", "preference", "dark mode", confidence=1.0, source="t", multi_valued=True)
+    assert sorted(f["object"] for f in store.current_facts("w", "ann")) == ["dark mode", "tea"]
+
+
+def test_search_ranks_relevant_observations_of_one_peer_only(tmp_path):
+    store = make_store(tmp_path)
+    for text in ("Ann sails a small boat on weekends", "Ann is allergic to peanuts", "Ann writes Rust at work"):
+        store.add_observation("w", "ann", text, kind="explicit", author="deriver", confidence=0.8, source="t")
+    store.add_observation("w", "bob", "Bob sails across the Atlantic", kind="explicit", author="deriver", confidence=0.9, source="t")
+    store.add_observation("other", "ann", "Ann of another workspace sails too", kind="explicit", author="deriver", confidence=0.9, source="t")
+    found = store.search_observations("w", "ann", "any tips for sailing a boat this weekend?", limit=5)
+    assert [o["content"] for o in found] == ["Ann sails a small boat on weekends"]
+    assert store.search_observations("w", "carol", "sailing boat", limit=5) == []
+
+
+def test_duplicate_observations_are_skipped(tmp_path):
+    store = make_store(tmp_path)
+    assert store.add_observation("w", "ann", "likes tea", kind="explicit", author="user", confidence=1, source="t")
+    assert store.add_observation("w", "ann", "likes tea", kind="explicit", author="user", confidence=1, source="t") is None
+
+
+def test_export_import_forget_round_trip(tmp_path):
+    store = make_store(tmp_path)
+    mid = store.add_message("w", "ann", thread="t1", session_id="s", turn_id="x", role="user", content="I sail", at=5.0)
+    store.add_observation("w", "ann", "Ann sails", kind="explicit", author="deriver", confidence=0.9, source="m", message_id=mid)
+    store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t", at=1.0)
+    store.set_fact("w", "ann", "name", "Annie", confidence=1.0, source="t", at=2.0)
+    exported = store.export_rows("w", "ann")
+    receipt = store.delete("w", "ann")
+    assert receipt == {"facts": 2, "observations": 1, "messages": 1, "cached_answers": 0}
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0}
+    assert store.import_rows("w", "ann", exported) == {"facts": 2, "observations": 1, "messages": 1}
+    assert store.import_rows("w", "ann", exported) == {"facts": 0, "observations": 0, "messages": 0}
+    again = store.export_rows("w", "ann")
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("id", "message_id")} for r in rows]  # noqa: E731
+    for table in ("facts", "observations", "messages"):
+        assert strip(again[table]) == strip(exported[table])
+    assert again["observations"][0]["message_id"] == again["messages"][0]["id"]
+
+
+def test_forget_one_thread_keeps_facts_and_other_threads(tmp_path):
+    store = make_store(tmp_path)
+    m1 = store.add_message("w", "ann", thread="t1", session_id="s1", turn_id=None, role="user", content="a")
+    store.add_message("w", "ann", thread="t2", session_id="s2", turn_id=None, role="user", content="b")
+    store.add_observation("w", "ann", "from t1", kind="explicit", author="deriver", confidence=0.5, source="m", message_id=m1)
+    store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t")
+    assert store.delete("w", "ann", "t1") == {"observations": 1, "messages": 1}
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 1, "fact_history": 1, "messages": 1}
+
+
+def test_query_terms_drop_stopwords_and_short_words():
+    assert query_terms("What do you know about my boat, the BOAT?") == ["boat"]

@@ -1,0 +1,111 @@
+"""`thoth identity show|export|import|forget --peer P`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from thoth_core import ThothError
+from thoth_core.cli import run, runtime
+
+from .plugin import backend_for
+
+peer_option = click.option("--peer", required=True, help="The peer (person) concerned.")
+workspace_option = click.option("--workspace", default=None, help="Workspace (default from thoth.toml).")
+
+
+def _workspace(workspace: str | None) -> str:
+    return workspace or str(runtime().config.get("thoth.workspace"))
+
+
+def _when(at: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) if at else "now"
+
+
+async def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(function, *args, **kwargs)
+
+
+@click.group()
+def identity() -> None:
+    """L2 identity memory: what the agent holds about each person."""
+
+
+@identity.command()
+@peer_option
+@workspace_option
+@click.option("--limit", default=20, show_default=True, help="Observations to list.")
+def show(peer: str, workspace: str | None, limit: int) -> None:
+    """Facts (with their history) and recent observations about a peer."""
+    backend = backend_for(runtime())
+    ws = _workspace(workspace)
+
+    def gather() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        return (backend.status(ws, peer), backend.store.fact_history(ws, peer),
+                backend.store.recent_observations(ws, peer, limit=limit))
+
+    status, history, observations = run(_call(gather))
+    click.echo(f"{peer} ({ws}, {backend.name} backend): " + ", ".join(f"{k} {v}" for k, v in status.items() if k not in ("layer", "backend")))
+    if history:
+        click.echo("Facts:")
+    for fact in history:
+        state = "current" if fact["valid_to"] is None else f"until {_when(fact['valid_to'])}"
+        click.echo(f"  {fact['predicate']}: {fact['object']}  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]")
+    if observations:
+        click.echo("Observations (newest first):")
+    for o in observations:
+        click.echo(f"  - {o['content']}  [{o['kind']}, {o['author']}, {o['confidence']:.1f}, {_when(o['created_at'])}]")
+
+
+@identity.command("export")
+@peer_option
+@workspace_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write to a file instead of stdout.")
+def export_command(peer: str, workspace: str | None, output: Path | None) -> None:
+    """Everything held about a peer as one JSON document."""
+    document = run(_call(backend_for(runtime()).export, _workspace(workspace), peer))
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    if output is None:
+        click.echo(text)
+        return
+    output.write_text(text + "\n", encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
+
+
+@identity.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--peer", default=None, help="Import as this peer (default: the peer named in the file).")
+@workspace_option
+def import_command(path: Path, peer: str | None, workspace: str | None) -> None:
+    """Add an exported document's facts, observations and messages to a peer."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ThothError(f"{path}: cannot read an identity export: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ThothError(f"{path}: an identity export is a JSON object")
+    target = peer or document.get("peer")
+    if not target:
+        raise ThothError(f"{path}: no peer in the file; pass --peer")
+    added = run(_call(backend_for(runtime()).import_document, document, workspace=_workspace(workspace), peer=target))
+    click.echo(f"Imported into {target}: " + ", ".join(f"{n} {what}" for what, n in added.items()))
+
+
+@identity.command("forget")
+@peer_option
+@click.option("--thread", default=None, help="Only this thread.")
+@workspace_option
+@click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
+def forget_command(peer: str, thread: str | None, workspace: str | None, as_json: bool) -> None:
+    """Delete what the identity layer holds about a peer and print a receipt."""
+    receipt = run(_call(backend_for(runtime()).forget, _workspace(workspace), peer, thread))
+    if as_json:
+        click.echo(json.dumps(receipt, indent=2))
+        return
+    scope = f"peer {peer}" + (f", thread {thread}" if thread else "")
+    click.echo(f"Identity layer forgot {scope}: " + ", ".join(f"{n} {what}" for what, n in receipt.items()))

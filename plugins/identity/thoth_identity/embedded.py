@@ -1,0 +1,114 @@
+"""The embedded backend (default): local SQLite, derivation by the configured model, BM25 dialectic.
+
+Per turn, in the background: both messages are stored, then the configured model derives
+observations (and high-confidence hard facts) from the peer's message. Before each model
+call: the peer's current facts and the observations most relevant to the message (FTS5
+BM25), plus a model synthesis when a model is configured and the deadline leaves time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
+
+from .backend import IdentityBackend
+from .derive import derive, synthesize
+from .facts import MULTI_VALUED
+from .render import relevant_facts, user_model_block
+
+logger = logging.getLogger(__name__)
+
+SYNTHESIS_MARGIN = 0.25  # seconds kept free before the deadline
+RECENT_WHEN_UNMATCHED = 3
+
+
+class EmbeddedBackend(IdentityBackend):
+    """Identity memory in the Thoth home, no server."""
+
+    name = "embedded"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._warned_no_model = False
+
+    def model(self) -> Any | None:
+        """The configured model, or None (logged once) when there is none."""
+        try:
+            if self.runtime.model_name() is None:
+                raise ThothError("no model is configured")
+            return self.runtime.model()
+        except ThothError as exc:
+            if not self._warned_no_model:
+                self._warned_no_model = True
+                logger.warning("identity: %s; observations will not be derived from messages "
+                               "(explicit facts from /remember still work)", str(exc).split(". ")[0])
+            return None
+
+    def retrieve(self, workspace: str, peer: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The peer's current facts (relevant first) and the observations relevant to a message."""
+        facts = relevant_facts(self.store.current_facts(workspace, peer), text)
+        observations = self.store.search_observations(workspace, peer, text, limit=self.settings.top_k)
+        if not observations:
+            observations = self.store.recent_observations(workspace, peer, limit=min(RECENT_WHEN_UNMATCHED, self.settings.top_k))
+        return facts, observations
+
+    async def context(self, turn: Turn, session: Session) -> ContextBlock | None:
+        """Facts, then a synthesis when there is time, then the relevant observations."""
+        started = time.monotonic()
+        facts, observations = await asyncio.to_thread(self.retrieve, turn.workspace, turn.peer, turn.text)
+        answer = None
+        if self.settings.synthesis and observations:
+            answer = await self._synthesis(turn, facts, observations, time.monotonic() - started)
+        return user_model_block(turn.peer, facts=facts, answer=answer, observations=observations, budget=self.budget)
+
+    async def _synthesis(self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]],
+                         elapsed: float) -> str | None:
+        remaining = self.deadline - elapsed - SYNTHESIS_MARGIN
+        if remaining < 0.2 or self.runtime.model_name() is None:
+            return None
+        model = self.model()
+        if model is None:
+            return None
+        known = user_model_block(turn.peer, facts=facts, observations=observations, budget=self.budget)
+        try:
+            return await asyncio.wait_for(
+                synthesize(model, peer=turn.peer, known=known.text if known else "", user_text=turn.text), remaining) or None
+        except TimeoutError:
+            logger.info("identity: synthesis for %s took over %.2fs; using the retrieved observations", turn.peer, remaining)
+        except Exception as exc:  # noqa: BLE001 - the turn goes on with retrieval alone
+            logger.warning("identity: synthesis for %s failed: %s: %s", turn.peer, type(exc).__name__, exc)
+        return None
+
+    async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
+        """Store both messages, then derive observations from the peer's message."""
+        key = (turn.workspace, turn.peer)
+        message_id = await asyncio.to_thread(self._store_messages, turn, reply, session)
+        if not self.settings.derive:
+            return
+        model = self.model()
+        if model is None:
+            return
+        previous = next((m.content for m in reversed(session.history[:-2]) if m.role == "assistant"), None)
+        try:
+            derivation = await derive(model, peer=turn.peer, user_text=turn.text, previous_reply=previous)
+        except Exception as exc:  # noqa: BLE001 - a bad answer costs one message's observations, no more
+            logger.warning("identity: deriving observations for %s failed: %s: %s", turn.peer, type(exc).__name__, exc)
+            return
+        source = f"message:{message_id}"
+        for item in derivation.observations:
+            await asyncio.to_thread(self.store.add_observation, *key, item["content"], kind=item["kind"], author="deriver",
+                                    confidence=item["confidence"], source=source, message_id=message_id)
+        for fact in derivation.facts:
+            if fact["confidence"] >= self.settings.fact_confidence:
+                await asyncio.to_thread(self.store.set_fact, *key, fact["predicate"], fact["value"], confidence=fact["confidence"],
+                                        source=f"derived:{source}", multi_valued=fact["predicate"] in MULTI_VALUED)
+
+    def _store_messages(self, turn: Turn, reply: Reply, session: Session) -> int:
+        common = {"thread": turn.thread, "session_id": session.id, "turn_id": turn.id}
+        message_id = self.store.add_message(turn.workspace, turn.peer, role="user", content=turn.text, at=turn.created_at, **common)
+        self.store.add_message(turn.workspace, turn.peer, role="assistant", content=reply.text, at=reply.finished_at, **common)
+        return message_id

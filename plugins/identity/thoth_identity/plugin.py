@@ -1,0 +1,118 @@
+"""L2 identity memory: a `user-model` block before each model call, ingest after each turn.
+
+The backend is the embedded one (SQLite in `$THOTH_HOME/identity/`) unless `[plugins.identity]`
+names a Honcho `base_url`. `HONCHO_DISABLED=true` switches the layer off (the core blocks it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from thoth_core import ContextBlock, Reply, Session, Turn, hookimpl
+from thoth_core.runtime import Command
+
+from .backend import IdentityBackend
+from .settings import load_settings
+from .store import IdentityStore
+
+LAYER = "identity"
+DEADLINE = 1.5
+
+logger = logging.getLogger(__name__)
+
+
+def make_backend(runtime: Any) -> IdentityBackend:
+    """The configured backend over the store in the runtime's home."""
+    settings = load_settings(runtime)
+    store = IdentityStore(runtime.home / "identity" / "identity.db")
+    if settings.backend == "honcho":
+        from .honcho_backend import HonchoBackend
+
+        return HonchoBackend(runtime, settings, store)
+    from .embedded import EmbeddedBackend
+
+    return EmbeddedBackend(runtime, settings, store)
+
+
+def backend_for(runtime: Any) -> IdentityBackend:
+    """This runtime's identity backend, made on first use."""
+    return runtime.plugin_state("identity", lambda: make_backend(runtime))  # type: ignore[no-any-return]
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    backend = backend_for(runtime)
+    logger.info("identity: %s backend, store %s", backend.name, backend.store.path)
+
+
+@hookimpl
+async def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
+    return await backend_for(session.runtime).context(turn, session)
+
+
+@hookimpl
+async def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
+    await backend_for(session.runtime).ingest(turn, reply, session)
+
+
+@hookimpl
+async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -> dict[str, Any] | None:
+    if kind not in ("identity", "remember"):
+        return None
+    backend = backend_for(session.runtime)
+    outcome = await asyncio.to_thread(backend.remember, session.workspace, session.peer, text,
+                                      source=f"feedback:{kind}:{turn_id}:{actor}")
+    return {"action": outcome["kind"], "message": outcome["message"]}
+
+
+@hookimpl
+async def reflection_result(result: dict[str, Any], session: Session) -> None:
+    backend = backend_for(session.runtime)
+    flagged = (result.get("flags") or {}).get("user_model_updates") or {}
+    source = f"reflection:{result.get('run_id') or session.id}"
+    for peer, texts in (result.get("user_model_updates") or {}).items():
+        held = flagged.get(peer) or {}
+        kept = [t for i, t in enumerate(texts) if str(i) not in held and isinstance(t, str)]
+        if len(kept) < len(texts):
+            logger.info("identity: %d flagged update(s) about %s not applied", len(texts) - len(kept), peer)
+        if kept:
+            await asyncio.to_thread(backend.add_observations, session.workspace, peer, kept, author="agent", source=source)
+
+
+@hookimpl
+async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+    receipt = await asyncio.to_thread(backend_for(runtime).forget, workspace, peer, thread)
+    return {what: n for what, n in receipt.items() if n} or None
+
+
+@hookimpl
+async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+    return await asyncio.to_thread(backend_for(runtime).status, workspace, peer)
+
+
+async def _remember(args: str, session: Session, runtime: Any, **_: Any) -> str:
+    if not args.strip():
+        return REMEMBER_USAGE
+    outcome = await asyncio.to_thread(backend_for(runtime).remember, session.workspace, session.peer, args,
+                                      source=f"command:{session.id}")
+    return str(outcome["message"])
+
+
+REMEMBER_USAGE = (
+    "usage: /remember TEXT - a fact about you (`my name is Ada`, `I work as a nurse`, `I live in Oslo`, "
+    "`I prefer short answers`, `my sister is Maria`, `timezone: CET`) or any note about you"
+)
+
+
+@hookimpl
+def register_commands(register: Any) -> None:
+    register(Command("remember", "remember a fact or a note about you", _remember, usage="TEXT"))
+
+
+@hookimpl
+def register_cli_commands(cli: Any) -> None:
+    from .cli import identity
+
+    cli.add_command(identity)

@@ -1,0 +1,68 @@
+"""The `[plugins.identity]` table, validated with errors that name the file, line and key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from thoth_core import ConfigError
+
+BACKENDS = ("embedded", "honcho")
+
+
+@dataclass(frozen=True)
+class IdentitySettings:
+    """What the identity layer reads from thoth.toml."""
+
+    backend: str = "embedded"
+    base_url: str | None = None
+    workspace: str = "thoth"
+    api_key: str | None = None
+    agent_peer: str = "thoth"
+    dialectic_timeout: float = 1.2
+    reasoning_level: str | None = None
+    write_timeout: float = 10.0
+    write_retries: int = 2
+    synthesis: bool = True
+    derive: bool = True
+    top_k: int = 8
+    fact_confidence: float = 0.9
+
+
+def load_settings(runtime: Any) -> IdentitySettings:
+    """Read and check `[plugins.identity]`; raises ConfigError naming the bad key."""
+    config = runtime.config
+    raw = config.get("plugins.identity", {}) or {}
+
+    def error(key: str, message: str) -> ConfigError:
+        return config.error(f"plugins.identity.{key}", message)
+
+    if isinstance(raw.get("api_key"), str):
+        raise error("api_key", 'never store the key in the file; use api_key = { "$env" = "HONCHO_API_KEY" }')
+    table = config.plugin("identity")
+    defaults = IdentitySettings()
+    values: dict[str, Any] = {}
+    for key, kind in (("base_url", str), ("workspace", str), ("agent_peer", str), ("reasoning_level", str),
+                      ("backend", str), ("dialectic_timeout", (int, float)), ("write_timeout", (int, float)),
+                      ("write_retries", int), ("synthesis", bool), ("derive", bool), ("top_k", int),
+                      ("fact_confidence", (int, float))):
+        if table.get(key) is None:
+            continue
+        value = table[key]
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise error(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
+        values[key] = value
+    values["api_key"] = table.get("api_key")
+    backend = values.get("backend") or ("honcho" if values.get("base_url") else "embedded")
+    if backend not in BACKENDS:
+        raise error("backend", f"expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "honcho" and not values.get("base_url"):
+        raise error("base_url", "the honcho backend needs base_url (e.g. http://localhost:8000)")
+    values["backend"] = backend
+    deadline = runtime.deadline_for("identity")
+    timeout = float(values.get("dialectic_timeout", defaults.dialectic_timeout))
+    if not 0 < timeout < deadline:
+        raise error("dialectic_timeout", f"must be positive and below the layer deadline ({deadline}s), got {timeout!r}")
+    if values.get("top_k", 1) < 1:
+        raise error("top_k", "must be at least 1")
+    return IdentitySettings(**values)

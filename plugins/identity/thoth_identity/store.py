@@ -1,0 +1,289 @@
+"""The identity layer's SQLite file: messages, observations (FTS5), hard facts, Honcho cache.
+
+One file per Thoth home (`$THOTH_HOME/identity/identity.db`). Every row carries its
+(workspace, peer); observations also carry an `owner` token indexed by FTS5, so a search is
+an intersection inside the index and one peer's rows can never match another peer's query.
+Hook impls run in worker threads: one connection, `check_same_thread=False`, one lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .migrations import migrate
+
+_WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
+STOPWORDS = frozenset(
+    "the and for are but not you your yours with this that what when where which who whom why how was were "
+    "have has had can could would should will shall may might must our ours they them their there here from "
+    "into onto about over under than then its it's just also very much many some any all each more most "
+    "please tell know want need like does did doing done been being get got let make made say said".split()
+)
+
+
+def owner_token(workspace: str, peer: str) -> str:
+    """The FTS5 token that marks one peer's observations."""
+    return "o" + hashlib.sha1(f"{workspace}\x00{peer}".encode()).hexdigest()[:20]
+
+
+def query_terms(text: str, limit: int = 16) -> list[str]:
+    """Distinct content words of a message, for a full-text OR query."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        if word not in STOPWORDS:
+            seen.setdefault(word, None)
+    return list(seen)[:limit]
+
+
+class IdentityStore:
+    """Thread-safe access to the identity database."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.RLock()
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        migrate(self.db)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and run the block as one transaction."""
+        with self.lock:
+            self.db.execute("BEGIN")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+
+    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        with self.lock:
+            return [dict(row) for row in self.db.execute(sql, args)]
+
+    def _write(self, sql: str, *args: Any) -> int:
+        with self.lock:
+            cursor = self.db.execute(sql, args)
+            return int(cursor.lastrowid or 0) if sql.lstrip().upper().startswith("INSERT") else cursor.rowcount
+
+    # --- peers and messages -------------------------------------------------------------
+
+    def ensure_peer(self, workspace: str, peer: str) -> None:
+        """Record that a peer exists."""
+        self._write(
+            "INSERT OR IGNORE INTO peers (workspace, peer, owner, created_at) VALUES (?, ?, ?, ?)",
+            workspace, peer, owner_token(workspace, peer), time.time(),
+        )
+
+    def add_message(self, workspace: str, peer: str, *, thread: str, session_id: str, turn_id: str | None,
+                    role: str, content: str, at: float | None = None) -> int:
+        """Store one message of a peer's conversation; returns its id."""
+        self.ensure_peer(workspace, peer)
+        return self._write(
+            "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            workspace, peer, thread, session_id, turn_id, role, content, at or time.time(),
+        )
+
+    # --- observations -------------------------------------------------------------------
+
+    def add_observation(self, workspace: str, peer: str, content: str, *, kind: str, author: str, confidence: float,
+                        source: str, message_id: int | None = None, at: float | None = None) -> int | None:
+        """Store an observation about a peer; returns its id, or None if the same text is already held."""
+        content = content.strip()
+        if not content:
+            return None
+        with self.lock:
+            if self.db.execute("SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND content = ?",
+                               (workspace, peer, content)).fetchone():
+                return None
+            self.ensure_peer(workspace, peer)
+            return self._write(
+                "INSERT INTO observations (workspace, peer, owner, content, kind, author, confidence, message_id, source, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                workspace, peer, owner_token(workspace, peer), content, kind, author,
+                max(0.0, min(1.0, float(confidence))), message_id, source, at or time.time(),
+            )
+
+    def search_observations(self, workspace: str, peer: str, text: str, *, limit: int) -> list[dict[str, Any]]:
+        """The peer's observations most relevant to a message (BM25, weighted by confidence)."""
+        terms = query_terms(text)
+        if not terms:
+            return []
+        match = f'owner : "{owner_token(workspace, peer)}" AND content : (' + " OR ".join(f'"{t}"' for t in terms) + ")"
+        rows = self._rows(
+            "SELECT o.*, bm25(observations_fts, 0.0, 1.0) AS rank FROM observations_fts"
+            " JOIN observations o ON o.id = observations_fts.rowid"
+            " WHERE observations_fts MATCH ? AND o.workspace = ? AND o.peer = ? ORDER BY rank LIMIT ?",
+            match, workspace, peer, limit * 3,
+        )
+        rows.sort(key=lambda r: r["rank"] * (0.5 + r["confidence"] / 2))
+        return rows[:limit]
+
+    def recent_observations(self, workspace: str, peer: str, *, limit: int) -> list[dict[str, Any]]:
+        """The peer's most recent observations."""
+        return self._rows(
+            "SELECT * FROM observations WHERE workspace = ? AND peer = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            workspace, peer, limit,
+        )
+
+    # --- hard facts ---------------------------------------------------------------------
+
+    def set_fact(self, workspace: str, peer: str, predicate: str, value: str, *, confidence: float, source: str,
+                 multi_valued: bool = False, subject: str | None = None, at: float | None = None) -> dict[str, Any]:
+        """Assert a fact; a new value of a single-valued predicate closes the old one's validity.
+
+        Returns `{"fact": row, "superseded": [rows], "unchanged": bool}`.
+        """
+        at = at or time.time()
+        subject = subject or peer
+        with self.lock:
+            current = self._rows(
+                "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND subject = ? AND predicate = ? AND valid_to IS NULL",
+                workspace, peer, subject, predicate,
+            )
+            same = [f for f in current if f["object"].casefold() == value.casefold()]
+            if same:
+                return {"fact": same[0], "superseded": [], "unchanged": True}
+            superseded = [] if multi_valued else current
+            with self.transaction():
+                for old in superseded:
+                    self.db.execute("UPDATE facts SET valid_to = ? WHERE id = ?", (at, old["id"]))
+                    old["valid_to"] = at
+                fact_id = self._write(
+                    "INSERT INTO facts (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                    workspace, peer, subject, predicate, value, confidence, source, at,
+                )
+            self.ensure_peer(workspace, peer)
+            fact = self._rows("SELECT * FROM facts WHERE id = ?", fact_id)[0]
+            return {"fact": fact, "superseded": superseded, "unchanged": False}
+
+    def current_facts(self, workspace: str, peer: str) -> list[dict[str, Any]]:
+        """Facts about a peer that hold now."""
+        return self._rows(
+            "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL ORDER BY predicate, valid_from",
+            workspace, peer,
+        )
+
+    def fact_history(self, workspace: str, peer: str) -> list[dict[str, Any]]:
+        """Every fact ever held about a peer, superseded ones included."""
+        return self._rows(
+            "SELECT * FROM facts WHERE workspace = ? AND peer = ? ORDER BY predicate, valid_from, id", workspace, peer
+        )
+
+    # --- Honcho fallback cache ----------------------------------------------------------
+
+    def cache_put(self, workspace: str, peer: str, kind: str, text: str) -> None:
+        """Keep the last good Honcho answer (`dialectic`) or representation for fallbacks."""
+        self._write(
+            "INSERT OR REPLACE INTO honcho_cache (workspace, peer, kind, text, at) VALUES (?, ?, ?, ?, ?)",
+            workspace, peer, kind, text, time.time(),
+        )
+
+    def cache_get(self, workspace: str, peer: str, kind: str) -> dict[str, Any] | None:
+        """A cached Honcho answer, with its time, or None."""
+        rows = self._rows("SELECT text, at FROM honcho_cache WHERE workspace = ? AND peer = ? AND kind = ?", workspace, peer, kind)
+        return rows[0] if rows else None
+
+    # --- counts, export, import, forget -------------------------------------------------
+
+    def counts(self, workspace: str, peer: str) -> dict[str, int]:
+        """How many observations, current facts and messages are held about a peer."""
+        with self.lock:
+            def one(sql: str) -> int:
+                return int(self.db.execute(sql, (workspace, peer)).fetchone()[0])
+
+            return {
+                "observations": one("SELECT count(*) FROM observations WHERE workspace = ? AND peer = ?"),
+                "facts": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL"),
+                "fact_history": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ?"),
+                "messages": one("SELECT count(*) FROM messages WHERE workspace = ? AND peer = ?"),
+            }
+
+    def export_rows(self, workspace: str, peer: str) -> dict[str, list[dict[str, Any]]]:
+        """Every row held about a peer, by table."""
+        key = (workspace, peer)
+        return {
+            "facts": self.fact_history(*key),
+            "observations": self._rows(
+                "SELECT id, content, kind, author, confidence, message_id, source, created_at FROM observations"
+                " WHERE workspace = ? AND peer = ? ORDER BY id", *key),
+            "messages": self._rows(
+                "SELECT id, thread, session_id, turn_id, role, content, at FROM messages WHERE workspace = ? AND peer = ? ORDER BY id", *key),
+            "honcho_cache": self._rows("SELECT kind, text, at FROM honcho_cache WHERE workspace = ? AND peer = ?", *key),
+        }
+
+    def import_rows(self, workspace: str, peer: str, rows: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+        """Add exported rows to a peer (skipping what is already held); returns counts added."""
+        added = {"facts": 0, "observations": 0, "messages": 0}
+        with self.lock:
+            message_ids: dict[int, int] = {}
+            for m in rows.get("messages", []):
+                exists = self.db.execute(
+                    "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND role = ? AND content = ? AND at = ?",
+                    (workspace, peer, m["role"], m["content"], m["at"])).fetchone()
+                if exists:
+                    message_ids[m.get("id", -1)] = exists[0]
+                    continue
+                message_ids[m.get("id", -1)] = self.add_message(
+                    workspace, peer, thread=m.get("thread", "imported"), session_id=m.get("session_id", "imported"),
+                    turn_id=m.get("turn_id"), role=m["role"], content=m["content"], at=m["at"])
+                added["messages"] += 1
+            for o in rows.get("observations", []):
+                new = self.add_observation(
+                    workspace, peer, o["content"], kind=o.get("kind", "explicit"), author=o.get("author", "imported"),
+                    confidence=o.get("confidence", 0.5), source=o.get("source", "import"),
+                    message_id=message_ids.get(o.get("message_id") or -1), at=o.get("created_at"))
+                added["observations"] += new is not None
+            for f in rows.get("facts", []):
+                if self.db.execute(
+                        "SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND predicate = ? AND object = ? AND valid_from = ?",
+                        (workspace, peer, f["predicate"], f["object"], f["valid_from"])).fetchone():
+                    continue
+                self._write(
+                    "INSERT INTO facts (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    workspace, peer, f.get("subject") or peer, f["predicate"], f["object"], f.get("confidence", 1.0),
+                    f.get("source", "import"), f["valid_from"], f.get("valid_to"))
+                added["facts"] += 1
+            self.ensure_peer(workspace, peer)
+        return added
+
+    def delete(self, workspace: str, peer: str, thread: str | None = None) -> dict[str, int]:
+        """Delete what is held about a peer (or only one thread of theirs); returns counts deleted."""
+        key = (workspace, peer)
+        with self.transaction():
+            if thread is not None:
+                ids = [r[0] for r in self.db.execute(
+                    "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread))]
+                marks = ",".join("?" * len(ids))
+                observations = self.db.execute(
+                    f"DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", (*key, *ids)
+                ).rowcount if ids else 0
+                messages = self.db.execute(
+                    "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)).rowcount
+                return {"observations": observations, "messages": messages}
+            receipt = {
+                "facts": self.db.execute("DELETE FROM facts WHERE workspace = ? AND peer = ?", key).rowcount,
+                "observations": self.db.execute("DELETE FROM observations WHERE workspace = ? AND peer = ?", key).rowcount,
+                "messages": self.db.execute("DELETE FROM messages WHERE workspace = ? AND peer = ?", key).rowcount,
+                "cached_answers": self.db.execute("DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key).rowcount,
+            }
+            self.db.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
+            return receipt
