@@ -1,0 +1,1 @@
+"""Thoth Slack frontend."""

@@ -1,0 +1,277 @@
+"""The Slack bridge: Bolt listeners on one side, the Thoth runtime on the other.
+
+A Slack thread is a session (`thread` = `CHANNEL:THREAD_TS`, or `CHANNEL` for a DM's top
+level), the Slack user is the peer and the Slack team the workspace. Bolt calls listeners on
+its own threads; they only filter and hand work to the runtime's loop (`LoopThread`), so a
+slow turn in one thread never holds up another. Turns in the same thread run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any
+
+from slack_bolt import App, BoltResponse
+from slack_sdk import WebClient
+from thoth_core import ThothError
+from thoth_core._calls import call_each
+
+from .cards import APPROVE, REJECT, decided_card
+from .loop import LoopThread
+from .outbound import Ledger, Outbox, Posted, Streamer, parse_thread_key, thread_key
+from .settings import SlackSettings
+
+logger = logging.getLogger(__name__)
+
+REACTIONS = {"white_check_mark": "approve", "x": "reject", "brain": "remember", "wastebasket": "forget", "bust_in_silhouette": "identity"}
+DONE = {"approve": "approved", "reject": "rejected", "remember": "remembered", "forget": "forgotten", "identity": "sent to the identity layer"}
+ITEM_ID = re.compile(r"\b(?:skill|persona):[A-Za-z0-9][\w.-]*")
+PLACEHOLDER = "_thinking…_"
+ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
+TICK_SECONDS = 60.0
+
+
+def _not_token_skipped(record: logging.LogRecord) -> bool:
+    """Bolt warns that SLACK_BOT_TOKEN is unused when a client is given; here that is by design."""
+    return "`token` will be unused" not in record.getMessage()
+
+
+logging.getLogger("slack_bolt.App").addFilter(_not_token_skipped)
+
+
+@dataclass
+class Inbound:
+    """A person's message the agent should answer."""
+
+    team: str
+    user: str
+    channel: str
+    thread_ts: str | None
+    text: str
+
+    @property
+    def thread(self) -> str:
+        """The session thread key."""
+        return thread_key(self.channel, self.thread_ts)
+
+
+class SlackBridge:
+    """A Bolt app wired to a runtime: answers, reactions, approval cards, DMs and check-ins."""
+
+    def __init__(self, runtime: Any, settings: SlackSettings) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.client = WebClient(token=settings.bot_token, base_url=settings.api_url)
+        self.ledger = Ledger()
+        self.outbox = Outbox(self.client, self.ledger)
+        self.loop = LoopThread()
+        self.bot_user = str(self.client.auth_test()["user_id"])
+        self.threads: set[str] = set()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._ticker: Any = None
+        self.app = App(
+            client=self.client,
+            signing_secret=settings.signing_secret or "unused-in-socket-mode",
+            request_verification_enabled=bool(settings.signing_secret),
+            process_before_response=True,
+        )
+        self._wire(self.app)
+        runtime.plugin_state("slack", _Holder).bridge = self
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the runtime's loop and the once-a-minute tick (idle sessions, check-ins)."""
+        self.loop.start()
+        self._ticker = asyncio.run_coroutine_threadsafe(self._tick_forever(), self.loop.loop)
+
+    def stop(self) -> None:
+        """Finish pending turns, end every open session (`exit`), close the runtime."""
+        self.loop.join()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self.loop.call(self._close())
+        self.loop.stop()
+
+    async def _close(self) -> None:
+        for session in list(self.runtime.sessions.values()):
+            await self.runtime.end_session(session, "exit")
+        await self.runtime.aclose()
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                await self.tick()
+            except Exception:  # noqa: BLE001 - the tick must survive a bad minute
+                logger.exception("slack: tick failed")
+
+    async def tick(self, now: float | None = None) -> None:
+        """End sessions idle past `[thoth] idle_minutes`; post check-ins that are due."""
+        now = time.time() if now is None else now
+        await self.runtime.reap_idle(now)
+        for _, items, _ in await call_each(self.runtime.pm, "due_check_ins", {"now": now, "runtime": self.runtime}):
+            for item in items or []:
+                await asyncio.to_thread(self.deliver, "check_in", item)
+
+    # --- inbound ----------------------------------------------------------------------
+
+    def _wire(self, app: App) -> None:
+        app.use(self._gate)
+        app.event("app_mention")(self._on_mention)
+        app.event("message")(self._on_message)
+        app.event("reaction_added")(self._on_reaction)
+        app.action(APPROVE)(self._on_button)
+        app.action(REJECT)(self._on_button)
+
+    def _gate(self, req: Any, context: Any, next: Any) -> BoltResponse | None:  # noqa: A002 - Bolt's name
+        """Drop Slack's retries (the first delivery was answered) and foreign workspaces or channels."""
+        if req.headers.get("x-slack-retry-num"):
+            return BoltResponse(status=200, body="")
+        if not self.settings.allows(context.team_id, context.channel_id):
+            logger.info("slack: ignored a request from workspace %s, channel %s (not allowed)", context.team_id, context.channel_id)
+            return BoltResponse(status=200, body="")
+        next()
+        return None
+
+    def _on_mention(self, event: dict[str, Any], context: Any) -> None:
+        inbound = self._inbound(event, context, thread_ts=event.get("thread_ts") or event.get("ts"))
+        if inbound is not None:
+            self.threads.add(inbound.thread)
+            self.loop.submit(self.answer(inbound))
+
+    def _on_message(self, event: dict[str, Any], context: Any) -> None:
+        direct = event.get("channel_type") == "im"
+        inbound = self._inbound(event, context, thread_ts=event.get("thread_ts"))
+        if inbound is None or (not direct and (inbound.thread not in self.threads or f"<@{self.bot_user}>" in event.get("text", ""))):
+            return  # channel messages are answered as mentions, or inside a thread the agent is in
+        self.loop.submit(self.answer(inbound))
+
+    def _inbound(self, event: dict[str, Any], context: Any, *, thread_ts: str | None) -> Inbound | None:
+        """The message as an Inbound, or None for bots, edits, the agent itself and empty text."""
+        user = event.get("user")
+        if event.get("subtype") not in ANSWERED_SUBTYPES or event.get("bot_id") or not user or user == self.bot_user:
+            return None
+        text = event.get("text", "").replace(f"<@{self.bot_user}>", "").strip()
+        if not text:
+            return None
+        team = context.team_id or event.get("team") or self.runtime.config.get("thoth.workspace")
+        return Inbound(team=team, user=user, channel=event["channel"], thread_ts=thread_ts, text=text)
+
+    async def answer(self, inbound: Inbound) -> None:
+        """Run one turn and stream the reply into a placeholder in the thread."""
+        lock = self._locks.setdefault(inbound.thread, asyncio.Lock())
+        async with lock:
+            ts = await asyncio.to_thread(self.outbox.post, inbound.channel, PLACEHOLDER, thread_ts=inbound.thread_ts)
+            streamer = Streamer(self.outbox, inbound.channel, ts, self.settings.stream_interval)
+            session, turn_id = None, None
+            try:
+                result = await self.runtime.turn(inbound.text, peer=inbound.user, thread=inbound.thread, workspace=inbound.team, on_delta=streamer.add)
+                text, session = result.reply.text, result.session
+                if result.reply.model != "command" and session.transcript:
+                    turn_id = session.transcript[-1].get("turn_id")
+            except ThothError as exc:
+                text = f":warning: {exc}"
+            await streamer.finish(text)
+            self.ledger.add(Posted(inbound.channel, ts, inbound.thread_ts, text, turn_id=turn_id, session=session))
+
+    # --- reactions and buttons ----------------------------------------------------------
+
+    def _on_reaction(self, event: dict[str, Any]) -> None:
+        item = event.get("item") or {}
+        name = str(event.get("reaction", "")).split("::")[0]
+        if item.get("type") != "message" or name not in REACTIONS or event.get("user") == self.bot_user:
+            return
+        posted = self.ledger.get(item.get("channel", ""), item.get("ts", ""))
+        if posted is not None:
+            self.loop.submit(self.react(name, str(event["user"]), posted))
+
+    async def react(self, name: str, user: str, posted: Posted) -> None:
+        """Apply a reaction on one of the agent's messages, and acknowledge it in the thread."""
+        kind = REACTIONS[name]
+        if kind in ("approve", "reject"):
+            found = sorted(set(ITEM_ID.findall(posted.text))) if posted.item_id is None else [posted.item_id]
+            if len(found) == 1:
+                await self.decide(replace(posted, item_id=found[0]), kind, user)
+                return
+        if posted.item_id is not None:
+            return  # on a card only approve and reject mean something
+        if posted.session is None or posted.turn_id is None:
+            note = "that message is not a turn of a conversation"
+        else:
+            results = await self.runtime.feedback(kind, turn_id=posted.turn_id, text=posted.text, actor=user, session=posted.session)
+            note = "; ".join(str(r.get("message") or f"{r['plugin']} did it") for r in results) or "no memory layer took it"
+        await asyncio.to_thread(self.outbox.post, posted.channel, f":{name}: {DONE[kind]}: {note}", thread_ts=posted.thread_ts or posted.ts)
+
+    def _on_button(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        ack()
+        channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
+        item_id = str(action["value"])
+        posted = self.ledger.get(channel, ts) or Posted(channel, ts, None, body.get("message", {}).get("text", ""), item_id=item_id, title=item_id, card=True)
+        decision = "approve" if action["action_id"] == APPROVE else "reject"
+        self.loop.submit(self.decide(replace(posted, item_id=item_id), decision, str(body["user"]["id"])))
+
+    async def decide(self, posted: Posted, decision: str, user: str) -> None:
+        """A person's decision on an item: only founders count; the card shows who decided."""
+        item_id = str(posted.item_id)
+        thread_ts = posted.thread_ts or (None if posted.card else posted.ts)
+        if not self.settings.is_founder(user):
+            text = f"Only founders can {decision} `{item_id}`; your decision was not counted."
+            await asyncio.to_thread(self.outbox.whisper, posted.channel, user, text, thread_ts=thread_ts)
+            return
+        try:
+            outcome = await self.runtime.decide(item_id, decision, actor=user)
+        except ThothError as exc:
+            await asyncio.to_thread(self.outbox.whisper, posted.channel, user, f":warning: {exc}", thread_ts=thread_ts)
+            return
+        message = str(outcome.get("message", ""))
+        if posted.card:
+            blocks = decided_card(item_id, posted.title, posted.text, decision=decision, actor=user, message=message)
+            await asyncio.to_thread(self.outbox.update, posted.channel, posted.ts, f"{item_id}: {DONE[decision]} by <@{user}>", blocks=blocks)
+        else:
+            await asyncio.to_thread(self.outbox.post, posted.channel, f"`{item_id}` {DONE[decision]} by <@{user}>. {message}".strip(), thread_ts=thread_ts)
+
+    # --- outbound (called from the runtime's worker threads) -----------------------------
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        """Post a runtime notification: approval cards, founder DMs, check-ins in their thread."""
+        text, item_id = str(payload.get("text", "")), payload.get("item_id")
+        title = str(payload.get("title") or TITLES.get(str(item_id).partition(":")[0], "Approval needed"))
+        if event == "approval_requested" and item_id:
+            channels = [self.settings.approvals_channel] if self.settings.approvals_channel else self._founder_dms()
+            for channel in channels:
+                self.outbox.card(channel, str(item_id), title, text)
+        elif event == "persona_observation":
+            for channel in self._founder_dms() or ([self.settings.approvals_channel] if self.settings.approvals_channel else []):
+                if item_id:
+                    self.outbox.card(channel, str(item_id), title, text)
+                else:
+                    self.outbox.post(channel, f"*Persona observation*\n{text}")
+        elif payload.get("thread"):
+            where = parse_thread_key(str(payload["thread"]))
+            if where is None:
+                logger.warning("slack: %s for thread %r is not for a Slack thread; not posted", event, payload["thread"])
+                return
+            self.outbox.post(where[0], text, thread_ts=where[1])
+
+    def _founder_dms(self) -> list[str]:
+        return [self.outbox.dm_channel(founder) for founder in self.settings.founders]
+
+
+TITLES = {"skill": "Skill draft waiting for approval", "persona": "Persona observation"}
+
+
+class _Holder:
+    """Per-runtime slot for the running bridge, so the `notify` hook can find it."""
+
+    bridge: SlackBridge | None = None
+
+
+def running_bridge(runtime: Any) -> SlackBridge | None:
+    """The bridge serving this runtime, if Slack is running."""
+    return runtime.plugin_state("slack", _Holder).bridge  # type: ignore[no-any-return]

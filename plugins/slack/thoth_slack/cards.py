@@ -1,0 +1,49 @@
+"""Block Kit for approval cards: a pending card with buttons, and the decided card."""
+
+from __future__ import annotations
+
+from typing import Any
+
+APPROVE = "thoth_approve"
+REJECT = "thoth_reject"
+LIMIT = 2900  # a section's text may hold 3000 characters
+
+
+def pending_card(item_id: str, title: str, text: str) -> list[dict[str, Any]]:
+    """A card asking founders to approve or reject an item; the buttons carry its id."""
+    return [
+        _section(f"*{title}*\n`{item_id}`"),
+        _section(text or "(no text)"),
+        {"type": "context", "elements": [_mrkdwn("Approve or reject with the buttons, or react :white_check_mark: / :x:. Only founders decide.")]},
+        {
+            "type": "actions",
+            "block_id": "thoth_decision",
+            "elements": [
+                _button("Approve", APPROVE, item_id, "primary"),
+                _button("Reject", REJECT, item_id, "danger"),
+            ],
+        },
+    ]
+
+
+def decided_card(item_id: str, title: str, text: str, *, decision: str, actor: str, message: str = "") -> list[dict[str, Any]]:
+    """The card after a decision: no buttons, and who decided."""
+    mark = ":white_check_mark: Approved" if decision == "approve" else ":x: Rejected"
+    note = f" - {message}" if message else ""
+    return [
+        _section(f"*{title}*\n`{item_id}`"),
+        _section(text or "(no text)"),
+        {"type": "context", "elements": [_mrkdwn(f"{mark} by <@{actor}>{note}")]},
+    ]
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": _mrkdwn(text if len(text) <= LIMIT else text[: LIMIT - 1] + "…")}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text}
+
+
+def _button(label: str, action_id: str, value: str, style: str) -> dict[str, Any]:
+    return {"type": "button", "text": {"type": "plain_text", "text": label}, "action_id": action_id, "value": value, "style": style}

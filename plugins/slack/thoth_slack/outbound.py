@@ -1,0 +1,126 @@
+"""What the agent posts: replies streamed into a placeholder, cards, DMs, and the ledger of them.
+
+The ledger remembers which Slack messages are the agent's (a reply to a turn, or an approval
+card), so that a reaction or a button on one can be traced back to its turn or item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk import WebClient
+
+from .cards import pending_card
+
+THREAD_KEY = re.compile(r"^(?P<channel>[CDG][A-Z0-9]+)(?::(?P<ts>\d+\.\d+))?$")
+
+
+def thread_key(channel: str, thread_ts: str | None) -> str:
+    """The session thread of a Slack conversation: `CHANNEL:THREAD_TS`, or `CHANNEL` for a DM's top level."""
+    return f"{channel}:{thread_ts}" if thread_ts else channel
+
+
+def parse_thread_key(key: str) -> tuple[str, str | None] | None:
+    """(channel, thread_ts) of a thread key, or None if it is not a Slack thread."""
+    match = THREAD_KEY.match(key or "")
+    return (match["channel"], match["ts"]) if match else None
+
+
+@dataclass
+class Posted:
+    """One message the agent posted: a reply to a turn, or a card for an approval item."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    text: str
+    turn_id: str | None = None
+    session: Any = None
+    item_id: str | None = None
+    title: str = ""
+    card: bool = False
+
+
+class Ledger:
+    """The agent's recent messages by (channel, ts); bounded, thread-safe."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._items: OrderedDict[tuple[str, str], Posted] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def add(self, posted: Posted) -> None:
+        """Remember a posted message."""
+        with self._lock:
+            self._items[(posted.channel, posted.ts)] = posted
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def get(self, channel: str, ts: str) -> Posted | None:
+        """The posted message at (channel, ts), if it is the agent's."""
+        with self._lock:
+            return self._items.get((channel, ts))
+
+
+class Outbox:
+    """Posting through the Web API (blocking calls; use from worker threads or via `asyncio.to_thread`)."""
+
+    def __init__(self, client: WebClient, ledger: Ledger) -> None:
+        self.client = client
+        self.ledger = ledger
+
+    def post(self, channel: str, text: str, *, thread_ts: str | None = None, blocks: list[dict[str, Any]] | None = None) -> str:
+        """Post a message; returns its ts."""
+        response = self.client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts, blocks=blocks)
+        return str(response["ts"])
+
+    def update(self, channel: str, ts: str, text: str, *, blocks: list[dict[str, Any]] | None = None) -> None:
+        """Replace the text (and blocks) of a posted message."""
+        self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+
+    def whisper(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> None:
+        """A message only this user sees."""
+        self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+
+    def dm_channel(self, user: str) -> str:
+        """The DM channel with a user, opened if needed."""
+        return str(self.client.conversations_open(users=user)["channel"]["id"])
+
+    def card(self, channel: str, item_id: str, title: str, text: str) -> Posted:
+        """Post an approval card and remember it."""
+        ts = self.post(channel, f"{title}: {item_id}", blocks=pending_card(item_id, title, text))
+        posted = Posted(channel=channel, ts=ts, thread_ts=None, text=text, item_id=item_id, title=title, card=True)
+        self.ledger.add(posted)
+        return posted
+
+
+class Streamer:
+    """Streams a reply into a placeholder message with chat.update, at most once per interval."""
+
+    def __init__(self, outbox: Outbox, channel: str, ts: str, interval: float) -> None:
+        self.outbox, self.channel, self.ts, self.interval = outbox, channel, ts, interval
+        self.parts: list[str] = []
+        self.shown = ""
+        self.last = time.monotonic()
+
+    async def add(self, delta: str) -> None:
+        """Take a delta; show the text so far if the interval has passed."""
+        self.parts.append(delta)
+        if time.monotonic() - self.last >= self.interval:
+            await self._show("".join(self.parts) + " …")
+
+    async def finish(self, text: str) -> None:
+        """Show the whole reply."""
+        await self._show(text or "(empty reply)")
+
+    async def _show(self, text: str) -> None:
+        if text != self.shown:
+            self.shown = text
+            await asyncio.to_thread(self.outbox.update, self.channel, self.ts, text)
+        self.last = time.monotonic()
