@@ -78,7 +78,7 @@ class FakeHoncho:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.release.clear()
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -117,9 +117,9 @@ class HonchoBackend(IdentityBackend):
         return str(answer or "").strip()
 
     def _fallback(self, turn: Turn, facts: list[dict[str, Any]], exc: BaseException) -> ContextBlock | None:
-        cached = self.store.cache_get(turn.workspace, turn.peer, "dialectic") or self.store.cache_get(
-            turn.workspace, turn.peer, "representation")
-        what = "the last good answer" if cached else "hard facts only"
+        answer = self.store.cache_get(turn.workspace, turn.peer, "dialectic")
+        cached = answer or self.store.cache_get(turn.workspace, turn.peer, "representation")
+        what = "the last good answer" if answer else "the cached representation" if cached else "hard facts only"
         logger.warning("identity: Honcho dialectic for peer %s failed (%s); using %s", turn.peer, _describe(exc), what)
         if cached is None:
             return user_model_block(turn.peer, facts=facts, budget=self.budget)

@@ -1,0 +1,170 @@
+"""The Honcho backend: the real honcho-ai SDK against a fake Honcho HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from thoth_core import ConfigError
+from thoth_core.testing import check_layer_plugin, context_for
+
+from thoth_identity import plugin
+from thoth_identity.fake_honcho import FakeHoncho, free_port
+from thoth_identity.plugin import backend_for
+
+DEADLINE = 1.5
+
+
+def honcho_config(url, **extra):
+    table = {"base_url": url, "workspace": "test", "write_timeout": 1.0, "write_retries": 0, **extra}
+    return {"plugins": {"identity": table}}
+
+
+def user_model(assembly):
+    return [b for b in assembly.blocks if b.tag == "user-model"]
+
+
+async def timed_context(runtime, text, peer="ann", thread="t"):
+    started = time.perf_counter()
+    assembly = await context_for(runtime, text, peer=peer, thread=thread)
+    return assembly, time.perf_counter() - started
+
+
+async def test_ingest_and_dialectic(make_runtime, honcho_server, monkeypatch):
+    monkeypatch.setenv("HONCHO_TEST_KEY", "secret-key")
+    config = honcho_config(honcho_server.url)
+    config["plugins"]["identity"]["api_key"] = {"$env": "HONCHO_TEST_KEY"}
+    runtime = make_runtime({"identity": plugin}, config=config)
+    assert backend_for(runtime).name == "honcho"
+    await runtime.turn("I keep bees in my garden", peer="ann", thread="t1")
+    await runtime.drain()
+    [(_, path, body, headers)] = honcho_server.calls(r"POST .*/sessions/[^/]+/messages$")
+    assert path == "/v3/workspaces/test/sessions/ann-t1/messages"
+    assert body["messages"] == [{"content": "I keep bees in my garden", "peer_id": "ann"}, {"content": "ok", "peer_id": "thoth"}]
+    assert headers["Authorization"] == "Bearer secret-key"
+    assert honcho_server.sessions[("test", "ann-t1")]["peers"] >= {"ann", "thoth"}
+
+    assembly, _ = await timed_context(runtime, "How are my bees doing?")
+    [block] = user_model(assembly)
+    assert "What I know about ann: ann said: I keep bees in my garden" in block.text
+    _, _, chat, _ = honcho_server.calls(r"POST .*/peers/ann/chat")[-1]
+    assert chat == {"query": "How are my bees doing?", "stream": False}
+
+
+async def test_hanging_server_falls_back_to_the_last_good_answer_in_time(make_runtime, honcho_server, caplog):
+    runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
+    await runtime.turn("I keep bees in my garden", peer="ann", thread="t")
+    await runtime.drain()
+    await context_for(runtime, "bees?", peer="ann", thread="t")  # a good answer, cached
+    honcho_server.mode = "hang"
+    with caplog.at_level(logging.WARNING, logger="thoth_identity"):
+        assembly, seconds = await timed_context(runtime, "How are my bees doing?")
+    assert seconds < DEADLINE + 0.2
+    [block] = user_model(assembly)
+    assert "memory service unavailable now" in block.text and "I keep bees in my garden" in block.text
+    [call] = [c for c in assembly.calls if c.plugin == "identity"]
+    assert call.status == "ok"
+    assert "Honcho dialectic for peer ann failed (no answer in time); using the last good answer" in caplog.text
+
+
+async def test_hanging_server_without_a_good_answer_uses_the_cached_representation(make_runtime, honcho_server):
+    runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
+    await runtime.turn("I keep bees in my garden", peer="ann", thread="t")
+    await runtime.drain()  # ingest refreshed the cached representation
+    honcho_server.mode = "hang"
+    assembly, seconds = await timed_context(runtime, "bees?")
+    assert seconds < DEADLINE + 0.2
+    [block] = user_model(assembly)
+    assert "- ann said: I keep bees in my garden" in block.text
+
+
+@pytest.mark.parametrize("mode", ["429", "500", "503"])
+async def test_rate_limited_or_failing_server_is_not_retried_and_falls_back(make_runtime, honcho_server, mode, caplog):
+    runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
+    await runtime.turn("/remember my name is Ann", peer="ann", thread="t")
+    await runtime.turn("I keep bees", peer="ann", thread="t")
+    await runtime.drain()
+    honcho_server.mode, honcho_server.only = mode, r"/chat$"
+    before = len(honcho_server.calls(r"/chat$"))
+    with caplog.at_level(logging.WARNING, logger="thoth_identity"):
+        assembly, seconds = await timed_context(runtime, "bees?")
+    assert seconds < DEADLINE + 0.2
+    assert len(honcho_server.calls(r"/chat$")) == before + 1  # max_retries=0 inside the pre-spawn call
+    [block] = user_model(assembly)
+    assert "- name: Ann" in block.text and "What I know about ann: ann's name: Ann" in block.text  # from the turn's answer
+    expected = "RateLimitError: Rate limit exceeded" if mode == "429" else "ServerError: Internal Server Error"
+    assert f"Honcho dialectic for peer ann failed ({expected}); using the last good answer" in caplog.text
+
+
+async def test_server_down_at_start_up_then_back(make_runtime, caplog):
+    server = FakeHoncho(port=free_port())  # not listening yet
+    runtime = make_runtime({"identity": plugin}, config=honcho_config(server.url))
+    with caplog.at_level(logging.WARNING, logger="thoth_identity"):
+        result = await runtime.turn("I keep bees", peer="ann", thread="t")
+        await runtime.drain()
+    assert result.reply.text == "ok"
+    assert "Honcho dialectic for peer ann failed" in caplog.text
+    assert "Honcho ingest for peer ann failed" in caplog.text and "2 message(s) kept for retry" in caplog.text
+    assert (await runtime.status(peer="ann"))[0]["pending_ingest"] == 2
+    server.start()
+    try:
+        await runtime.turn("and two hives now", peer="ann", thread="t")
+        await runtime.drain()
+        contents = [m["content"] for m in server.messages]
+        assert contents == ["I keep bees", "ok", "and two hives now", "ok"]  # the kept messages went first
+        [block] = user_model(await context_for(runtime, "how are the hives?", peer="ann", thread="t"))
+        assert "memory service unavailable" not in block.text and "two hives" in block.text
+    finally:
+        server.stop()
+
+
+async def test_forget_deletes_sessions_and_conclusions_with_a_receipt(make_runtime, honcho_server):
+    runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
+    for thread in ("t1", "t2"):
+        await runtime.turn(f"I keep bees ({thread})", peer="ann", thread=thread)
+    await runtime.turn("I keep goats", peer="bob", thread="t1")
+    await runtime.turn("/remember my name is Ann", peer="ann", thread="t1")
+    await runtime.drain()
+    backend = backend_for(runtime)
+    backend.flush()
+    document = backend.export("default", "ann")
+    assert {s["id"] for s in document["honcho"]["sessions"]} == {"ann-t1", "ann-t2"}
+    assert any(c["content"] == "ann's name: Ann" for c in document["honcho"]["conclusions"])
+    assert [f["object"] for f in document["facts"]] == ["Ann"]
+
+    receipt = await runtime.forget(peer="ann")
+    assert receipt == {"identity": {"honcho_sessions": 2, "honcho_conclusions": 3, "facts": 1, "cached_answers": 1}}
+    assert not [c for c in honcho_server.conclusions.values() if "ann" in (c["observed_id"], c["observer_id"])]
+    assert [m["content"] for m in honcho_server.messages] == ["I keep goats", "ok"]  # bob's stay
+    assert user_model(await context_for(runtime, "bees?", peer="bob", thread="t1"))
+
+
+async def test_reflection_updates_become_agent_authored_conclusions(make_runtime, honcho_server):
+    runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
+    session = await runtime.session(peer="ann", thread="t")
+    await plugin.reflection_result(result={"run_id": "r1", "user_model_updates": {"ann": ["Ann prefers examples"]}}, session=session)
+    backend_for(runtime).flush()
+    [conclusion] = honcho_server.conclusions.values()
+    assert (conclusion["observer_id"], conclusion["observed_id"], conclusion["content"]) == ("thoth", "ann", "Ann prefers examples")
+    assert backend_for(runtime).store.recent_observations("default", "ann", limit=3)[0]["author"] == "agent"
+
+
+async def test_conformance_kit(make_runtime, honcho_server):
+    await check_layer_plugin(make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url)), "identity")
+
+
+def test_the_key_is_never_a_value_in_the_file(make_runtime):
+    runtime = make_runtime(config={"plugins": {"identity": {"base_url": "http://127.0.0.1:9", "api_key": "hc-123"}}})
+    with pytest.raises(ConfigError, match=r"plugins.identity.api_key: never store the key in the file"):
+        plugin.make_backend(runtime)
+
+
+def test_bad_settings_name_the_key(make_runtime):
+    runtime = make_runtime(config={"plugins": {"identity": {"backend": "honcho"}}})
+    with pytest.raises(ConfigError, match="plugins.identity.base_url: the honcho backend needs base_url"):
+        plugin.make_backend(runtime)
+    runtime = make_runtime(config={"plugins": {"identity": {"dialectic_timeout": 2.0}}})
+    with pytest.raises(ConfigError, match="dialectic_timeout: must be positive and below the layer deadline"):
+        plugin.make_backend(runtime)
