@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 REACTIONS = {"white_check_mark": "approve", "x": "reject", "brain": "remember", "wastebasket": "forget", "bust_in_silhouette": "identity"}
 DONE = {"approve": "approved", "reject": "rejected", "remember": "remembered", "forget": "forgotten", "identity": "sent to the identity layer"}
-ITEM_ID = re.compile(r"\b(?:skill|persona):[A-Za-z0-9][\w.-]*")
+ITEM_ID = re.compile(r"\b(?:skill|persona|note|knowledge):[A-Za-z0-9][\w.-]*")
 PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 TICK_SECONDS = 60.0
@@ -74,6 +74,7 @@ class SlackBridge:
         self.threads: set[str] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._ticker: Any = None
+        self._stopped = False
         self.app = App(
             client=self.client,
             signing_secret=settings.signing_secret or "unused-in-socket-mode",
@@ -91,7 +92,10 @@ class SlackBridge:
         self._ticker = asyncio.run_coroutine_threadsafe(self._tick_forever(), self.loop.loop)
 
     def stop(self) -> None:
-        """Finish pending turns, end every open session (`exit`), close the runtime."""
+        """Finish pending turns, end every open session (`exit`), close the runtime; once."""
+        if self._stopped:
+            return
+        self._stopped = True
         self.loop.join()
         if self._ticker is not None:
             self._ticker.cancel()
@@ -258,6 +262,8 @@ class SlackBridge:
                 logger.warning("slack: %s for thread %r is not for a Slack thread; not posted", event, payload["thread"])
                 return
             self.outbox.post(where[0], text, thread_ts=where[1])
+        elif text and self.settings.approvals_channel:
+            self.outbox.post(self.settings.approvals_channel, text)  # e.g. approval reminders
 
     def _founder_dms(self) -> list[str]:
         return [self.outbox.dm_channel(founder) for founder in self.settings.founders]

@@ -1,0 +1,207 @@
+"""Reactions, approval cards and buttons, founder DMs, check-ins and idle sessions."""
+
+from __future__ import annotations
+
+import time
+
+from thoth_core import ThothError, hookimpl
+
+from thoth_slack.cards import APPROVE, REJECT
+from thoth_slack.testing import mention
+
+REACTIONS = [("brain", "remember"), ("wastebasket", "forget"), ("bust_in_silhouette", "identity"), ("white_check_mark", "approve"), ("x", "reject")]
+
+
+class Layers:
+    """Stands in for the memory layers: records feedback, decisions, session ends; serves check-ins."""
+
+    def __init__(self, check_ins=None):
+        self.feedback_calls, self.decisions, self.ended = [], [], []
+        self.check_ins = list(check_ins or [])
+
+    @hookimpl
+    def feedback(self, kind, turn_id, text, actor, session):
+        self.feedback_calls.append((kind, turn_id, text, actor, session.thread))
+        return {"message": f"{kind} handled"}
+
+    @hookimpl
+    def decide(self, item_id, decision, actor):
+        if not item_id.startswith("skill:"):
+            return None
+        if item_id == "skill:gone":
+            raise ThothError("skill:gone was already approved")
+        self.decisions.append((item_id, decision, actor))
+        return {"message": f"skill {decision}d"}
+
+    @hookimpl
+    def session_end(self, session, reason):
+        self.ended.append((session.thread, reason))
+
+    @hookimpl
+    def due_check_ins(self, now):
+        due = [c for c in self.check_ins if c["at"] <= now]
+        self.check_ins = [c for c in self.check_ins if c["at"] > now]
+        return due
+
+
+async def notified(runtime, event, **payload):
+    """Send a notification through the runtime and wait until the frontends delivered it."""
+    runtime.notify(event, **payload)
+    await runtime.drain()
+
+
+def _reply(slack, text="how do we deploy?"):
+    slack.send(mention(text, ts="1700000000.000100"))
+    [post] = slack.fake.calls_to("chat.postMessage")
+    return post
+
+
+def test_each_reaction_on_a_reply_is_feedback_and_is_acknowledged(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers}, replies=[{"reply": "Use blue-green deploys."}])
+    post = _reply(slack)
+    [session] = slack.runtime.sessions.values()
+    turn_id = session.transcript[-1]["turn_id"]
+    for name, _ in REACTIONS:
+        slack.react(name, user="UANN", channel="CGENERAL", ts=post["_ts"])
+    assert layers.feedback_calls == [(kind, turn_id, "Use blue-green deploys.", "UANN", "CGENERAL:1700000000.000100") for _, kind in REACTIONS]
+    acks = slack.fake.calls_to("chat.postMessage")[1:]
+    assert [a["thread_ts"] for a in acks] == ["1700000000.000100"] * 5
+    assert [a["text"].split(":")[1] for a in acks] == [name for name, _ in REACTIONS]
+    assert "remembered: remember handled" in acks[0]["text"] and "forgotten: forget handled" in acks[1]["text"]
+
+
+def test_reactions_elsewhere_are_ignored(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers})
+    post = _reply(slack)
+    slack.react("brain", user="UANN", channel="CGENERAL", ts="1700000000.000100")  # the person's own message
+    slack.react("thumbsup", user="UANN", channel="CGENERAL", ts=post["_ts"])  # not in the protocol
+    slack.react("brain", user="UBOT", channel="CGENERAL", ts=post["_ts"])  # the agent itself
+    assert layers.feedback_calls == []
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+
+
+def test_reaction_without_a_taker_says_so(make_slack):
+    slack = make_slack()
+    post = _reply(slack)
+    slack.react("brain", user="UANN", channel="CGENERAL", ts=post["_ts"])
+    assert slack.fake.calls_to("chat.postMessage")[-1]["text"] == ":brain: remembered: no memory layer took it"
+
+
+def test_approval_card_approved_by_a_founder_shows_who_decided(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers}, founders=["UBOSS"])
+    slack.call(notified(slack.runtime, "approval_requested", item_id="skill:deploy-notes", text="Reflection drafted deploy-notes.", thread="CGENERAL:1.2"))
+    card = slack.fake.wait_for("chat.postMessage", lambda p: p["channel"] == "CAPPROVALS")
+    buttons = [b for block in card["blocks"] if block["type"] == "actions" for b in block["elements"]]
+    assert [(b["action_id"], b["value"]) for b in buttons] == [(APPROVE, "skill:deploy-notes"), (REJECT, "skill:deploy-notes")]
+    assert "Reflection drafted deploy-notes." in str(card["blocks"])
+
+    response = slack.click(APPROVE, "skill:deploy-notes", user="UBOSS", channel="CAPPROVALS", ts=card["_ts"])
+    assert response.status == 200
+    assert layers.decisions == [("skill:deploy-notes", "approve", "UBOSS")]
+    [update] = slack.fake.calls_to("chat.update")
+    assert update["ts"] == card["_ts"] and "actions" not in [b["type"] for b in update["blocks"]]
+    assert ":white_check_mark: Approved by <@UBOSS> - skill approved" in str(update["blocks"])
+
+
+def test_a_non_founder_cannot_approve_or_reject(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers}, founders=["UBOSS"])
+    slack.call(notified(slack.runtime, "approval_requested", item_id="skill:deploy-notes", text="draft"))
+    card = slack.fake.wait_for("chat.postMessage", lambda p: p["channel"] == "CAPPROVALS")
+    slack.click(APPROVE, "skill:deploy-notes", user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
+    slack.click(REJECT, "skill:deploy-notes", user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
+    slack.react("white_check_mark", user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
+    assert layers.decisions == [] and slack.fake.calls_to("chat.update") == []
+    whispers = slack.fake.calls_to("chat.postEphemeral")
+    assert [w["user"] for w in whispers] == ["UINTERN"] * 3 and all("Only founders" in w["text"] for w in whispers)
+
+
+def test_a_founder_rejects_with_the_button_and_approves_by_reaction(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers}, founders=["UBOSS"])
+    slack.call(notified(slack.runtime, "approval_requested", item_id="skill:one", text="first"))
+    slack.call(notified(slack.runtime, "approval_requested", item_id="skill:two", text="second"))
+    one, two = slack.fake.calls_to("chat.postMessage")
+    slack.click(REJECT, "skill:one", user="UBOSS", channel="CAPPROVALS", ts=one["_ts"])
+    slack.react("white_check_mark", user="UBOSS", channel="CAPPROVALS", ts=two["_ts"])
+    assert layers.decisions == [("skill:one", "reject", "UBOSS"), ("skill:two", "approve", "UBOSS")]
+    texts = [str(u["blocks"]) for u in slack.fake.calls_to("chat.update")]
+    assert ":x: Rejected by <@UBOSS>" in texts[0] and ":white_check_mark: Approved by <@UBOSS>" in texts[1]
+
+
+def test_with_no_founders_anyone_decides(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers})
+    slack.call(notified(slack.runtime, "approval_requested", item_id="skill:x", text="t"))
+    card = slack.fake.wait_for("chat.postMessage")
+    slack.click(APPROVE, "skill:x", user="UANYONE", channel="CAPPROVALS", ts=card["_ts"])
+    assert layers.decisions == [("skill:x", "approve", "UANYONE")]
+
+
+def test_a_failed_decision_is_told_to_the_decider(make_slack):
+    slack = make_slack({"layers": Layers()}, founders=["UBOSS"])
+    slack.click(APPROVE, "skill:gone", user="UBOSS", channel="CAPPROVALS", ts="1700000099.000001")
+    [whisper] = slack.fake.calls_to("chat.postEphemeral")
+    assert whisper["user"] == "UBOSS" and "already approved" in whisper["text"]
+    assert slack.fake.calls_to("chat.update") == []
+
+
+def test_approve_reaction_on_a_reply_naming_one_item_decides_it(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers}, founders=["UBOSS"], replies=[{"reply": "Pending: skill:deploy-notes (drafted last night)."}])
+    post = _reply(slack, "/approvals?")
+    slack.react("white_check_mark", user="UBOSS", channel="CGENERAL", ts=post["_ts"])
+    assert layers.decisions == [("skill:deploy-notes", "approve", "UBOSS")] and layers.feedback_calls == []
+    assert slack.fake.calls_to("chat.postMessage")[-1]["text"].startswith("`skill:deploy-notes` approved by <@UBOSS>")
+
+
+def test_persona_observations_are_dms_to_each_founder(make_slack):
+    slack = make_slack({"layers": Layers()}, founders=["UBOSS", "UCTO"])
+    slack.call(notified(slack.runtime, "persona_observation", item_id="persona:7", text="Ann prefers short answers.", thread="CGENERAL:1.2"))
+    assert [o["users"] for o in slack.fake.calls_to("conversations.open")] == ["UBOSS", "UCTO"]
+    cards = slack.fake.calls_to("chat.postMessage")
+    assert [c["channel"] for c in cards] == ["DBOSS", "DCTO"]
+    assert all("Ann prefers short answers." in str(c["blocks"]) and "persona:7" in str(c["blocks"]) for c in cards)
+    slack.click(APPROVE, "persona:7", user="UCTO", channel="DCTO", ts=cards[1]["_ts"])
+    assert "Only founders" not in str(slack.fake.calls_to("chat.postEphemeral"))
+
+
+def test_check_ins_post_in_their_thread(make_slack):
+    now = time.time()
+    layers = Layers(check_ins=[
+        {"workspace": "T1", "peer": "UANN", "thread": "CGENERAL:1700000000.000100", "text": "How did the deploy go?", "at": now - 5},
+        {"workspace": "T1", "peer": "UANN", "thread": "DANN", "text": "Tomorrow's check-in", "at": now + 86400},
+        {"workspace": "T1", "peer": "UANN", "thread": "cli", "text": "not a Slack thread", "at": now - 5},
+    ])
+    slack = make_slack({"layers": layers})
+    slack.call(slack.bridge.tick(now=now))
+    [post] = slack.fake.calls_to("chat.postMessage")
+    assert (post["channel"], post["thread_ts"], post["text"]) == ("CGENERAL", "1700000000.000100", "How did the deploy go?")
+    slack.call(slack.bridge.tick(now=now + 86401))
+    assert slack.fake.calls_to("chat.postMessage")[-1]["channel"] == "DANN"
+
+
+def test_sessions_end_after_thirty_idle_minutes_per_thread(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers})
+    slack.send(mention("first thread", ts="1700000000.000100"))
+    slack.send(mention("second thread", ts="1700000000.000200"))
+    second = slack.runtime.sessions[("T1", "UANN", "CGENERAL:1700000000.000200")]
+    second.last_active = time.time() + 20 * 60  # the second thread was active 20 minutes later
+    slack.call(slack.bridge.tick(now=time.time() + 29 * 60))
+    assert layers.ended == []
+    slack.call(slack.bridge.tick(now=time.time() + 31 * 60))
+    slack.call(slack.runtime.drain())
+    assert layers.ended == [("CGENERAL:1700000000.000100", "idle")]
+    assert list(slack.runtime.sessions) == [("T1", "UANN", "CGENERAL:1700000000.000200")]
+
+
+def test_stopping_ends_open_sessions(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers})
+    slack.send(mention("hello"))
+    slack.bridge.stop()
+    assert layers.ended == [("CGENERAL:1700000000.000100", "exit")]
