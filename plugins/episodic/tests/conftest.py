@@ -1,0 +1,44 @@
+"""Shared fixtures: a clean environment, the embedder, and one PostgreSQL (pgserver) per session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ANTHROPIC_*, HONCHO_* or THOTH_* variable leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")):
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """A real PostgreSQL 16 with pgvector from the pgserver wheel, in a temp dir.
+
+    Not under pytest's tmp_path: run as root, pgserver starts postgres as its own user,
+    which cannot enter pytest's private (0700) temp root.
+    """
+    pgserver = pytest.importorskip("pgserver")
+    parent = Path(tempfile.mkdtemp(prefix="thoth-episodic-pg-"))
+    parent.chmod(0o755)
+    server = pgserver.get_server(parent / "data", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_dsn(pg_server: object) -> str:
+    """A fresh, empty database on the session's server."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    pg_server.psql(f"CREATE DATABASE {name};")  # type: ignore[attr-defined]
+    return pg_server.get_uri(name)  # type: ignore[attr-defined]

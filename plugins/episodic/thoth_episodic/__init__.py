@@ -1,0 +1,1 @@
+"""Thoth L3 episodic memory."""

@@ -1,0 +1,287 @@
+"""The episodic layer of one runtime: settings, the chosen backend and embedder, write and recall.
+
+`memory_for(runtime)` gives the runtime's `EpisodicMemory` (made once, kept in
+`runtime.plugin_state`). Backends and embedders come from the `register_episodic_backends`
+and `register_embedders` hooks, so a third-party one is a pip install plus
+`[plugins.episodic] backend = "NAME"`. When the embedder cannot load, episodes are stored
+without vectors and recall runs on BM25 alone (logged once, with how to fix it).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from thoth_core import ContextBlock
+
+from .embedder import Embedder, EmbedderUnavailable
+from .records import Episode, EpisodeStore, Hit, Query
+from .scoring import DAY, embed_text
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from thoth_core.runtime import Runtime
+    from thoth_core.types import Reply, Session, Turn
+
+logger = logging.getLogger(__name__)
+
+NAME = "episodic"
+CONTEXT_CHARS = 300
+
+
+@dataclass
+class Settings:
+    """`[plugins.episodic]`, validated."""
+
+    backend: str = "sqlite"
+    embedder: str = "minilm"
+    tau_days: float = 14.0
+    recency_weight: float = 0.3
+    prefilter_newest: int = 0
+    fusion: str = "rrf"
+    related_k: int = 3
+    retention_days: float = 0.0
+
+    @classmethod
+    def from_config(cls, runtime: Runtime) -> Settings:
+        """Read and check the table; a bad value raises ConfigError naming the key."""
+        table = runtime.config.plugin(NAME)
+        settings = cls()
+        numbers = {"tau_days": (0, None), "recency_weight": (0, 1), "retention_days": (0, None)}
+        for key, (low, high) in numbers.items():
+            if key in table:
+                value = table[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or (high is not None and value > high):
+                    bound = f"between {low} and {high}" if high is not None else f">= {low}"
+                    raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a number {bound}, got {value!r}")
+                setattr(settings, key, float(value))
+        for key in ("prefilter_newest", "related_k"):
+            if key in table:
+                value = table[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a non-negative integer, got {value!r}")
+                setattr(settings, key, value)
+        for key in ("backend", "embedder"):
+            if key in table and not isinstance(table[key], str):
+                raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a name, got {table[key]!r}")
+            setattr(settings, key, table.get(key, getattr(settings, key)))
+        if table.get("fusion", "rrf") not in ("rrf", "score"):
+            raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected \"rrf\" or \"score\", got {table['fusion']!r}")
+        settings.fusion = table.get("fusion", "rrf")
+        return settings
+
+
+def summarize(user: str, reply: str, limit: int = 200) -> str:
+    """A short extractive summary: the first sentence of each side."""
+
+    def first(text: str) -> str:
+        text = " ".join(text.split())
+        match = re.match(r"(.+?[.!?])(\s|$)", text)
+        return (match.group(1) if match else text)[: limit // 2]
+
+    parts = [p for p in (first(user), first(reply)) if p]
+    return " / ".join(parts)
+
+
+class EpisodicMemory:
+    """Write and recall episodes for one runtime."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.settings = Settings.from_config(runtime)
+        self.options = runtime.config.plugin(NAME)
+        self._store: EpisodeStore | None = None
+        self._embedder: Embedder | None = None
+        self._embedder_failed = False
+        self._lock = threading.Lock()
+        self.last_retire = 0.0
+
+    @property
+    def store(self) -> EpisodeStore:
+        """The configured backend, opened on first use."""
+        with self._lock:
+            if self._store is None:
+                backends = self.runtime.registry("register_episodic_backends")
+                if self.settings.backend not in backends:
+                    raise self.runtime.config.error(
+                        f"plugins.{NAME}.backend", f"unknown episodic backend {self.settings.backend!r}; installed: {', '.join(sorted(backends))}"
+                    )
+                self._store = backends[self.settings.backend](self.runtime, self.options)
+            return self._store
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The configured embedder, or None when it cannot be used (BM25 only)."""
+        with self._lock:
+            if self._embedder is None and not self._embedder_failed:
+                embedders = self.runtime.registry("register_embedders")
+                if self.settings.embedder not in embedders:
+                    raise self.runtime.config.error(
+                        f"plugins.{NAME}.embedder", f"unknown embedder {self.settings.embedder!r}; installed: {', '.join(sorted(embedders))}"
+                    )
+                self._embedder = embedders[self.settings.embedder](self.runtime, self.options)
+            return self._embedder
+
+    @property
+    def embedder_name(self) -> str:
+        """The embedder in use, or `bm25-only`."""
+        return "bm25-only" if self._embedder_failed else self.settings.embedder
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Vectors for texts, or None (logged once) when the embedder is unavailable."""
+        embedder = self.embedder
+        if embedder is None or not texts:
+            return None
+        try:
+            return embedder.embed(list(texts))
+        except EmbedderUnavailable as exc:
+            with self._lock:
+                if not self._embedder_failed:
+                    logger.warning("%s; episodic recall uses BM25 alone until it is installed", exc)
+                self._embedder_failed, self._embedder = True, None
+            return None
+
+    # --- writing ----------------------------------------------------------------------
+
+    def episode_of(self, turn: Turn, reply: Reply, session: Session) -> Episode:
+        """The episode a finished turn becomes."""
+        return Episode(
+            workspace=session.workspace,
+            peer=turn.peer,
+            thread=turn.thread,
+            user=turn.text,
+            assistant=reply.text,
+            summary=summarize(turn.text, reply.text),
+            session_id=session.id,
+            turn_id=turn.id,
+            occurred_at=turn.created_at,
+            cost_usd=reply.usage.cost_usd,
+            model=reply.model,
+        )
+
+    def write(self, episode: Episode) -> Episode:
+        """Store one episode with its embedding and link it with its thread's previous one."""
+        previous = self.store.latest(workspace=episode.workspace, peer=episode.peer, thread=episode.thread)
+        if previous is not None:
+            episode.context = _clip(previous.user + " " + previous.assistant)
+        vectors = self.embed([embed_text(episode)])
+        self.store.add([episode], vectors)
+        if previous is not None:
+            self.store.set_context(previous.id, _clip(previous.context + " " + episode.user, 2 * CONTEXT_CHARS))
+        return episode
+
+    def write_many(self, episodes: Sequence[Episode], progress: Callable[[int], None] | None = None, batch: int = 256) -> int:
+        """Store many episodes (import) in batches; returns how many were new or changed."""
+        stored = 0
+        for start in range(0, len(episodes), batch):
+            chunk = list(episodes[start : start + batch])
+            stored += len(self.store.add(chunk, self.embed([embed_text(e) for e in chunk])))
+            if progress:
+                progress(len(chunk))
+        return stored
+
+    def reindex(self, progress: Callable[[int], None] | None = None, batch: int = 256) -> int:
+        """Re-embed every current episode with the configured embedder."""
+        done = 0
+        chunk: list[Episode] = []
+        for episode in list(self.store.episodes()):
+            chunk.append(episode)
+            if len(chunk) == batch:
+                done += self._reembed(chunk, progress)
+                chunk = []
+        return done + (self._reembed(chunk, progress) if chunk else 0)
+
+    def _reembed(self, chunk: list[Episode], progress: Callable[[int], None] | None) -> int:
+        vectors = self.embed([embed_text(e) for e in chunk])
+        if vectors is None:
+            raise EmbedderUnavailable(f"episodic: embedder {self.settings.embedder!r} is unavailable; nothing to reindex with")
+        self.store.set_vectors([e.id for e in chunk], vectors)
+        if progress:
+            progress(len(chunk))
+        return len(chunk)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def recall(self, text: str, *, workspace: str, peer: str, k: int = 5, now: float | None = None, as_of: float | None = None,
+               newest: int | None = None) -> list[Hit]:
+        """The k episodes of this peer and workspace most related to text."""
+        vectors = self.embed([text])
+        query = Query(
+            text=text, workspace=workspace, peer=peer, k=k, vector=None if vectors is None else vectors[0], as_of=as_of, now=now,
+            tau_days=self.settings.tau_days, recency_weight=self.settings.recency_weight,
+            newest=newest if newest is not None else (self.settings.prefilter_newest or None), fusion=self.settings.fusion,
+        )
+        return self.store.search(query)
+
+    def related_block(self, turn: Turn, session: Session) -> ContextBlock | None:
+        """The `related-episodes` block for the first turn of a thread."""
+        if not self.settings.related_k:
+            return None
+        hits = self.recall(turn.text, workspace=session.workspace, peer=turn.peer, k=self.settings.related_k)
+        if not hits:
+            return None
+        return ContextBlock(tag="related-episodes", text="\n".join(render_hit(h) for h in hits), layer="episodic", priority=40)
+
+    # --- retention --------------------------------------------------------------------
+
+    def cutoff(self, before: float | None = None) -> float | None:
+        """Episodes that happened before this moment are past retention (None: keep forever)."""
+        if not self.settings.retention_days:
+            return None
+        limit = time.time() - self.settings.retention_days * DAY
+        return min(limit, before) if before is not None else limit
+
+    def retire(self) -> int:
+        """Delete expired episodes: consolidated ones, or all when no reflection plugin runs."""
+        self.last_retire = time.time()
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+        return self.store.purge(cutoff, consolidated_only=self.runtime.pm.has_plugin("reflection"))
+
+    def close(self) -> None:
+        """Close the backend."""
+        if self._store is not None:
+            self._store.close()
+
+
+def _clip(text: str, limit: int = CONTEXT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[-limit:]
+
+
+def when(at: float) -> str:
+    """A timestamp as a UTC date and time."""
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at))
+
+
+def render_hit(hit: Hit) -> str:
+    """One hit as a context line: date, thread, the turn."""
+    e = hit.episode
+    reply = f" / agent: {_clip(e.assistant, 240)}" if e.assistant else ""
+    return f"- [{when(e.occurred_at)} UTC, thread {e.thread}] {e.peer}: {_clip(e.user, 400)}{reply}"
+
+
+def explain_hit(index: int, hit: Hit) -> str:
+    """One hit for /recall: the turn and why it was recalled."""
+    why = hit.why()
+    dense = "-" if why["dense"] is None else f"{why['dense']:.3f} (#{why['dense_rank']})"
+    bm25 = "-" if why["bm25"] is None else f"{why['bm25']:.2f} (#{why['bm25_rank']})"
+    return (f"{index}. {render_hit(hit)[2:]}\n   score {why['score']:.4f}: dense {dense}, bm25 {bm25}, "
+            f"recency x{why['recency']:.2f}, age {why['age_days']:.1f} d")
+
+
+def memory_for(runtime: Runtime) -> EpisodicMemory:
+    """The runtime's episodic memory (made on first use)."""
+    return runtime.plugin_state(NAME, lambda: EpisodicMemory(runtime))  # type: ignore[no-any-return]
+
+
+def hits_json(hits: Iterable[Hit]) -> list[dict[str, Any]]:
+    """Hits as JSON-ready dicts: the episode and why."""
+    return [dict(h.episode.to_dict(), why=h.why()) for h in hits]

@@ -1,0 +1,136 @@
+"""L3 episodic memory: every answered turn becomes an episode; related ones come back later."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from thoth_core import ContextBlock, hookimpl
+from thoth_core.runtime import Command
+
+from .memory import NAME, explain_hit, memory_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import click
+
+    from thoth_core.runtime import Runtime
+    from thoth_core.types import Reply, Session, Turn
+
+LAYER = "episodic"
+RETIRE_EVERY = 3600.0
+
+
+@hookimpl
+def configure(runtime: Runtime) -> None:
+    """Validate `[plugins.episodic]` at start-up (nothing is opened or loaded yet)."""
+    memory_for(runtime)
+
+
+@hookimpl
+def register_episodic_backends(register: Callable[..., None]) -> None:
+    """The built-in backends: sqlite (default) and postgres (pgvector)."""
+    from .postgres_store import postgres_backend
+    from .sqlite_store import sqlite_backend
+
+    register("sqlite", sqlite_backend)
+    register("postgres", postgres_backend)
+
+
+@hookimpl
+def register_embedders(register: Callable[..., None]) -> None:
+    """The built-in embedder: all-MiniLM-L6-v2 int8 on onnxruntime."""
+    from .embedder import minilm
+
+    register("minilm", minilm)
+
+
+@hookimpl
+def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
+    """Store the answered turn as an episode (runs after the reply was sent)."""
+    if reply.error or turn.error:
+        return
+    memory = memory_for(session.runtime)
+    memory.write(memory.episode_of(turn, reply, session))
+    if time.time() - memory.last_retire > RETIRE_EVERY:
+        memory.retire()
+
+
+@hookimpl
+def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
+    """On a thread's first turn, the top related past episodes of this peer and workspace."""
+    if not session.is_new_thread:
+        return None
+    return memory_for(session.runtime).related_block(turn, session)
+
+
+def _recall(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
+    if not args.strip():
+        return "usage: /recall QUERY"
+    hits = memory_for(runtime).recall(args, workspace=session.workspace, peer=session.peer, k=5)
+    return "\n".join(explain_hit(i, h) for i, h in enumerate(hits, 1)) or "No related episodes."
+
+
+@hookimpl
+def register_commands(register: Callable[..., None]) -> None:
+    """/recall QUERY."""
+    register(Command("recall", "recall past episodes related to a query, with why", _recall, usage="QUERY"))
+
+
+@hookimpl
+def register_cli_commands(cli: click.Group) -> None:
+    """`thoth recall` and `thoth episodes list|export|import|reindex`."""
+    from .cli import episodes, recall
+
+    cli.add_command(recall)
+    cli.add_command(episodes)
+
+
+@hookimpl
+def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
+    """Delete the peer's episodes (or one thread's); every version goes."""
+    deleted = memory_for(runtime).store.delete(workspace=workspace, peer=peer, thread=thread)
+    return {"episodes": deleted} if deleted else None
+
+
+@hookimpl
+def feedback(kind: str, turn_id: str, session: Session) -> dict[str, Any] | None:
+    """A `forget` reaction deletes that turn's episode."""
+    if kind != "forget":
+        return None
+    store = memory_for(session.runtime).store
+    episode = store.find_turn(turn_id)
+    if episode is None or episode.workspace != session.workspace:
+        return None
+    deleted = store.delete(workspace=episode.workspace, ids=[episode.id])
+    return {"episodes": deleted, "message": f"forgot the episode of turn {turn_id}"}
+
+
+@hookimpl
+def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
+    """How many episodes this peer has, and which embedder recall uses."""
+    memory = memory_for(runtime)
+    return {"layer": LAYER, "episodes": memory.store.count(workspace=workspace, peer=peer), "embedder": memory.embedder_name}
+
+
+@hookimpl
+def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
+    """Episodes past `retention_days` (and before `before`) not yet consolidated."""
+    memory = memory_for(runtime)
+    cutoff = memory.cutoff(before)
+    if cutoff is None:
+        return []
+    return [
+        {"id": e.id, "plugin": NAME, "at": e.occurred_at, "peer": e.peer, "workspace": e.workspace, "thread": e.thread,
+         "text": f"{e.peer}: {e.user}\nagent: {e.assistant}"}
+        for e in memory.store.expiring(cutoff)
+    ]
+
+
+@hookimpl
+def records_consolidated(ids: list[str], runtime: Runtime) -> None:
+    """Mark the absorbed episodes; those past retention are deleted now."""
+    memory = memory_for(runtime)
+    memory.store.mark_consolidated(ids)
+    memory.retire()

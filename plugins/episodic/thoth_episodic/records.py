@@ -1,0 +1,165 @@
+"""Episodes, recall queries and hits, and the protocol every episodic backend implements.
+
+Episodes are bitemporal: `occurred_at` is when the turn happened, `recorded_at` when this
+version was stored, `superseded_at` when a newer version replaced it (None while current).
+A read "as of" time T sees the versions recorded at or before T and not yet superseded
+then, of episodes that had happened by T.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def new_episode_id() -> str:
+    """A random episode id."""
+    return "ep_" + uuid.uuid4().hex[:20]
+
+
+@dataclass
+class Episode:
+    """One remembered turn: what the person said, what the agent replied, and where."""
+
+    workspace: str
+    peer: str
+    thread: str
+    user: str
+    assistant: str = ""
+    summary: str = ""
+    id: str = field(default_factory=new_episode_id)
+    session_id: str = ""
+    turn_id: str = ""
+    occurred_at: float = field(default_factory=time.time)
+    recorded_at: float = field(default_factory=time.time)
+    superseded_at: float | None = None
+    cost_usd: float | None = None
+    model: str = ""
+    context: str = ""
+    consolidated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the export format)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Episode:
+        """An episode from an exported dict; unknown keys are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def same_content(self, other: Episode) -> bool:
+        """True when both versions say the same thing (ignoring record times and index context)."""
+        keys = ("workspace", "peer", "thread", "user", "assistant", "summary", "occurred_at", "cost_usd", "model")
+        return all(getattr(self, k) == getattr(other, k) for k in keys)
+
+
+@dataclass
+class Query:
+    """A recall request, always scoped to one workspace and peer."""
+
+    text: str
+    workspace: str
+    peer: str
+    k: int = 5
+    vector: np.ndarray | None = None
+    as_of: float | None = None
+    now: float | None = None
+    tau_days: float = 14.0
+    recency_weight: float = 0.3
+    newest: int | None = None
+    fusion: str = "rrf"
+
+
+@dataclass
+class Hit:
+    """A recalled episode and why: per-signal scores, ranks and its age."""
+
+    episode: Episode
+    score: float
+    dense: float | None = None
+    dense_rank: int | None = None
+    bm25: float | None = None
+    bm25_rank: int | None = None
+    recency: float = 1.0
+    age_days: float = 0.0
+
+    def why(self) -> dict[str, Any]:
+        """The scores per signal, for display and --json."""
+        return {
+            "score": round(self.score, 4),
+            "dense": None if self.dense is None else round(self.dense, 4),
+            "dense_rank": self.dense_rank,
+            "bm25": None if self.bm25 is None else round(self.bm25, 4),
+            "bm25_rank": self.bm25_rank,
+            "recency": round(self.recency, 4),
+            "age_days": round(self.age_days, 2),
+        }
+
+
+class EpisodeStore(Protocol):
+    """An episodic backend. `thoth_episodic.contract.StoreContract` is its test suite."""
+
+    dim: int
+
+    def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
+        """Store episodes (a changed episode with a known id supersedes the old version); returns those stored."""
+        ...
+
+    def get(self, episode_id: str, *, as_of: float | None = None) -> Episode | None:
+        """The current (or as-of) version of one episode."""
+        ...
+
+    def episodes(self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None) -> Iterator[Episode]:
+        """Episodes oldest first, optionally scoped and read as of a past moment."""
+        ...
+
+    def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
+        """The newest current episode of a thread."""
+        ...
+
+    def set_context(self, episode_id: str, context: str) -> None:
+        """Replace the neighbour context indexed with an episode (not a new version)."""
+        ...
+
+    def search(self, query: Query) -> list[Hit]:
+        """Hybrid recall within the query's scope, best first."""
+        ...
+
+    def delete(self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None) -> int:
+        """Really delete episodes (every version); returns how many episodes."""
+        ...
+
+    def expiring(self, before: float) -> list[Episode]:
+        """Current episodes that happened before `before` and are not consolidated."""
+        ...
+
+    def mark_consolidated(self, ids: Sequence[str]) -> None:
+        """Record that the nightly job absorbed these episodes."""
+        ...
+
+    def purge(self, before: float, *, consolidated_only: bool) -> int:
+        """Delete episodes that happened before `before` (only consolidated ones if asked)."""
+        ...
+
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Replace stored embeddings (reindex)."""
+        ...
+
+    def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
+        """How many current episodes."""
+        ...
+
+    def find_turn(self, turn_id: str) -> Episode | None:
+        """The current episode written for a turn id."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

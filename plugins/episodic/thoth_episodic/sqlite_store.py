@@ -1,0 +1,379 @@
+"""The default backend: one SQLite file (WAL) with episodes, Float32 BLOB embeddings and FTS5.
+
+Every version of an episode is a row (bitemporal, see `records`). BM25 comes from an FTS5
+table whose `scope` column holds a token per (workspace, peer), so the scope filter is an
+index lookup. Dense search is brute force over the whole store: a numpy matrix of every
+row's embedding, kept in memory and refreshed incrementally (new rowids are appended; a
+delete, supersede or reindex bumps a generation counter in `meta` and the next search
+reloads). Several processes may share the file; each refreshes before it searches.
+Commits use WAL with `synchronous=NORMAL` (configurable): a committed write survives the
+process being killed, which `tests/test_crash.py` checks with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .records import Episode, Hit, Query
+from .scoring import candidate_count, date_words, fts_match, index_text, rank
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL,
+    session_id TEXT NOT NULL DEFAULT '', turn_id TEXT NOT NULL DEFAULT '',
+    user TEXT NOT NULL, assistant TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '',
+    context TEXT NOT NULL DEFAULT '',
+    occurred_at REAL NOT NULL, recorded_at REAL NOT NULL, superseded_at REAL,
+    cost_usd REAL, model TEXT NOT NULL DEFAULT '', consolidated INTEGER NOT NULL DEFAULT 0,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS episodes_scope ON episodes (workspace, peer, thread, occurred_at);
+CREATE INDEX IF NOT EXISTS episodes_id ON episodes (id);
+CREATE INDEX IF NOT EXISTS episodes_turn ON episodes (turn_id);
+CREATE INDEX IF NOT EXISTS episodes_occurred ON episodes (occurred_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(scope, body, context, dates, tokenize = 'porter unicode61');
+INSERT OR IGNORE INTO meta VALUES ('generation', '0');
+"""
+COLUMNS = (
+    "id, workspace, peer, thread, session_id, turn_id, user, assistant, summary, context, "
+    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated"
+)
+FTS_WEIGHTS = "0.0, 1.0, 0.4, 0.5"  # scope, body, context (neighbour turns), dates
+INF = float("inf")
+
+
+def scope_token(workspace: str, peer: str) -> str:
+    """The FTS token naming a (workspace, peer) scope."""
+    return "s" + hashlib.sha1(f"{workspace}\0{peer}".encode()).hexdigest()[:16]
+
+
+def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
+    values = list(row)
+    values[15] = bool(values[15])
+    names = [c.strip() for c in COLUMNS.split(",")]
+    return Episode(**dict(zip(names, values, strict=True)))
+
+
+class _VectorCache:
+    """Every row's embedding as one float32 matrix plus the columns the filters need."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.generation = -1
+        self.last_rowid = 0
+        self.size = 0
+        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.rowids = np.zeros(0, dtype=np.int64)
+        self.scopes = np.zeros(0, dtype=np.int32)
+        self.occurred = np.zeros(0)
+        self.recorded = np.zeros(0)
+        self.superseded = np.zeros(0)
+        self.has_vector = np.zeros(0, dtype=bool)
+        self.scope_codes: dict[str, int] = {}
+
+    def _grow(self, need: int) -> None:
+        capacity = len(self.rowids)
+        if need <= capacity:
+            return
+        capacity = max(need, capacity * 2, 1024)
+        self.matrix = np.resize(self.matrix, (capacity, self.dim)) if self.size else np.zeros((capacity, self.dim), dtype=np.float32)
+        for name, dtype in (("rowids", np.int64), ("scopes", np.int32), ("occurred", float), ("recorded", float), ("superseded", float), ("has_vector", bool)):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=dtype)
+            new[: self.size] = old[: self.size]
+            setattr(self, name, new)
+
+    def append(self, rows: list[tuple[Any, ...]]) -> None:
+        """Add rows of (rowid, scope, occurred, recorded, superseded, embedding)."""
+        self._grow(self.size + len(rows))
+        for rowid, scope, occurred, recorded, superseded, blob in rows:
+            i = self.size
+            self.rowids[i] = rowid
+            self.scopes[i] = self.scope_codes.setdefault(scope, len(self.scope_codes))
+            self.occurred[i], self.recorded[i] = occurred, recorded
+            self.superseded[i] = INF if superseded is None else superseded
+            self.has_vector[i] = blob is not None and len(blob) == 4 * self.dim
+            self.matrix[i] = np.frombuffer(blob, dtype=np.float32) if self.has_vector[i] else 0.0
+            self.size += 1
+            self.last_rowid = max(self.last_rowid, rowid)
+
+    def mask(self, scope: str, as_of: float | None) -> np.ndarray:
+        """Which rows are visible for a scope (current, or as of a moment)."""
+        n = self.size
+        code = self.scope_codes.get(scope)
+        if code is None:
+            return np.zeros(n, dtype=bool)
+        visible = (self.scopes[:n] == code) & self.has_vector[:n]
+        if as_of is None:
+            return visible & (self.superseded[:n] == INF)
+        return visible & (self.recorded[:n] <= as_of) & (self.superseded[:n] > as_of) & (self.occurred[:n] <= as_of)
+
+
+class SQLiteStore:
+    """Episodes in one SQLite file; see the module docstring."""
+
+    def __init__(self, path: Path | str, *, dim: int = 384, synchronous: str = "NORMAL") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self._lock:
+            self._db.executescript(SCHEMA)
+        self._cache = _VectorCache(dim)
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _bump(self) -> None:
+        self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+
+    def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
+        """Store episodes in one transaction; a changed known id supersedes its old version."""
+        stored = []
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for i, episode in enumerate(episodes):
+                    old = self._current(episode.id)
+                    if old is not None and old.same_content(episode):
+                        continue
+                    if old is not None:
+                        self._db.execute("UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL", (now, episode.id))
+                        self._bump()
+                        episode.recorded_at = max(episode.recorded_at, now)
+                    blob = None if vectors is None else np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()
+                    self._insert(episode, blob)
+                    stored.append(episode)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return stored
+
+    def _insert(self, episode: Episode, blob: bytes | None) -> None:
+        values = [getattr(episode, c.strip()) for c in COLUMNS.split(",")]
+        cursor = self._db.execute(f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)})", [*values, blob])
+        self._db.execute(
+            "INSERT INTO episodes_fts (rowid, scope, body, context, dates) VALUES (?, ?, ?, ?, ?)",
+            (cursor.lastrowid, scope_token(episode.workspace, episode.peer), index_text(episode), episode.context, date_words(episode.occurred_at)),
+        )
+
+    def set_context(self, episode_id: str, context: str) -> None:
+        """Replace the indexed neighbour context of the current version."""
+        with self._lock:
+            row = self._db.execute("SELECT rowid FROM episodes WHERE id = ? AND superseded_at IS NULL", (episode_id,)).fetchone()
+            if row is None:
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("UPDATE episodes SET context = ? WHERE rowid = ?", (context, row[0]))
+            self._db.execute("UPDATE episodes_fts SET context = ? WHERE rowid = ?", (context, row[0]))
+            self._db.execute("COMMIT")
+
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Replace the embeddings of the current versions of these episodes."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            for episode_id, vector in zip(ids, vectors, strict=True):
+                blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+                self._db.execute("UPDATE episodes SET embedding = ? WHERE id = ? AND superseded_at IS NULL", (blob, episode_id))
+            self._bump()
+            self._db.execute("COMMIT")
+
+    def delete(self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None) -> int:
+        """Delete every version of the matching episodes; returns how many episodes."""
+        where, params = ["workspace = ?"], [workspace]
+        if peer is not None:
+            where.append("peer = ?")
+            params.append(peer)
+        if thread is not None:
+            where.append("thread = ?")
+            params.append(thread)
+        if ids is not None:
+            where.append(f"id IN ({', '.join('?' * len(ids))})")
+            params += list(ids)
+        return self._delete_where(" AND ".join(where), params)
+
+    def _delete_where(self, where: str, params: Sequence[Any]) -> int:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            rows = self._db.execute(f"SELECT rowid, id FROM episodes WHERE {where}", list(params)).fetchall()
+            for start in range(0, len(rows), 500):
+                chunk = [r[0] for r in rows[start : start + 500]]
+                marks = ", ".join("?" * len(chunk))
+                self._db.execute(f"DELETE FROM episodes_fts WHERE rowid IN ({marks})", chunk)
+                self._db.execute(f"DELETE FROM episodes WHERE rowid IN ({marks})", chunk)
+            if rows:
+                self._bump()
+            self._db.execute("COMMIT")
+        return len({r[1] for r in rows})
+
+    def mark_consolidated(self, ids: Sequence[str]) -> None:
+        """Flag episodes as absorbed by the nightly job."""
+        with self._lock:
+            self._db.executemany("UPDATE episodes SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
+
+    def purge(self, before: float, *, consolidated_only: bool) -> int:
+        """Delete episodes that happened before `before`."""
+        return self._delete_where("occurred_at < ?" + (" AND consolidated = 1" if consolidated_only else ""), [before])
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _select(self, where: str, params: Sequence[Any], tail: str = "") -> list[Episode]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {COLUMNS} FROM episodes WHERE {where} {tail}", list(params)).fetchall()
+        return [_episode(r) for r in rows]
+
+    def _current(self, episode_id: str) -> Episode | None:
+        found = self._select("id = ? AND superseded_at IS NULL", [episode_id])
+        return found[0] if found else None
+
+    def get(self, episode_id: str, *, as_of: float | None = None) -> Episode | None:
+        """The current (or as-of) version of one episode."""
+        if as_of is None:
+            return self._current(episode_id)
+        found = self._select("id = ? AND " + _AS_OF, [episode_id, as_of, as_of, as_of])
+        return found[0] if found else None
+
+    def episodes(self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None) -> Iterator[Episode]:
+        """Episodes oldest first, in pages so a big store streams."""
+        where, params = [_AS_OF if as_of is not None else "superseded_at IS NULL"], [as_of] * 3 if as_of is not None else []
+        for column, value in (("workspace", workspace), ("peer", peer)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT rowid, {COLUMNS} FROM episodes WHERE rowid > ? AND {' AND '.join(where)} ORDER BY rowid LIMIT 1000", [last, *params]
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield from sorted((_episode(r[1:]) for r in rows), key=lambda e: e.occurred_at)
+
+    def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
+        """The newest current episode of a thread."""
+        found = self._select("workspace = ? AND peer = ? AND thread = ? AND superseded_at IS NULL", [workspace, peer, thread], "ORDER BY occurred_at DESC, rowid DESC LIMIT 1")
+        return found[0] if found else None
+
+    def find_turn(self, turn_id: str) -> Episode | None:
+        """The current episode of a turn."""
+        found = self._select("turn_id = ? AND superseded_at IS NULL", [turn_id])
+        return found[0] if found else None
+
+    def expiring(self, before: float) -> list[Episode]:
+        """Current, unconsolidated episodes that happened before `before`."""
+        return self._select("occurred_at < ? AND consolidated = 0 AND superseded_at IS NULL", [before], "ORDER BY occurred_at")
+
+    def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
+        """How many current episodes."""
+        where, params = ["superseded_at IS NULL"], []
+        for column, value in (("workspace", workspace), ("peer", peer)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        with self._lock:
+            return int(self._db.execute(f"SELECT count(*) FROM episodes WHERE {' AND '.join(where)}", params).fetchone()[0])
+
+    # --- search -----------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Bring the vector cache up to date with the file (other processes included)."""
+        with self._lock:
+            generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+            if generation != self._cache.generation:
+                self._cache = _VectorCache(self.dim)
+                self._cache.generation = generation
+            while True:
+                rows = self._db.execute(
+                    "SELECT rowid, workspace || char(0) || peer, occurred_at, recorded_at, superseded_at, embedding "
+                    "FROM episodes WHERE rowid > ? ORDER BY rowid LIMIT 20000",
+                    (self._cache.last_rowid,),
+                ).fetchall()
+                if not rows:
+                    break
+                self._cache.append(rows)
+
+    def _dense(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        cache = self._cache
+        if query.vector is None or cache.size == 0:
+            return []
+        mask = cache.mask(f"{query.workspace}\0{query.peer}", query.as_of)
+        if allowed is not None:
+            mask &= np.isin(cache.rowids[: cache.size], allowed)
+        if not mask.any():
+            return []
+        scores = cache.matrix[: cache.size] @ np.asarray(query.vector, dtype=np.float32)
+        scores[~mask] = -np.inf
+        n = min(candidate_count(query.k), int(mask.sum()))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top])]
+        return [(int(cache.rowids[i]), float(scores[i])) for i in top]
+
+    def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        match = fts_match(query.text)
+        if match is None:
+            return []
+        where, params = ["superseded_at IS NULL"] if query.as_of is None else [_AS_OF], [] if query.as_of is None else [query.as_of] * 3
+        if allowed is not None:
+            where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
+        sql = (
+            f"SELECT e.rowid, -bm25(episodes_fts, {FTS_WEIGHTS}) FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
+            f"WHERE episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY bm25(episodes_fts, {FTS_WEIGHTS}) LIMIT ?"
+        )
+        expression = f'scope : "{scope_token(query.workspace, query.peer)}" AND {{body context dates}} : ({match})'
+        with self._lock:
+            return [(int(r[0]), float(r[1])) for r in self._db.execute(sql, [expression, *params, candidate_count(query.k)])]
+
+    def _newest(self, query: Query) -> np.ndarray | None:
+        if not query.newest:
+            return None
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid FROM episodes WHERE workspace = ? AND peer = ? AND superseded_at IS NULL ORDER BY occurred_at DESC LIMIT ?",
+                (query.workspace, query.peer, query.newest),
+            ).fetchall()
+        return np.array([r[0] for r in rows], dtype=np.int64)
+
+    def search(self, query: Query) -> list[Hit]:
+        """Hybrid recall over the whole scope (or its newest `query.newest` episodes)."""
+        self.refresh()
+        allowed = self._newest(query)
+        return rank(query, self._dense(query, allowed), self._lexical(query, allowed), self._load_rows)
+
+    def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
+        if not rowids:
+            return {}
+        with self._lock:
+            rows = self._db.execute(f"SELECT rowid, {COLUMNS} FROM episodes WHERE rowid IN ({', '.join('?' * len(rowids))})", rowids).fetchall()
+        return {r[0]: _episode(r[1:]) for r in rows}
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+
+_AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
+
+
+def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
+    """Factory registered as `sqlite`: `[plugins.episodic] path` (default $THOTH_HOME/episodic/episodes.db)."""
+    path = Path(options.get("path") or Path(runtime.home) / "episodic" / "episodes.db")
+    return SQLiteStore(path, synchronous=str(options.get("synchronous", "NORMAL")).upper())
