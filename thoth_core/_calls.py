@@ -59,6 +59,26 @@ class _DaemonWorkers:
 
 
 _workers = _DaemonWorkers()
+_worker_loop = threading.local()
+
+
+def hook_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of this thread, or of the hook call this worker thread is running for."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return getattr(_worker_loop, "loop", None)
+
+
+def _in_worker(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        _worker_loop.loop = loop
+        try:
+            return fn()
+        finally:
+            _worker_loop.loop = None
+
+    return run
 
 
 def _arguments(impl: pluggy.HookImpl, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +91,8 @@ async def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], de
         if inspect.iscoroutinefunction(impl.function):
             awaitable = impl.function(**_arguments(impl, kwargs))
         else:
-            awaitable = asyncio.wrap_future(_workers.submit(lambda: impl.function(**_arguments(impl, kwargs))))
+            work = _in_worker(asyncio.get_running_loop(), lambda: impl.function(**_arguments(impl, kwargs)))
+            awaitable = asyncio.wrap_future(_workers.submit(work))
         result = await asyncio.wait_for(awaitable, deadline) if deadline else await awaitable
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, deadline) if deadline else await result

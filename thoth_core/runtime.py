@@ -19,7 +19,7 @@ from typing import Any
 
 import pluggy
 
-from ._calls import call_each, call_sync
+from ._calls import call_each, call_sync, hook_loop
 from .budget import Assembly, assemble, trim_history
 from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, ThothError
@@ -321,8 +321,15 @@ class Runtime:
 
     # --- background work --------------------------------------------------------------
 
-    def background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
-        """Run work after the reply; `drain()` waits for it."""
+    def background(self, work: Awaitable[Any]) -> asyncio.Task[Any] | None:
+        """Run work after the reply; `drain()` waits for it. Plain hook impls (worker threads) may call it too."""
+        loop = hook_loop()
+        if loop is not None and not _in_loop_thread(loop):
+            loop.call_soon_threadsafe(self._track, work)  # runs before the hook call's result is seen
+            return None
+        return self._track(work)
+
+    def _track(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -346,6 +353,13 @@ class Runtime:
                 except Exception as exc:  # noqa: BLE001
                     logger.error("plugin %s: closing state failed: %s", name, exc)
         self._state.clear()
+
+
+def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 __all__ = ["Command", "ConfigError", "Runtime", "TurnResult", "default_home"]
