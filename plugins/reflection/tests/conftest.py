@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import pytest
+
+from thoth_core import hookimpl
+
+
+@pytest.fixture(autouse=True)
+def _isolated(thoth_home, monkeypatch, tmp_path):
+    """Own THOTH_HOME and project folder; no model, config or switches from the environment."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("THOTH_HOME", str(thoth_home))
+    monkeypatch.chdir(tmp_path)
+
+
+GOOD = {
+    "what_worked": ["Asking which environment first saved a round trip."],
+    "what_didnt": ["The first answer was too long."],
+    "skill": {"name": "deploy-staging", "description": "Deploy the app to staging.", "body": "1. Build.\n2. Push the image.\n3. Roll out."},
+    "memory_notes": ["Ann deploys to staging every Friday.", "Ann's staging token is ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + "."],
+    "persona_observations": ["Lead with the command, then explain."],
+    "next_check_at": "2026-11-25T09:00:00Z",
+    "user_model_updates": {"ann": ["Prefers terse answers."]},
+}
+
+
+class FakeProcedural:
+    """An in-test procedural layer following the contract: drafts, approval items, discoverable once approved."""
+
+    LAYER = "procedural"
+
+    def __init__(self):
+        self.drafts, self.skills = {}, {}
+
+    @hookimpl
+    def reflection_result(self, result, session):
+        skill = result.get("skill")
+        if skill:
+            self.drafts[skill["name"]] = dict(skill, session=session.id, run=result["run_id"], flags=result["flags"].get("skill", []))
+            session.runtime.notify("approval_requested", item_id=f"skill:{skill['name']}", text=f"new skill draft {skill['name']}")
+
+    @hookimpl
+    def approvals(self):
+        return [{"id": f"skill:{n}", "kind": "skill", "title": n, "body": d["body"], "source": {"session": d["session"]}, "flags": d["flags"],
+                 "created_at": 0} for n, d in self.drafts.items()]
+
+    @hookimpl
+    def decide(self, item_id, decision, actor):
+        kind, _, slug = item_id.partition(":")
+        if kind != "skill" or slug not in self.drafts:
+            return None
+        draft = self.drafts.pop(slug)
+        if decision == "approve":
+            self.skills[slug] = draft
+        return {"id": item_id, "status": decision, "message": f"{decision} {slug}"}
+
+
+class FakeIdentity:
+    """An in-test identity layer: records user-model updates."""
+
+    LAYER = "identity"
+
+    def __init__(self):
+        self.updates = []
+
+    @hookimpl
+    def reflection_result(self, result, session):
+        for peer, items in result["user_model_updates"].items():
+            self.updates += [(peer, text) for text in items]
+
+
+class Notices:
+    """An in-test frontend: records notifications."""
+
+    def __init__(self):
+        self.events = []
+
+    @hookimpl
+    def notify(self, event, payload):
+        self.events.append((event, payload))
+
+
+@pytest.fixture
+def reflecting(make_runtime):
+    """Factory: a runtime with reflection, fake procedural/identity layers and a notice recorder."""
+    import json
+
+    from thoth_reflection import plugin as reflection
+
+    def factory(outputs=None, *, config=None, extra=None):
+        fakes = {"procedural": FakeProcedural(), "identity": FakeIdentity(), "notices": Notices()}
+        rules = [{"purpose": "reflection", "reply": json.dumps(GOOD) if outputs is None else outputs[0]}]
+        if outputs and len(outputs) > 1:
+            rules.append({"purpose": "reflection-repair", "reply": outputs[1]})
+        rules.append({"reply": "Sure."})
+        runtime = make_runtime({"reflection": reflection, **fakes, **(extra or {})}, replies=rules, config=config)
+        return runtime, fakes
+
+    return factory
+
+
+async def chat_and_end(runtime, *texts, peer="ann", thread="t1"):
+    """Run turns, end the session with /done and wait for reflection."""
+    for text in texts:
+        await runtime.turn(text, peer=peer, thread=thread)
+    result = await runtime.turn("/done", peer=peer, thread=thread)
+    await runtime.drain()
+    return result.session
+
+
+@pytest.fixture
+def chat():
+    return chat_and_end
+
+
+@pytest.fixture
+def good():
+    import copy
+
+    return copy.deepcopy(GOOD)

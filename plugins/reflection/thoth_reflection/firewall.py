@@ -1,0 +1,96 @@
+"""The write firewall: text that reads as instructions to the agent is flagged, never applied.
+
+A reflection result is written from a transcript that anyone in the conversation could
+have shaped. Text headed into persona files, skills or the identity layer is checked for
+prompt-injection phrasing, tool or shell commands and URLs to fetch; a memory note that
+names a peer other than the session's own is held for review. `flags_for` returns the
+contract's `flags` dict; consumers never auto-apply flagged text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+INJECTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override|bypass|skip)\b(?:\s+\w+){0,3}?\s+"
+    r"(?:previous|prior|above|earlier|all|any|your|the|system|safety|existing)\s+"
+    r"(?:\w+\s+)?(?:instructions?|prompts?|rules|guidelines|directives|messages|context|polic(?:y|ies))\b"
+    r"|\byou\s+(?:are|will)\s+now\b|\bfrom\s+now\s+on\s*,?\s*you\b|\bnew\s+(?:system\s+)?instructions?\b"
+    r"|\bsystem\s+prompt\b|\bjailbreak|\bdeveloper\s+mode\b|\bdo\s+anything\s+now\b|\bpretend\s+(?:to\s+be|you\s+are)\b"
+    r"|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|unfiltered|different|admin|root|system)\b"
+    r"|\breveal\s+(?:your|the)\s+(?:system|hidden|secret)\b|\bexfiltrat"
+    r"|<\s*/?\s*(?:system|instructions?|tool_use|function_calls?|invoke)\b|\[/?INST\]|^\s*#{2,}\s*(?:system|instruction)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+TOOL_COMMAND = re.compile(
+    r"\b(?:rm\s+-[rf]+|sudo\s+\S|chmod\s+[0-7+]|chown\s+\S|curl\s+\S|wget\s+\S|scp\s+\S|ssh\s+\S+@|nc\s+-[elp]"
+    r"|bash\s+-c|sh\s+-c|powershell|cmd\.exe|mkfs|dd\s+if=|eval\s*\(|exec\s*\(|os\.system|subprocess\.|__import__"
+    r"|git\s+push\s+(?:-f|--force)|pip\s+install\s+\S|npm\s+install\s+\S|crontab\s+-)"
+    r"|\$\([^)]*\)|`[^`\n]*(?:rm|curl|wget|sudo|bash|sh|python|nc)\b[^`\n]*`|\|\s*(?:ba)?sh\b"
+    r"|\b(?:run|execute|call|invoke|use)\s+the\s+(?:\w+\s+)?(?:tool|command|function|shell)\b",
+    re.IGNORECASE,
+)
+
+URL = re.compile(r"\b(?:https?|ftp|file|data|javascript)://\S+|\bwww\.[a-z0-9\-]+\.[a-z]{2,}\S*|\bdata:[a-z]+/[a-z0-9.+\-]+;base64,", re.IGNORECASE)
+
+
+def check_text(text: str) -> list[str]:
+    """The firewall flags one piece of text raises (`injection`, `tool-command`, `url`)."""
+    flags = []
+    if INJECTION.search(text):
+        flags.append("injection")
+    if TOOL_COMMAND.search(text):
+        flags.append("tool-command")
+    if URL.search(text):
+        flags.append("url")
+    return flags
+
+
+def mentions(text: str, names: Iterable[str]) -> list[str]:
+    """The names (peers) a text mentions as whole words, or as `@name` / `<@name>`."""
+    found = []
+    for name in sorted({n for n in names if n and len(n) >= 2}):
+        if re.search(rf"(?<![\w@]){re.escape(name)}(?!\w)|@{re.escape(name)}\b|<@{re.escape(name)}>", text, re.IGNORECASE):
+            found.append(name)
+    return found
+
+
+def other_peers(text: str, *, own: str, known: Iterable[str]) -> list[str]:
+    """Known peers other than the session's own that a text talks about."""
+    return [name for name in mentions(text, known) if name.lower() != own.lower()]
+
+
+def flags_for(result: dict[str, Any], *, peer: str, known_peers: Iterable[str]) -> dict[str, Any]:
+    """The contract's `flags` for a validated result from a session of `peer`."""
+    known = set(known_peers) | set(result.get("user_model_updates") or {})
+    flags: dict[str, Any] = {}
+    skill = result.get("skill")
+    if skill:
+        found = sorted({f for part in ("name", "description", "body") for f in check_text(str(skill.get(part, "")))})
+        if found:
+            flags["skill"] = found
+    for field in ("memory_notes", "persona_observations"):
+        per_item: dict[str, list[str]] = {}
+        for index, text in enumerate(result.get(field) or []):
+            found = check_text(text)
+            if field == "memory_notes" and other_peers(text, own=peer, known=known):
+                found.append("other-peer")
+            if found:
+                per_item[str(index)] = found
+        if per_item:
+            flags[field] = per_item
+    updates: dict[str, dict[str, list[str]]] = {}
+    for who, items in (result.get("user_model_updates") or {}).items():
+        per_item = {}
+        for index, text in enumerate(items):
+            found = check_text(text) + (["other-peer"] if who.lower() != peer.lower() else [])
+            if found:
+                per_item[str(index)] = found
+        if per_item:
+            updates[who] = per_item
+    if updates:
+        flags["user_model_updates"] = updates
+    return flags

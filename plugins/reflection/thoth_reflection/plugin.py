@@ -1,0 +1,90 @@
+"""L5 reflection: session-end reflection, its own writers, the approval queue, check-ins, nightly job."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from thoth_core import Session, hookimpl
+
+from . import queue
+from .reflect import records, reflect
+from .settings import state
+from .writers import write_result
+
+logger = logging.getLogger(__name__)
+
+LAYER = "reflection"
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    state(runtime)
+
+
+@hookimpl
+async def session_end(session: Session, reason: str) -> None:
+    await reflect(session, reason, runtime=session.runtime)
+
+
+@hookimpl
+async def reflection_result(result: dict[str, Any], session: Session) -> None:
+    write_result(state(session.runtime), result, session)
+
+
+@hookimpl
+async def approvals(runtime: Any) -> list[dict[str, Any]]:
+    return queue.pending_items(state(runtime))
+
+
+@hookimpl
+async def decide(item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any) -> dict[str, Any] | None:
+    return await queue.decide(state(runtime), item_id, decision, actor=actor, reason=reason, text=text)
+
+
+@hookimpl
+async def due_check_ins(now: float, runtime: Any) -> list[dict[str, Any]]:
+    st = state(runtime)
+    due = st.store.take_due_check_ins(now)
+    for check_in in due:
+        st.store.audit("check_in_delivered", {"id": check_in["id"], "thread": check_in["thread"]}, run_id=check_in["run_id"], session_id=check_in["session_id"])
+    return [{k: c[k] for k in ("id", "workspace", "peer", "thread", "text", "at", "session_id")} for c in due]
+
+
+@hookimpl
+async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+    store = state(runtime).store
+    runs = store.query("SELECT COUNT(*) AS n FROM runs WHERE workspace = ? AND peer = ?", workspace, peer)[0]["n"]
+    check_ins = store.query("SELECT COUNT(*) AS n FROM check_ins WHERE workspace = ? AND peer = ? AND delivered_at IS NULL", workspace, peer)[0]["n"]
+    return {"layer": LAYER, "reflections": runs, "pending approvals": len(store.pending()), "check-ins": check_ins}
+
+
+@hookimpl
+async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+    st = state(runtime)
+    store = st.store
+    scope = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread else "")
+    args = [workspace, peer] + ([thread] if thread else [])
+    sessions = {r["session_id"] for r in store.query(f"SELECT session_id FROM runs WHERE {scope}", *args)}
+    items = [i["id"] for i in store.pending() if (i["source"].get("workspace"), i["source"].get("peer")) == (workspace, peer)
+             and (thread is None or i["source"].get("thread") == thread)]
+    with store.lock:
+        for item_id in items:
+            store.execute("DELETE FROM items WHERE id = ?", item_id)
+        check_ins = store.execute(f"DELETE FROM check_ins WHERE {scope}", *args)
+        blanked = sum(store.execute("UPDATE audit SET payload = '{\"forgotten\": true}' WHERE session_id = ?", s) for s in sessions)
+        store.execute(f"UPDATE runs SET peer = '(forgotten)' WHERE {scope}", *args)
+        if thread is None:
+            store.execute("DELETE FROM peers WHERE peer = ?", peer)
+    store.audit("forget", {"sessions": len(sessions), "items": len(items), "check_ins": check_ins, "at": time.time()})
+    receipt = {"queued items": len(items), "check-ins": check_ins, "audit entries blanked": blanked, "transient records": records(st).delete_sessions(sessions)}
+    return {k: v for k, v in receipt.items() if v} or None
+
+
+@hookimpl
+def register_cli_commands(cli: Any) -> None:
+    from .cli import reflect_group, review
+
+    cli.add_command(review)
+    cli.add_command(reflect_group)

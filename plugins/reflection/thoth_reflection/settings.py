@@ -1,0 +1,110 @@
+"""`[plugins.reflection]` settings and the per-runtime state (database, model) built from them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from thoth_core import Model
+
+from .store import Store
+
+logger = logging.getLogger(__name__)
+
+NAME = "reflection"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every reflection option, with its default."""
+
+    model: str | None = None  # another configured provider for reflection (default: the chat model)
+    model_options: dict[str, Any] = field(default_factory=dict)  # merged over [models.<model>], e.g. a cheaper model id
+    max_tokens: int = 2048  # reply limit of a reflection run
+    transcript_tokens: int = 6000  # the most recent part of a transcript sent to the model
+    memory_file: str = ""  # relative to the project root; default: [plugins.working] memory_file, else persona/MEMORY.md
+    observations_file: str = "persona/RULES.md"  # where approved persona observations go
+    knowledge_dir: str = "knowledge"  # where approved transient notes are promoted
+    snapshot_tokens: int = 600  # the memory snapshot never grows past this
+    transient_days: int = 14  # reflection and validation records are pruned after this many days
+    episode_retention_days: float = 90.0  # used when [plugins.episodic] retention_days is not set
+
+    @classmethod
+    def from_runtime(cls, runtime: Any) -> Settings:
+        """Read and check the table; raises ConfigError naming the bad key."""
+        table = runtime.config.plugin(NAME)
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            if key in ("deadline",):
+                continue
+            if key not in known:
+                raise runtime.config.error(f"plugins.{NAME}.{key}", f"unknown option; expected one of {', '.join(known)}")
+            default = getattr(cls(), key)
+            expected = (int, float) if isinstance(default, (int, float)) else type(default) if default is not None else str
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected {_describe(expected)}, got {value!r}")
+            if isinstance(value, (int, float)) and value <= 0 or isinstance(value, str) and not value.strip():
+                raise runtime.config.error(f"plugins.{NAME}.{key}", f"must be positive (or non-empty), got {value!r}")
+            values[key] = value
+        if not values.get("memory_file"):
+            values["memory_file"] = str(runtime.config.get("plugins.working.memory_file") or "persona/MEMORY.md")
+        return cls(**values)
+
+    def retention_days(self, runtime: Any) -> float:
+        """Episodic retention in days (the episodic plugin's setting wins)."""
+        configured = runtime.config.get("plugins.episodic.retention_days")
+        return float(configured) if isinstance(configured, (int, float)) and not isinstance(configured, bool) else self.episode_retention_days
+
+
+def _describe(expected: Any) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", dict: "a table"}
+    if isinstance(expected, tuple):
+        return "a number"
+    return names.get(expected, expected.__name__)
+
+
+class State:
+    """What reflection keeps per runtime: settings, database, the reflection model."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.settings = Settings.from_runtime(runtime)
+        self.dir = Path(runtime.home) / NAME
+        self.store = Store(self.dir / "reflection.db")
+        self._model: Model | None = None
+
+    def model(self) -> Model:
+        """The model reflection uses; raises ModelNotConfigured when there is none."""
+        if self._model is None:
+            name = self.settings.model
+            if name is None and not self.settings.model_options:
+                self._model = self.runtime.model()
+            else:
+                name = name or self.runtime.model_name()
+                if name is None or name not in self.runtime.models:
+                    available = ", ".join(sorted(self.runtime.models)) or "none"
+                    raise self.runtime.config.error(f"plugins.{NAME}.model", f"unknown model provider {name!r}; available: {available}")
+                options = {**self.runtime.config.section(f"models.{name}"), **self.settings.model_options}
+                self._model = self.runtime.models[name](self.runtime, options)
+        return self._model
+
+    def path(self, relative: str) -> Path:
+        """A project file named in the settings (relative to the project root)."""
+        return Path(self.runtime.config.root) / relative
+
+    @property
+    def founders(self) -> list[str]:
+        """The people whose decisions count ([thoth] founders)."""
+        return [str(f) for f in self.runtime.config.get("thoth.founders") or []]
+
+    def close(self) -> None:
+        """Close the database."""
+        self.store.close()
+
+
+def state(runtime: Any) -> State:
+    """Reflection's state for this runtime."""
+    return runtime.plugin_state(NAME, lambda: State(runtime))  # type: ignore[no-any-return]

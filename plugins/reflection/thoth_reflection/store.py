@@ -1,0 +1,174 @@
+"""Reflection's own SQLite database under `$THOTH_HOME/reflection/`: audit log, runs, queue, check-ins.
+
+The audit log is append-only and permanent (only `forget` blanks a person's payloads). One
+connection shared across threads (`check_same_thread=False`) behind a lock, because plain
+hook implementations run in worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+MIGRATIONS = [
+    """
+    CREATE TABLE audit (id INTEGER PRIMARY KEY, at REAL NOT NULL, event TEXT NOT NULL, run_id TEXT,
+                        session_id TEXT, actor TEXT, payload TEXT NOT NULL);
+    CREATE INDEX audit_run ON audit(run_id);
+    CREATE TABLE runs (run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, workspace TEXT, peer TEXT, thread TEXT,
+                       started_at REAL NOT NULL, finished_at REAL, status TEXT NOT NULL, error TEXT);
+    CREATE INDEX runs_session ON runs(session_id);
+    CREATE TABLE items (id TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL,
+                        source TEXT NOT NULL, flags TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL,
+                        created_at REAL NOT NULL, decided_at REAL, decided_by TEXT, reason TEXT);
+    CREATE TABLE check_ins (id TEXT PRIMARY KEY, workspace TEXT, peer TEXT, thread TEXT, at REAL NOT NULL,
+                            text TEXT NOT NULL, session_id TEXT, run_id TEXT, delivered_at REAL);
+    CREATE TABLE consolidated (key TEXT PRIMARY KEY, kind TEXT NOT NULL, at REAL NOT NULL);
+    CREATE TABLE peers (peer TEXT PRIMARY KEY, last_seen REAL NOT NULL);
+    """,
+]
+
+
+class Store:
+    """The reflection database."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.RLock()
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.lock:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                self.db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.db.close()
+
+    def query(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        """Rows of a SELECT as dicts."""
+        with self.lock:
+            return [dict(row) for row in self.db.execute(sql, args).fetchall()]
+
+    def execute(self, sql: str, *args: Any) -> int:
+        """Run one statement; returns the number of rows changed."""
+        with self.lock:
+            return self.db.execute(sql, args).rowcount
+
+    # --- audit ------------------------------------------------------------------------
+
+    def audit(self, event: str, payload: dict[str, Any], *, run_id: str | None = None, session_id: str | None = None, actor: str | None = None) -> None:
+        """Append one permanent audit entry."""
+        self.execute(
+            "INSERT INTO audit (at, event, run_id, session_id, actor, payload) VALUES (?, ?, ?, ?, ?, ?)",
+            time.time(), event, run_id, session_id, actor, json.dumps(payload, default=str),
+        )
+
+    def audit_log(self, *, run_id: str | None = None, event: str | None = None) -> list[dict[str, Any]]:
+        """Audit entries in order, optionally of one run or one event kind."""
+        where, args = _where({"run_id": run_id, "event": event})
+        rows = self.query(f"SELECT * FROM audit {where} ORDER BY id", *args)
+        return [dict(row, payload=json.loads(row["payload"])) for row in rows]
+
+    # --- runs -------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, session: Any) -> None:
+        """Record a run as started."""
+        self.execute(
+            "INSERT INTO runs (run_id, session_id, workspace, peer, thread, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')",
+            run_id, session.id, session.workspace, session.peer, session.thread, time.time(),
+        )
+        self.execute("INSERT OR REPLACE INTO peers (peer, last_seen) VALUES (?, ?)", session.peer, time.time())
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Record how a run ended: ok, failed or skipped."""
+        self.execute("UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?", status, error, time.time(), run_id)
+
+    def runs(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Runs, newest first."""
+        where, args = _where({"session_id": session_id})
+        return self.query(f"SELECT * FROM runs {where} ORDER BY started_at DESC", *args)
+
+    def known_peers(self) -> set[str]:
+        """Every peer a reflection ran for."""
+        return {row["peer"] for row in self.query("SELECT peer FROM peers")}
+
+    # --- approval queue ---------------------------------------------------------------
+
+    def add_item(self, item_id: str, *, kind: str, title: str, text: str, source: dict[str, Any], flags: list[str], payload: dict[str, Any]) -> None:
+        """Queue an item for a person's decision."""
+        self.execute(
+            "INSERT INTO items (id, kind, title, text, source, flags, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+            item_id, kind, title, text, json.dumps(source), json.dumps(flags), json.dumps(payload), time.time(),
+        )
+
+    def item(self, item_id: str) -> dict[str, Any] | None:
+        """One queued item (any status), or None."""
+        rows = self.query("SELECT * FROM items WHERE id = ?", item_id)
+        return _item(rows[0]) if rows else None
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Items waiting for a decision, oldest first."""
+        return [_item(row) for row in self.query("SELECT * FROM items WHERE status = 'pending' ORDER BY created_at, id")]
+
+    def settle(self, item_id: str, status: str, *, actor: str, reason: str = "", text: str | None = None) -> None:
+        """Record a decision on an item (and its final text when edited)."""
+        self.execute(
+            "UPDATE items SET status = ?, decided_at = ?, decided_by = ?, reason = ?, text = COALESCE(?, text) WHERE id = ?",
+            status, time.time(), actor, reason, text, item_id,
+        )
+
+    def edit(self, item_id: str, text: str) -> None:
+        """Replace a pending item's text."""
+        self.execute("UPDATE items SET text = ? WHERE id = ?", text, item_id)
+
+    # --- check-ins --------------------------------------------------------------------
+
+    def add_check_in(self, check_in_id: str, *, at: float, text: str, session: Any, run_id: str) -> None:
+        """Store a check-in durably."""
+        self.execute(
+            "INSERT OR REPLACE INTO check_ins (id, workspace, peer, thread, at, text, session_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            check_in_id, session.workspace, session.peer, session.thread, at, text, session.id, run_id,
+        )
+
+    def take_due_check_ins(self, now: float) -> list[dict[str, Any]]:
+        """Undelivered check-ins due by `now`, marked delivered as they are taken."""
+        with self.lock:
+            rows = self.query("SELECT * FROM check_ins WHERE delivered_at IS NULL AND at <= ? ORDER BY at", now)
+            for row in rows:
+                self.execute("UPDATE check_ins SET delivered_at = ? WHERE id = ?", now, row["id"])
+        return rows
+
+    # --- nightly bookkeeping ----------------------------------------------------------
+
+    def is_consolidated(self, key: str) -> bool:
+        """Whether the nightly job already absorbed this record."""
+        return bool(self.query("SELECT 1 FROM consolidated WHERE key = ?", key))
+
+    def mark_consolidated(self, keys: list[str], kind: str) -> None:
+        """Remember records the nightly job absorbed."""
+        with self.lock:
+            for key in keys:
+                self.execute("INSERT OR IGNORE INTO consolidated (key, kind, at) VALUES (?, ?, ?)", key, kind, time.time())
+
+
+def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    parts = [(f"{column} = ?", value) for column, value in filters.items() if value is not None]
+    if not parts:
+        return "", []
+    return "WHERE " + " AND ".join(p for p, _ in parts), [v for _, v in parts]
+
+
+def _item(row: dict[str, Any]) -> dict[str, Any]:
+    return dict(row, source=json.loads(row["source"]), flags=json.loads(row["flags"]), payload=json.loads(row["payload"]))
