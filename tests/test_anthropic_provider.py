@@ -8,7 +8,16 @@ import sys
 
 import pytest
 
-from thoth_core import ConfigError, ContextBlock, ModelError, ModelNotConfigured, ModelRequest, Usage, complete, hookimpl
+from thoth_core import (
+    ConfigError,
+    ContextBlock,
+    ModelError,
+    ModelNotConfigured,
+    ModelRequest,
+    Usage,
+    complete,
+    hookimpl,
+)
 from thoth_core.default_plugins.anthropic_model import PRICES, cost_of, price_of
 from thoth_core.doctor import diagnose
 from thoth_core.types import Message
@@ -21,8 +30,12 @@ class Layers:
     def pre_spawn_context(self, turn):
         return [
             ContextBlock(tag="persona", text="You are Thoth.", layer="reflection", stable=True, priority=90),
-            ContextBlock(tag="skills", text="Skill index: deploy, triage.", layer="procedural", stable=True, priority=80),
-            ContextBlock(tag="related-episodes", text=f"Earlier {turn.peer} asked about {turn.text}.", layer="episodic"),
+            ContextBlock(
+                tag="skills", text="Skill index: deploy, triage.", layer="procedural", stable=True, priority=80
+            ),
+            ContextBlock(
+                tag="related-episodes", text=f"Earlier {turn.peer} asked about {turn.text}.", layer="episodic"
+            ),
         ]
 
 
@@ -33,7 +46,9 @@ def claude(make_runtime, fake_anthropic):
 
     def factory(plugins=None, **options):
         table = {"base_url": fake_anthropic.url, "api_key": "test-key", "timeout": 5, "max_retries": 2, **options}
-        runtime = make_runtime(plugins or {"layers": Layers()}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": table}})
+        runtime = make_runtime(
+            plugins or {"layers": Layers()}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": table}}
+        )
         made.append(runtime)
         return runtime
 
@@ -103,7 +118,11 @@ async def test_authentication_failure_is_one_clear_line_and_not_retried(claude, 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(529, r"overloaded \(529\) after 2 retries"), (429, r"rate limited \(429\) after 2 retries"), (500, r"API error \(500\) after 2 retries")],
+    [
+        (529, r"overloaded \(529\) after 2 retries"),
+        (429, r"rate limited \(429\) after 2 retries"),
+        (500, r"API error \(500\) after 2 retries"),
+    ],
 )
 async def test_retryable_errors_are_retried_a_bounded_number_of_times(claude, fake_anthropic, status, expected):
     fake_anthropic.fail_with(status)
@@ -154,7 +173,9 @@ async def test_connection_refused_names_the_base_url(claude, monkeypatch):
 async def test_a_slow_api_times_out_per_the_configured_timeout(claude, fake_anthropic):
     fake_anthropic.slow = 5
     runtime = claude(timeout=0.3, max_retries=0)
-    with pytest.raises(ModelError, match=r"no answer from models.anthropic.base_url .* within 0.3s; raise \[models.anthropic\] timeout"):
+    with pytest.raises(
+        ModelError, match=r"no answer from models.anthropic.base_url .* within 0.3s; raise \[models.anthropic\] timeout"
+    ):
         await turn(runtime)
     await runtime.aclose()
 
@@ -166,7 +187,9 @@ async def test_key_and_url_come_from_the_environment_or_env_references(make_runt
     await turn(runtime)
     await runtime.aclose()
     monkeypatch.setenv("TEAM_KEY", "team-key")
-    runtime = make_runtime({}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": {"api_key": {"$env": "TEAM_KEY"}}}})
+    runtime = make_runtime(
+        {}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": {"api_key": {"$env": "TEAM_KEY"}}}}
+    )
     await turn(runtime)
     await runtime.aclose()
     assert [r.api_key for r in fake_anthropic.messages_requests] == ["env-key", "team-key"]
@@ -174,7 +197,9 @@ async def test_key_and_url_come_from_the_environment_or_env_references(make_runt
 
 async def test_missing_key_and_bad_options_are_clear(make_runtime, monkeypatch):
     runtime = make_runtime({}, config={"thoth": {"model": "anthropic"}})
-    with pytest.raises(ModelNotConfigured, match="set ANTHROPIC_API_KEY"):
+    with pytest.raises(
+        ModelNotConfigured, match=r"no API key; set ANTHROPIC_API_KEY or \[models.anthropic\] api_key = "
+    ):
         runtime.model()
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     runtime = make_runtime({}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": {"timeout": "soon"}}})
@@ -193,10 +218,16 @@ async def test_tools_pass_through_and_handlers_answer_tool_calls(claude, fake_an
         calls.append(tool_input)
         return "Run make deploy, then check the dashboard."
 
-    schema = {"name": "load_skill", "description": "Load a skill by slug.", "input_schema": {"type": "object", "properties": {"slug": {"type": "string"}}}}
+    schema = {
+        "name": "load_skill",
+        "description": "Load a skill by slug.",
+        "input_schema": {"type": "object", "properties": {"slug": {"type": "string"}}},
+    }
     runtime = claude()
     model = runtime.model()
-    request = ModelRequest(system=[], messages=[Message("user", "How do I deploy?")], tools=[dict(schema, handler=load_skill)])
+    request = ModelRequest(
+        system=[], messages=[Message("user", "How do I deploy?")], tools=[dict(schema, handler=load_skill)]
+    )
     reply = await complete(model, request)
     assert calls == [{"slug": "deploy"}]
     assert reply.text == "The skill says: run make deploy."
@@ -230,7 +261,9 @@ def test_prices_and_cost():
     assert price_of("claude-opus-4-5") == (5.0, 25.0) and price_of("claude-opus-4-1") == (15.0, 75.0)
     assert price_of("claude-opus-4-8") is None and price_of("some-other-model") is None
     assert price_of("some-other-model", {"input": 2, "output": 4}) == (2.0, 4.0)
-    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_write_tokens=1_000_000, cache_read_tokens=1_000_000)
+    usage = Usage(
+        input_tokens=1_000_000, output_tokens=1_000_000, cache_write_tokens=1_000_000, cache_read_tokens=1_000_000
+    )
     assert cost_of(usage, (3.0, 15.0)) == pytest.approx(3 + 15 + 3.75 + 0.3)
     assert cost_of(usage, None) is None
 

@@ -36,18 +36,21 @@ if "text" in sys.argv:
     for piece in reply:
         print(piece, end="", flush=True)
     sys.exit(0)
-emit({{"type": "system", "subtype": "init", "session_id": "s1", "tools": [], "model": "claude-sonnet-4-6"}})
+emit({{"type": "system", "subtype": "init", "session_id": "s1", "tools": []}})
 if mode != "whole":
-    emit({{"type": "stream_event", "event": {{"type": "message_start", "message": {{"id": "m1"}}}}, "session_id": "s1"}})
+    emit({{"type": "stream_event", "event": {{"type": "message_start", "message": {{"id": "m1"}}}}}})
     for piece in reply:
-        emit({{"type": "stream_event", "event": {{"type": "content_block_delta", "index": 0,
-              "delta": {{"type": "text_delta", "text": piece}}}}, "session_id": "s1"}})
-emit({{"type": "assistant", "message": {{"role": "assistant", "content": [{{"type": "text", "text": "".join(reply)}}]}}, "session_id": "s1"}})
+        delta = {{"type": "text_delta", "text": piece}}
+        emit({{"type": "stream_event", "event": {{"type": "content_block_delta", "index": 0, "delta": delta}}}})
+message = {{"role": "assistant", "content": [{{"type": "text", "text": "".join(reply)}}]}}
+emit({{"type": "assistant", "message": message, "session_id": "s1"}})
 if mode == "is_error":
-    emit({{"type": "result", "subtype": "error_during_execution", "is_error": True, "result": "Credit balance is too low", "session_id": "s1"}})
+    failed = "Credit balance is too low"
+    emit({{"type": "result", "subtype": "error_during_execution", "is_error": True, "result": failed}})
     sys.exit(1)
-emit({{"type": "result", "subtype": "success", "is_error": False, "result": "".join(reply), "total_cost_usd": 0.0123,
-      "usage": {{"input_tokens": 40, "output_tokens": 5, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 0}}, "session_id": "s1"}})
+usage = {{"input_tokens": 40, "output_tokens": 5, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 0}}
+emit({{"type": "result", "subtype": "success", "is_error": False, "result": "".join(reply),
+      "total_cost_usd": 0.0123, "usage": usage}})
 """
 
 
@@ -72,7 +75,9 @@ class Persona:
 
 
 def cli_runtime(make_runtime, **options):
-    return make_runtime({"persona": Persona()}, config={"thoth": {"model": "claude-cli"}, "models": {"claude-cli": options}})
+    return make_runtime(
+        {"persona": Persona()}, config={"thoth": {"model": "claude-cli"}, "models": {"claude-cli": options}}
+    )
 
 
 async def test_a_turn_streams_stdout_deltas_with_the_context_as_system_prompt(make_runtime, fake_claude):
@@ -98,7 +103,9 @@ async def test_history_goes_on_stdin_and_append_mode_keeps_claude_codes_prompt(m
     await runtime.turn("second", peer="ann", thread="t")
     second = fake_claude()[1]
     assert "--append-system-prompt" in second["argv"] and "--system-prompt" not in second["argv"]
-    assert second["stdin"].startswith("<conversation>\n<user>\nfirst\n</user>\n<assistant>\nHello from Claude Code.\n</assistant>")
+    assert second["stdin"].startswith(
+        "<conversation>\n<user>\nfirst\n</user>\n<assistant>\nHello from Claude Code.\n</assistant>"
+    )
     assert second["stdin"].endswith("Reply to this message:\nsecond")
 
 
@@ -111,14 +118,21 @@ async def test_whole_messages_are_used_when_the_cli_sends_no_partials(make_runti
 
 async def test_text_output_streams_raw_stdout(make_runtime, fake_claude):
     model = cli_runtime(make_runtime, output_format="text").model()
-    pieces = [item async for item in model.stream(ModelRequest(system=[], messages=[Message("user", "hi")])) if isinstance(item, str)]
+    pieces = [
+        item
+        async for item in model.stream(ModelRequest(system=[], messages=[Message("user", "hi")]))
+        if isinstance(item, str)
+    ]
     assert "".join(pieces) == "Hello from Claude Code."
     assert "--verbose" not in fake_claude()[0]["argv"]
 
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("fail", r"claude exited with 1: Error: Invalid API key · Please run /login"), ("is_error", r"claude-cli: Credit balance is too low")],
+    [
+        ("fail", r"claude exited with 1: Error: Invalid API key · Please run /login"),
+        ("is_error", r"claude-cli: Credit balance is too low"),
+    ],
 )
 async def test_failures_become_one_line_model_errors(make_runtime, fake_claude, monkeypatch, mode, expected):
     monkeypatch.setenv("FAKE_CLAUDE_MODE", mode)
@@ -145,7 +159,9 @@ async def test_a_missing_binary_says_how_to_install_it(make_runtime, monkeypatch
 
 
 async def test_bad_options_name_their_key(make_runtime, fake_claude):
-    with pytest.raises(ConfigError, match=r"models.claude-cli.output_format: expected 'stream-json' or 'text', got 'xml'"):
+    with pytest.raises(
+        ConfigError, match=r"models.claude-cli.output_format: expected 'stream-json' or 'text', got 'xml'"
+    ):
         cli_runtime(make_runtime, output_format="xml").model()
     with pytest.raises(ConfigError, match=r"models.claude-cli.timeout"):
         cli_runtime(make_runtime, timeout=0).model()

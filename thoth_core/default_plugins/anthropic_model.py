@@ -25,7 +25,7 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 
@@ -37,6 +37,7 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_TOOL_ROUNDS = 4
 CACHE = {"type": "ephemeral"}
+KEY_HELP = "ANTHROPIC_API_KEY or [models.anthropic] api_key"
 
 # Dollars per million input and output tokens (anthropic.com pricing, 2026), by model id without
 # its date suffix. Cache writes cost 1.25x input (5-minute cache), cache reads 0.1x input.
@@ -131,7 +132,9 @@ class AnthropicModel:
         import anthropic
 
         params = self.params(request)
-        handlers = {str(t["name"]): t["handler"] for t in request.tools if callable(t.get("handler"))}
+        handlers = {
+            str(t["name"]): cast(Callable[..., Any], t["handler"]) for t in request.tools if callable(t.get("handler"))
+        }
         usage = Usage()
         try:
             for _ in range(self.max_tool_rounds + 1):
@@ -173,15 +176,20 @@ class AnthropicModel:
         retried = retried and status != 200  # an error event inside a stream is not retried
         after = f" after {self.max_retries} retries" if retried and self.max_retries else ""
         if isinstance(exc, anthropic.APITimeoutError):
-            return ModelError(f"anthropic: no answer from {self.url_source} {self.client.base_url} within {self.timeout:g}s{after}; raise [models.anthropic] timeout")
+            where = f"{self.url_source} {self.client.base_url}"
+            return ModelError(
+                f"anthropic: no answer from {where} within {self.timeout:g}s{after}; raise [models.anthropic] timeout"
+            )
         if isinstance(exc, anthropic.APIConnectionError):
             reason = exc.__cause__ or exc
             return ModelError(f"anthropic: cannot reach {self.url_source} {self.client.base_url}: {reason}{after}")
         kind, message = error_details(exc)
         if kind == "authentication_error" or status == 401:
-            return ModelError(f"anthropic: authentication failed (401: {message}); check ANTHROPIC_API_KEY or [models.anthropic] api_key")
+            return ModelError(f"anthropic: authentication failed (401: {message}); check {KEY_HELP}")
         if kind == "permission_error" or status == 403:
-            return ModelError(f"anthropic: permission denied (403: {message}); the key may not allow model {self.model}")
+            return ModelError(
+                f"anthropic: permission denied (403: {message}); the key may not allow model {self.model}"
+            )
         if kind == "not_found_error" or status == 404:
             return ModelError(f"anthropic: not found (404: {message}); check [models.anthropic] model = {self.model!r}")
         if kind == "rate_limit_error" or status == 429:
@@ -220,18 +228,35 @@ def add_usage(total: Usage, usage: Any) -> None:
 async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: Any) -> dict[str, Any]:
     """Run a tool handler; its result (or error) as a tool_result block."""
     try:
-        output = handler(tool_input) if inspect.iscoroutinefunction(handler) else await asyncio.to_thread(handler, tool_input)
+        output = (
+            handler(tool_input)
+            if inspect.iscoroutinefunction(handler)
+            else await asyncio.to_thread(handler, tool_input)
+        )
         if inspect.isawaitable(output):
             output = await output
         return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(output)}
     except Exception as exc:  # noqa: BLE001 - the model is told the tool failed
-        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": f"{type(exc).__name__}: {exc}", "is_error": True}
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": f"{type(exc).__name__}: {exc}",
+            "is_error": True,
+        }
 
 
 def _number(runtime: Any, options: dict[str, Any], key: str, default: float, *, kind: type = float) -> Any:
     value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (kind is int and not isinstance(value, int)):
-        raise runtime.config.error(f"models.anthropic.{key}", f"expected a non-negative {'integer' if kind is int else 'number'}, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value < 0
+        or (kind is int and not isinstance(value, int))
+    ):
+        raise runtime.config.error(
+            f"models.anthropic.{key}",
+            f"expected a non-negative {'integer' if kind is int else 'number'}, got {value!r}",
+        )
     return kind(value)
 
 
@@ -239,9 +264,7 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     """Build the provider from `[models.anthropic]` and the ANTHROPIC_* environment."""
     api_key = options.get("api_key") or os.environ.get("ANTHROPIC_API_KEY")
     if not api_key:
-        raise ModelNotConfigured(
-            "anthropic: no API key; set ANTHROPIC_API_KEY, or api_key = { \"$env\" = \"VAR\" } under [models.anthropic] in thoth.toml"
-        )
+        raise ModelNotConfigured(f'anthropic: no API key; set {KEY_HELP} = {{ "$env" = "VAR" }} in thoth.toml')
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.anthropic.model", f"expected a model id, got {model!r}")
@@ -249,14 +272,23 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     max_retries = _number(runtime, options, "max_retries", DEFAULT_MAX_RETRIES, kind=int)
     prices = options.get("prices")
     if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
-        raise runtime.config.error("models.anthropic.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens")
+        raise runtime.config.error(
+            "models.anthropic.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens"
+        )
     base_url = options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL") or None
-    source = "models.anthropic.base_url" if options.get("base_url") else "ANTHROPIC_BASE_URL" if base_url else "the Anthropic API at"
+    source = (
+        "models.anthropic.base_url"
+        if options.get("base_url")
+        else "ANTHROPIC_BASE_URL"
+        if base_url
+        else "the Anthropic API at"
+    )
 
     import anthropic
 
     client = runtime.plugin_state(
-        "anthropic", lambda: anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        "anthropic",
+        lambda: anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries),
     )
     return AnthropicModel(
         client,

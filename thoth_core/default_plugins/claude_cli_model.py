@@ -24,7 +24,9 @@ from typing import Any
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 
 DEFAULT_TIMEOUT = 300.0
-INSTALL_HELP = "install Claude Code (npm install -g @anthropic-ai/claude-code) or set [models.claude-cli] command = PATH"
+INSTALL_HELP = (
+    "install Claude Code (npm install -g @anthropic-ai/claude-code) or set [models.claude-cli] command = PATH"
+)
 
 
 def prompt_text(request: ModelRequest) -> str:
@@ -69,7 +71,10 @@ class ClaudeCliModel:
             argv += ["--verbose", "--include-partial-messages"]
         argv += ["--tools", self.tools]
         if request.system:
-            argv += ["--system-prompt" if self.system_prompt == "replace" else "--append-system-prompt", request.system_text]
+            argv += [
+                "--system-prompt" if self.system_prompt == "replace" else "--append-system-prompt",
+                request.system_text,
+            ]
         if self.model:
             argv += ["--model", self.model]
         if self.effort:
@@ -80,7 +85,10 @@ class ClaudeCliModel:
         """Yield stdout as text deltas, then the run's Usage; raises ModelError on failure."""
         try:
             process = await asyncio.create_subprocess_exec(
-                *self.argv(request), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+                *self.argv(request),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
         except FileNotFoundError as exc:
             raise ModelNotConfigured(f"claude-cli: command {self.command!r} not found; {INSTALL_HELP}") from exc
@@ -96,7 +104,9 @@ class ClaudeCliModel:
                 yield item
             await asyncio.wait_for(process.wait(), max(deadline - asyncio.get_running_loop().time(), 0.1))
         except TimeoutError as exc:
-            raise ModelError(f"claude-cli: no answer within {self.timeout:g}s; raise [models.claude-cli] timeout") from exc
+            raise ModelError(
+                f"claude-cli: no answer within {self.timeout:g}s; raise [models.claude-cli] timeout"
+            ) from exc
         except (BrokenPipeError, ConnectionResetError):
             pass  # it exited before reading the prompt; the exit code and stderr say why
         finally:
@@ -105,11 +115,14 @@ class ClaudeCliModel:
                 await process.wait()
             errors = (await asyncio.wait_for(stderr, 5)).decode(errors="replace").strip().splitlines()
         if process.returncode != 0:
-            raise ModelError(f"claude-cli: {self.command} exited with {process.returncode}: {errors[-1] if errors else 'no error output'}")
+            last = errors[-1] if errors else "no error output"
+            raise ModelError(f"claude-cli: {self.command} exited with {process.returncode}: {last}")
 
     async def check(self) -> str:
         """For `thoth doctor`: the CLI's version and where it is; raises ModelError if it fails."""
-        process = await asyncio.create_subprocess_exec(self.command, "--version", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        process = await asyncio.create_subprocess_exec(
+            self.command, "--version", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
         try:
             out, _ = await asyncio.wait_for(process.communicate(), 10)
         except TimeoutError as exc:

@@ -10,8 +10,9 @@ Scripting, through the `fake_anthropic` fixture:
 - `fake.replies = ["Hi!", {"match": "weather", "reply": "Sunny."}]`: the first rule whose
   `match` (a regular expression searched in the last user text) fits answers; a rule may have
   `tool_use` ({"name", "input"}) to call a tool instead, `once` (used up after one answer),
-  `delay` (seconds between streamed pieces). `fake.replies` may also be a callable
-  body -> str | dict.
+  `delay` (seconds between streamed pieces), `pause` (a `threading.Event` the stream waits
+  for after its first delta, to prove a client shows text before the reply is complete).
+  `fake.replies` may also be a callable body -> str | dict.
 - `fake.fail_with(529, times=2)` answers the next 2 requests with that status (all of them
   without `times`), with the real error body and a short `retry-after`; `mid_stream=True`
   sends an SSE `error` event after the first delta instead. `fake.slow = 2.0` waits that long
@@ -47,7 +48,11 @@ ERROR_TYPES = {
     500: "api_error",
     529: "overloaded_error",
 }
-ERROR_MESSAGES = {401: "invalid x-api-key", 429: "Number of request tokens has exceeded your rate limit", 529: "Overloaded"}
+ERROR_MESSAGES = {
+    401: "invalid x-api-key",
+    429: "Number of request tokens has exceeded your rate limit",
+    529: "Overloaded",
+}
 
 Rule = str | dict[str, Any]
 
@@ -94,15 +99,16 @@ class FakeAnthropic:
     def url(self) -> str:
         """The base URL to give the SDK."""
         assert self._server is not None, "the fake is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def messages_requests(self) -> list[RecordedRequest]:
         """The recorded POST /v1/messages requests (not count_tokens)."""
         return [r for r in self.requests if r.path == "/v1/messages"]
 
-    def fail_with(self, status: int, *, times: int | None = None, retry_after: float = 0.01, mid_stream: bool = False) -> None:
+    def fail_with(
+        self, status: int, *, times: int | None = None, retry_after: float = 0.01, mid_stream: bool = False
+    ) -> None:
         """Answer the next `times` requests (all, if None) with an API error of this status."""
         self._failure = _Failure(status, times, retry_after, mid_stream)
 
@@ -120,7 +126,9 @@ class FakeAnthropic:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -217,11 +225,20 @@ def reply_content(rule: dict[str, Any]) -> list[dict[str, Any]]:
         blocks.append({"type": "text", "text": str(rule["reply"])})
     if rule.get("tool_use"):
         call = rule["tool_use"]
-        blocks.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": call["name"], "input": call.get("input", {})})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": call["name"],
+                "input": call.get("input", {}),
+            }
+        )
     return blocks or [{"type": "text", "text": ""}]
 
 
-def message_json(body: dict[str, Any], content: list[dict[str, Any]], usage: dict[str, int], output_tokens: int) -> dict[str, Any]:
+def message_json(
+    body: dict[str, Any], content: list[dict[str, Any]], usage: dict[str, int], output_tokens: int
+) -> dict[str, Any]:
     """A whole Message object, as the non-streaming endpoint returns it."""
     stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
     return {
@@ -242,19 +259,38 @@ def stream_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
     yield "message_start", {"type": "message_start", "message": start}
     for index, block in enumerate(message["content"]):
         if block["type"] == "text":
-            yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+            )
             if index == 0:
                 yield "ping", {"type": "ping"}
             for piece in re.findall(r"\S+\s*|\s+", block["text"]):
-                yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
+                yield (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
+                )
         else:
-            yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": dict(block, input={})}
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": dict(block, input={})},
+            )
             raw = json.dumps(block["input"])
             for cut in range(0, len(raw), 16):
-                yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": raw[cut : cut + 16]}}
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": raw[cut : cut + 16]},
+                    },
+                )
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
     delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-    yield "message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": message["usage"]["output_tokens"]}}
+    yield (
+        "message_delta",
+        {"type": "message_delta", "delta": delta, "usage": {"output_tokens": message["usage"]["output_tokens"]}},
+    )
     yield "message_stop", {"type": "message_stop"}
 
 
@@ -288,7 +324,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(400, error_body(400, "model and messages are required"))
         failure = fake.take_failure()
         if failure is not None and not failure.mid_stream:
-            headers = {"retry-after": str(max(1, round(failure.retry_after))), "retry-after-ms": str(int(failure.retry_after * 1000))}
+            headers = {
+                "retry-after": str(max(1, round(failure.retry_after))),
+                "retry-after-ms": str(int(failure.retry_after * 1000)),
+            }
             return self._json(failure.status, error_body(failure.status), headers)
         usage = fake.usage(body)
         if path.endswith("count_tokens"):
@@ -299,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
         message = message_json(body, content, usage, output)
         if not body.get("stream"):
             return self._json(200, message)
-        self._stream(message, delay=float(rule.get("delay", 0)), failure=failure)
+        self._stream(message, delay=float(rule.get("delay", 0)), pause=rule.get("pause"), failure=failure)
 
     def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -312,7 +351,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, message: dict[str, Any], *, delay: float, failure: _Failure | None) -> None:
+    def _stream(
+        self, message: dict[str, Any], *, delay: float, pause: threading.Event | None, failure: _Failure | None
+    ) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -328,6 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(event, data)
                 if event == "content_block_delta":
                     deltas += 1
+                    if pause is not None and deltas == 1:
+                        pause.wait(10)
                     if delay and self.state._stopping.wait(delay):
                         break
             self.wfile.write(b"0\r\n\r\n")
