@@ -10,6 +10,7 @@ distribution described by a hand-written `.dist-info` (the metadata pip itself w
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -73,7 +74,9 @@ async def forget(peer, thread):
 def site(tmp_path_factory) -> Path:
     """A site directory holding pip-installed thoth-hello and the test-only fake plugins."""
     target = tmp_path_factory.mktemp("site")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", "--target", str(target), str(EXAMPLE)]
+    source = tmp_path_factory.mktemp("src") / "thoth-hello"  # a copy: building writes build/ and *.egg-info
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", "--target", str(target), str(source)]
     installed = subprocess.run(pip, capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr
     package = target / "thoth_test_fakes"

@@ -1,0 +1,93 @@
+"""The docs cannot drift: every hookspec is documented with its exact signature and a working example,
+and the plugin tutorial's files are the files of `examples/thoth-hello`."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pluggy
+import pytest
+
+from thoth_core import hookspecs
+
+ROOT = Path(__file__).resolve().parents[1]
+HOOKS_MD = (ROOT / "docs" / "hooks.md").read_text()
+TUTORIAL = (ROOT / "docs" / "writing-plugins.md").read_text()
+EXAMPLE = ROOT / "examples" / "thoth-hello"
+
+SPECS = {name: fn for name, fn in vars(hookspecs).items() if inspect.isfunction(fn) and hasattr(fn, "thoth_spec")}
+
+
+def signature(name: str) -> str:
+    return f"{name}({', '.join(inspect.signature(SPECS[name]).parameters)})"
+
+
+def sections() -> dict[str, str]:
+    """Hook sections of hooks.md: the `name(args)` heading -> the section's text."""
+    parts = re.split(r"^## `([^`]+)`\n", HOOKS_MD, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_the_specs_were_found():
+    assert {"pre_spawn_context", "post_turn_write", "session_end", "forget", "decide"} <= set(SPECS)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_hookspec_has_a_section_headed_by_its_exact_signature(name):
+    assert signature(name) in sections(), f"docs/hooks.md has no section '## `{signature(name)}`'"
+
+
+def test_no_section_documents_a_hook_that_does_not_exist():
+    assert set(sections()) == {signature(name) for name in SPECS}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_section_documents_each_argument_and_has_an_example_that_registers(name):
+    text = sections()[signature(name)]
+    for argument in inspect.signature(SPECS[name]).parameters:
+        assert f"`{argument}`" in text, f"{name}: argument {argument} is not described"
+    examples = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert examples, f"{name}: no example"
+    for source in examples:
+        module = types.ModuleType(f"hooks_md_{name}")
+        exec(compile(source, f"docs/hooks.md ({name})", "exec"), module.__dict__)  # noqa: S102 - our own docs
+        pm = pluggy.PluginManager("thoth")
+        pm.add_hookspecs(hookspecs)
+        pm.register(module)
+        pm.check_pending()
+        assert name in {caller.name for caller in pm.get_hookcallers(module) or []}, f"{name}: the example does not implement it"
+
+
+def tutorial_files() -> dict[str, str]:
+    """The files the tutorial shows: fenced blocks with a title="PATH"."""
+    return dict(re.findall(r'```\w+ title="([^"]+)"\n(.*?)```', TUTORIAL, flags=re.DOTALL))
+
+
+def test_the_tutorial_shows_every_file_of_the_example():
+    shipped = {str(p.relative_to(EXAMPLE)) for p in EXAMPLE.rglob("*") if p.is_file() and p.suffix in (".py", ".toml") and "__pycache__" not in p.parts}
+    assert set(tutorial_files()) == shipped
+
+
+@pytest.mark.parametrize("path", sorted(tutorial_files()))
+def test_the_tutorial_files_are_the_example_files(path):
+    assert tutorial_files()[path] == (EXAMPLE / path).read_text(), f"docs/writing-plugins.md and examples/thoth-hello/{path} differ"
+
+
+def test_the_example_passes_its_own_tests():
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(EXAMPLE / "tests")],
+        cwd=EXAMPLE, env={**_clean_env(), "PYTHONPATH": str(EXAMPLE)}, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("THOTH_", "ANTHROPIC_", "PYTEST_"))}
