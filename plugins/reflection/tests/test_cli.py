@@ -1,0 +1,60 @@
+"""The real `thoth` console script: ask, reflect session, review, nightly, promote, audit."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from thoth_core.testing import run_thoth
+
+
+def setup_project(tmp_path, thoth_home, good):
+    (tmp_path / "replay.json").write_text(json.dumps([{"purpose": "reflection", "reply": json.dumps(good)}, {"reply": "Use the deploy script."}]))
+    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\nfounders = ["lead"]\n\n[models.replay]\nfile = "replay.json"\n')
+    return {"THOTH_CONFIG": str(tmp_path / "thoth.toml"), "THOTH_HOME": str(thoth_home), "THOTH_LOAD_PLUGINS": "reflection,working"}
+
+
+def thoth(env, *args, ok=True):
+    done = run_thoth(*args, env=env)
+    if ok:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_reflect_review_nightly_from_the_command_line(tmp_path, thoth_home, good):
+    env = setup_project(tmp_path, thoth_home, good)
+    assert "Use the deploy script." in thoth(env, "ask", "How do I deploy?", "--peer", "ann").stdout
+    [transcript] = list((thoth_home / "working" / "transcripts").glob("*/*.jsonl"))
+
+    result = json.loads(thoth(env, "reflect", "session", transcript.stem).stdout)
+    assert result["session_id"] == transcript.stem and result["flags"] == {}
+    again = thoth(env, "reflect", "session", transcript.stem, ok=False)
+    assert again.returncode == 2 and "already reflected on; pass --again" in again.stderr
+    missing = thoth(env, "reflect", "session", "nope", ok=False)
+    assert missing.returncode == 2 and "no transcript for session 'nope'" in missing.stderr
+    assert "Ann deploys to staging every Friday." in (tmp_path / "persona" / "MEMORY.md").read_text()
+
+    listing = thoth(env, "review").stdout
+    [item] = json.loads(thoth(env, "review", "--json").stdout)
+    assert item["id"] in listing and "[persona-observation] Lead with the command" in listing
+    refused = thoth(env, "review", "approve", item["id"], "--actor", "mallory", ok=False)
+    assert refused.returncode == 2 and "only founders (lead)" in refused.stderr
+    assert "approved" in thoth(env, "review", "approve", item["id"], "--actor", "lead").stdout
+    assert "Nothing is waiting" in thoth(env, "review").stdout
+
+    later = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    first = json.loads(thoth(env, "reflect", "nightly", "--now", later).stdout)
+    assert first["changed"] and first["sessions"] == 1 and first["notes"] == 2
+    assert json.loads(thoth(env, "reflect", "nightly", "--now", later).stdout)["changed"] is False
+    assert "How do I deploy?" in (tmp_path / "persona" / "MEMORY.md").read_text()
+
+    record = thoth(env, "reflect", "records").stdout.split()[0]
+    queued = thoth(env, "reflect", "promote", record, "--topic", "deploys", "--text", "Ask which environment first.").stdout
+    knowledge_id = queued.split()[1].rstrip(";")
+    thoth(env, "review", "edit", knowledge_id, "--text", "Always ask which environment first.", "--actor", "lead")
+    thoth(env, "review", "approve", knowledge_id, "--actor", "lead")
+    assert "Always ask which environment first." in (tmp_path / "knowledge" / "deploys.md").read_text()
+
+    audit = thoth(env, "reflect", "audit").stdout
+    for event in ("run_started", "result", "fanout", "memory_notes_written", "queued", "decision", "nightly"):
+        assert event in audit
