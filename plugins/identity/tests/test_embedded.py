@@ -62,9 +62,8 @@ async def test_bad_derivation_answer_is_logged_not_raised(make_runtime, caplog):
 
 
 async def test_without_a_model_facts_still_work_and_the_log_says_so_once(make_runtime, caplog):
-    runtime = make_runtime({"identity": plugin})
-    runtime.config.data["thoth"].pop("model")
-    runtime.config.__dict__.pop("merged", None)
+    runtime = make_runtime({"identity": plugin}, config={"thoth": {"model": ""}})  # no model configured
+    assert runtime.model_name() is None
     backend = backend_for(runtime)
     session = await runtime.session(peer="ann", thread="t1")
     with caplog.at_level(logging.WARNING, logger="thoth_identity"):
@@ -134,14 +133,14 @@ async def test_cross_peer_isolation(make_runtime):
 
 
 async def test_block_stays_within_the_layer_budget(make_runtime):
-    runtime = make_runtime({"identity": plugin}, config={"budget": {"layers": {"identity": 120}}, "plugins": {"identity": {"top_k": 50}}})
+    runtime = make_runtime({"identity": plugin}, config={"budget": {"layers": {"identity": 120}},
+                                                         "plugins": {"identity": {"top_k": 50, "synthesis": False}}})
     store = backend_for(runtime).store
     for i in range(60):
         store.add_observation("default", "ann", f"Ann keeps sailing log entry number {i} with many details", kind="explicit",
                               author="deriver", confidence=0.7, source="t")
     from thoth_core.budget import block_tokens
 
-    runtime.config.data["thoth"]["model"] = "none-such"  # synthesis impossible: retrieval alone
     [block] = user_model(await context_for(runtime, "sailing log", peer="ann", thread="t"))
     assert block_tokens(block) <= 120 and block.text.count("sailing log entry") >= 3
 

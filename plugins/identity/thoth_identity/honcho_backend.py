@@ -24,6 +24,7 @@ from typing import Any
 
 from honcho import Honcho, Peer, Session as HonchoSession
 from honcho.http.exceptions import NotFoundError
+from honcho.http.exceptions import TimeoutError as HonchoTimeout
 
 from thoth_core import ContextBlock, Reply, Session, Turn
 
@@ -42,7 +43,7 @@ def honcho_id(name: str) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    return "no answer in time" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+    return "no answer in time" if isinstance(exc, TimeoutError | HonchoTimeout) else f"{type(exc).__name__}: {exc}"
 
 
 class HonchoBackend(IdentityBackend):

@@ -25,6 +25,7 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
             message_id INTEGER, source TEXT NOT NULL, created_at REAL NOT NULL
         );
         CREATE INDEX observations_peer ON observations (workspace, peer, created_at);
+        CREATE INDEX observations_content ON observations (workspace, peer, content);
         CREATE VIRTUAL TABLE observations_fts USING fts5 (
             owner, content, content='observations', content_rowid='id', tokenize='porter unicode61'
         );

@@ -126,12 +126,15 @@ class IdentityStore:
         if not terms:
             return []
         match = f'owner : "{owner_token(workspace, peer)}" AND content : (' + " OR ".join(f'"{t}"' for t in terms) + ")"
-        rows = self._rows(
-            "SELECT o.*, bm25(observations_fts, 0.0, 1.0) AS rank FROM observations_fts"
-            " JOIN observations o ON o.id = observations_fts.rowid"
-            " WHERE observations_fts MATCH ? AND o.workspace = ? AND o.peer = ? ORDER BY rank LIMIT ?",
-            match, workspace, peer, limit * 3,
-        )
+        with self.lock:  # rank inside the index first, then read only the winners' rows
+            ranked = dict(self.db.execute(
+                "SELECT rowid, bm25(observations_fts, 0.0, 1.0) AS score FROM observations_fts"
+                " WHERE observations_fts MATCH ? ORDER BY score LIMIT ?", (match, limit * 3)).fetchall())
+            marks = ",".join("?" * len(ranked))
+            rows = [dict(row) for row in self.db.execute(
+                f"SELECT * FROM observations WHERE id IN ({marks}) AND workspace = ? AND peer = ?", (*ranked, workspace, peer))]
+        for row in rows:
+            row["rank"] = ranked[row["id"]]
         rows.sort(key=lambda r: r["rank"] * (0.5 + r["confidence"] / 2))
         return rows[:limit]
 
