@@ -190,6 +190,8 @@ class FakeHoncho:
         return [c for c in self.conclusions.values() if c["workspace"] == w and c["observed_id"] == p]
 
     def chat(self, w: str, p: str, body: Any, query: Any) -> tuple[int, Any]:
+        if (w, p) not in self.peers:
+            return 404, {"detail": "Peer not found"}
         words = set(re.findall(r"\w{4,}", body["query"].lower()))
         about = self._about(w, p)
         relevant = [c["content"] for c in about if words & set(re.findall(r"\w{4,}", c["content"].lower()))]

@@ -114,7 +114,10 @@ class HonchoBackend(IdentityBackend):
         kwargs: dict[str, Any] = {"timeout": self.settings.dialectic_timeout}
         if self.settings.reasoning_level:
             kwargs["reasoning_level"] = self.settings.reasoning_level
-        answer = self._peer(honcho, peer, create=False).chat(text, **kwargs)
+        try:
+            answer = self._peer(honcho, peer, create=False).chat(text, **kwargs)
+        except NotFoundError:  # a peer Honcho has not seen yet: nothing to know, nothing wrong
+            return ""
         return str(answer or "").strip()
 
     def _fallback(self, turn: Turn, facts: list[dict[str, Any]], exc: BaseException) -> ContextBlock | None:
