@@ -38,7 +38,12 @@ def pg_server() -> Iterator[object]:
 
 @pytest.fixture
 def pg_dsn(pg_server: object) -> str:
-    """A fresh, empty database on the session's server."""
+    """A fresh, empty schema (first on the search path) on the session's server."""
+    import psycopg
+
     name = "t_" + uuid.uuid4().hex[:12]
-    pg_server.psql(f"CREATE DATABASE {name};")  # type: ignore[attr-defined]
-    return pg_server.get_uri(name)  # type: ignore[attr-defined]
+    uri = pg_server.get_uri()  # type: ignore[attr-defined]
+    with psycopg.connect(uri, autocommit=True) as db:
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        db.execute(f"CREATE SCHEMA {name}")
+    return f"{uri}&options=-c%20search_path%3D{name}%2Cpublic"
