@@ -122,3 +122,9 @@ def good():
     import copy
 
     return copy.deepcopy(GOOD)
+
+
+@pytest.fixture
+def fakes():
+    """The in-test layer classes, for tests that assemble their own runtime."""
+    return {"procedural": FakeProcedural, "identity": FakeIdentity, "notices": Notices}

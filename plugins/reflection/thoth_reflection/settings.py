@@ -25,8 +25,8 @@ class Settings:
     max_tokens: int = 2048  # reply limit of a reflection run
     transcript_tokens: int = 6000  # the most recent part of a transcript sent to the model
     memory_file: str = ""  # relative to the project root; default: [plugins.working] memory_file, else persona/MEMORY.md
-    observations_file: str = "persona/RULES.md"  # where approved persona observations go
-    knowledge_dir: str = "knowledge"  # where approved transient notes are promoted
+    observations_file: str = ""  # where approved persona observations go; default: <procedural persona_dir>/RULES.md
+    knowledge_dir: str = ""  # where approved transient notes are promoted; default: [plugins.procedural] knowledge_dir
     snapshot_tokens: int = 600  # the memory snapshot never grows past this
     transient_days: int = 14  # reflection and validation records are pruned after this many days
     episode_retention_days: float = 90.0  # used when [plugins.episodic] retention_days is not set
@@ -49,8 +49,14 @@ class Settings:
             if isinstance(value, (int, float)) and value <= 0 or isinstance(value, str) and not value.strip():
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"must be positive (or non-empty), got {value!r}")
             values[key] = value
-        if not values.get("memory_file"):
-            values["memory_file"] = str(runtime.config.get("plugins.working.memory_file") or "persona/MEMORY.md")
+        persona = str(runtime.config.get("plugins.procedural.persona_dir") or "persona")
+        defaults = {
+            "memory_file": runtime.config.get("plugins.working.memory_file") or f"{persona}/MEMORY.md",
+            "observations_file": f"{persona}/RULES.md",
+            "knowledge_dir": runtime.config.get("plugins.procedural.knowledge_dir") or "knowledge",
+        }
+        for key, default in defaults.items():
+            values[key] = values.get(key) or str(default)
         return cls(**values)
 
     def retention_days(self, runtime: Any) -> float:

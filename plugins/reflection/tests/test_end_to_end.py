@@ -1,0 +1,77 @@
+"""End to end: a scripted session with the replay model ends; every layer gets its part.
+
+Runs with the real working and identity plugins (skipped when they are not installed) and
+with the real procedural plugin when it is installed, else a contract-following fake.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from thoth_core.testing import context_for
+from thoth_reflection import plugin as reflection
+from thoth_reflection.settings import state
+
+
+def procedural_variants():
+    try:
+        import thoth_procedural.plugin  # noqa: F401
+    except ImportError:
+        return ["fake"]
+    return ["fake", "real"]
+
+
+@pytest.mark.parametrize("procedural", procedural_variants())
+async def test_scripted_session_reaches_every_layer(procedural, make_runtime, fakes, good, tmp_path):
+    working = pytest.importorskip("thoth_working.plugin")
+    identity = pytest.importorskip("thoth_identity.plugin")
+    if procedural == "real":
+        import thoth_procedural.plugin as procedural_layer
+    else:
+        procedural_layer = fakes["procedural"]()
+    notices = fakes["notices"]()
+    rules = [{"purpose": "reflection", "reply": json.dumps(good)}, {"reply": "Run make deploy ENV=staging."}]
+    runtime = make_runtime({"working": working, "identity": identity, "procedural": procedural_layer, "reflection": reflection, "notices": notices},
+                           replies=rules, config={"thoth": {"founders": ["lead"]}}, root=tmp_path)
+
+    await runtime.turn("How do I deploy to staging?", peer="ann", thread="t1")
+    await runtime.turn("My token is ghp_" + "Q" * 36 + ", thanks", peer="ann", thread="t1")
+    session = (await runtime.turn("/done", peer="ann", thread="t1")).session
+    await runtime.drain()
+
+    memory = (tmp_path / "persona" / "MEMORY.md").read_text()
+    assert "Ann deploys to staging every Friday." in memory and "[REDACTED:github-token]" in memory and "a1B2c3D4" not in memory
+
+    items = {i["id"]: i for i in await runtime.approvals()}
+    assert "skill:deploy-staging" in items
+    persona = [i for i in items.values() if i["kind"] == "persona-observation"]
+    assert len(persona) == 1 and persona[0]["source"]["session"] == session.id
+    announced = {p.get("item_id") for e, p in notices.events}
+    assert "skill:deploy-staging" in announced and persona[0]["id"] in announced
+
+    outcome = await runtime.decide("skill:deploy-staging", "approve", actor="lead")
+    assert outcome is not None
+    if procedural == "real":
+        assert (tmp_path / ".claude" / "skills" / "deploy-staging" / "SKILL.md").exists()
+        listing = (await runtime.turn("/skills", peer="ann", thread="t2")).reply.text
+        assert "deploy-staging" in listing
+    else:
+        assert "deploy-staging" in procedural_layer.skills
+    assert "skill:deploy-staging" not in {i["id"] for i in await runtime.approvals()}
+    await runtime.decide(persona[0]["id"], "approve", actor="lead")
+
+    exported = identity.backend_for(runtime).export("default", "ann")
+    assert any(o["content"] == "Prefers terse answers." and o["author"] == "agent" for o in exported["observations"])
+
+    store = state(runtime).store
+    [run] = store.runs(session.id)
+    events = [e["event"] for e in store.audit_log(run_id=run["run_id"])]
+    for event in ("run_started", "result", "memory_notes_written", "queued", "fanout", "check_in_scheduled", "decision"):
+        assert event in events, event
+    fanout = store.audit_log(event="fanout")[0]["payload"]
+    assert fanout["identity"] == "ok" and fanout["procedural"] == "ok" and fanout["reflection"] == "ok"
+
+    later = await context_for(runtime, "what do you remember?", peer="ann", thread="t3")
+    assert any("Ann deploys to staging every Friday." in b.text for b in later.blocks if b.plugin == "working")
