@@ -7,12 +7,12 @@ import logging
 import time
 
 import pytest
+from thoth_working import plugin as working
+from thoth_working import read_transcript, record_tool, scratch, transcript_path
 
 from thoth_core import ConfigError, ModelError, Session, hookimpl
 from thoth_core.budget import block_tokens, trim_history
 from thoth_core.testing import check_layer_plugin, context_for
-from thoth_working import plugin as working
-from thoth_working import read_transcript, record_tool, scratch, transcript_path
 
 
 class BrokenModel:
@@ -56,7 +56,13 @@ async def test_session_continues_after_a_restart(runtime_at):
     assert result.session.id == session_id
     assert [m.content for m in second.model().requests[-1].messages] == ["first", "one", "second"]
     types = [(e["type"], e.get("resumed")) for e in lines_of(second, result.session)]
-    assert types == [("session_start", None), ("turn", None), ("session_end", None), ("session_start", True), ("turn", None)]
+    assert types == [
+        ("session_start", None),
+        ("turn", None),
+        ("session_end", None),
+        ("session_start", True),
+        ("turn", None),
+    ]
 
 
 async def test_a_crashed_process_is_continued_too_but_not_other_threads(runtime_at):
@@ -126,9 +132,18 @@ async def test_transcript_lines_carry_the_contract_fields(runtime_at):
     common = {"session_id": result.session.id, "workspace": "acme", "peer": "ann", "thread": "t"}
     for entry in (start, turn, tool, end):
         assert entry.items() >= common.items() and isinstance(entry["at"], float)
-    assert turn["type"] == "turn" and (turn["user"], turn["assistant"], turn["model"]) == ("Capital of France?", "Paris.", "replay")
+    assert turn["type"] == "turn" and (turn["user"], turn["assistant"], turn["model"]) == (
+        "Capital of France?",
+        "Paris.",
+        "replay",
+    )
     assert turn["turn_id"] and turn["error"] is None
-    assert (tool["type"], tool["name"], tool["input"], tool["output"]) == ("tool", "search", {"q": "france"}, "Paris is the capital")
+    assert (tool["type"], tool["name"], tool["input"], tool["output"]) == (
+        "tool",
+        "search",
+        {"q": "france"},
+        "Paris is the capital",
+    )
     assert (end["type"], end["reason"]) == ("session_end", "done")
 
 
@@ -220,7 +235,10 @@ async def test_scratch_store_set_get_list_clear(runtime_at):
     pad.set("episodic.hits", [1, 2])
     pad.set("tool.cwd", "/srv")
     assert pad.get("episodic.query") == "deploy" and pad.get("missing", 7) == 7
-    assert pad.list() == ["episodic.hits", "episodic.query", "tool.cwd"] and pad.list("episodic.") == ["episodic.hits", "episodic.query"]
+    assert pad.list() == ["episodic.hits", "episodic.query", "tool.cwd"] and pad.list("episodic.") == [
+        "episodic.hits",
+        "episodic.query",
+    ]
     assert pad.clear("episodic.") == 2 and pad.list() == ["tool.cwd"]
     assert scratch(session).get("tool.cwd") == "/srv"  # the same store, seen from another caller
     assert pad.clear() == 1 and len(pad) == 0
@@ -249,13 +267,22 @@ async def test_hooks_called_directly(runtime_at):
     session = Session("default", "ann", "t", runtime=runtime)
     working.session_start(session=session)
     assert working.pre_spawn_context(session=session) is None
-    session.transcript.append({"type": "turn", "turn_id": "x1", "at": 1.0, "user": "u", "assistant": "a", "model": "m", "error": None})
+    session.transcript.append(
+        {"type": "turn", "turn_id": "x1", "at": 1.0, "user": "u", "assistant": "a", "model": "m", "error": None}
+    )
     working.post_turn_write(session=session)
     working.post_turn_write(session=session)  # nothing new: nothing written twice
     working.session_end(session=session, reason="done")
     assert [e["type"] for e in lines_of(runtime, session)] == ["session_start", "turn", "session_end"]
-    assert working.layer_status(workspace="default", peer="ann", runtime=runtime) == {"layer": "working", "sessions": 1, "turns": 1}
-    assert working.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {"sessions": 1, "transcripts": 1}
+    assert working.layer_status(workspace="default", peer="ann", runtime=runtime) == {
+        "layer": "working",
+        "sessions": 1,
+        "turns": 1,
+    }
+    assert working.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {
+        "sessions": 1,
+        "transcripts": 1,
+    }
 
 
 async def test_conformance(runtime_at):

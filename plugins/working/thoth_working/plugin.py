@@ -42,7 +42,9 @@ class Settings:
             raise runtime.config.error(f"plugins.{NAME}.memory_file", f"expected a path, got {memory_file!r}")
         restore = table.get("restore_turns", 200)
         if isinstance(restore, bool) or not isinstance(restore, int) or restore < 0:
-            raise runtime.config.error(f"plugins.{NAME}.restore_turns", f"expected a non-negative integer, got {restore!r}")
+            raise runtime.config.error(
+                f"plugins.{NAME}.restore_turns", f"expected a non-negative integer, got {restore!r}"
+            )
         return cls(memory_file=runtime.config.root / memory_file, restore_turns=restore)
 
 
@@ -62,7 +64,9 @@ class WorkingState:
 
 def state(runtime: Any) -> WorkingState:
     """This runtime's working-memory state."""
-    return runtime.plugin_state(NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working")))
+    return runtime.plugin_state(
+        NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working"))
+    )
 
 
 def read_memory(path: Path) -> str:

@@ -53,4 +53,6 @@ def scratch(session: Session) -> Scratch:
 
 def record_tool(session: Session, *, name: str, input: Any, output: Any, error: str | None = None) -> None:
     """Note a tool call in the session transcript; the working plugin writes it to the JSONL."""
-    session.transcript.append({"type": "tool", "at": time.time(), "name": name, "input": input, "output": output, "error": error})
+    session.transcript.append(
+        {"type": "tool", "at": time.time(), "name": name, "input": input, "output": output, "error": error}
+    )

@@ -99,7 +99,8 @@ class SessionStore:
         """The most recent session of this key that has not closed for good."""
         with self._lock:
             row = self._db.execute(
-                "SELECT * FROM sessions WHERE workspace=? AND peer=? AND thread=? AND closed IS NULL ORDER BY last_active DESC LIMIT 1",
+                "SELECT * FROM sessions WHERE workspace=? AND peer=? AND thread=? AND closed IS NULL "
+                "ORDER BY last_active DESC LIMIT 1",
                 (workspace, peer, thread),
             ).fetchone()
         return self._row(row)
@@ -113,7 +114,11 @@ class SessionStore:
         """The last `turns` turns of a stored session as model messages."""
         entries = read_transcript(transcript_path(self.root, stored.session_id, stored.started_at))
         recent = [e for e in entries if e.get("type") == "turn"][-turns:] if turns > 0 else []
-        return [m for e in recent for m in (Message("user", str(e.get("user", ""))), Message("assistant", str(e.get("assistant", ""))))]
+        return [
+            m
+            for e in recent
+            for m in (Message("user", str(e.get("user", ""))), Message("assistant", str(e.get("assistant", ""))))
+        ]
 
     def resume(self, session: Session, stored: StoredSession, *, turns: int) -> None:
         """Give a new session object the id, start and history of a stored one."""
@@ -139,7 +144,8 @@ class SessionStore:
             self._written[session.id] = done + len(entries)
             turns = sum(1 for e in entries if e.get("type") == "turn")
             self._db.execute(
-                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns) VALUES (?,?,?,?,?,?,?) "
+                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns) "
+                "VALUES (?,?,?,?,?,?,?) "
                 "ON CONFLICT(session_id) DO UPDATE SET last_active=excluded.last_active, turns=turns+?",
                 (session.id, *session.key, session.started_at, session.last_active, turns, turns),
             )
@@ -175,7 +181,9 @@ class SessionStore:
     def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
         """Delete the stored sessions and transcripts of a peer (or one thread)."""
         with self._lock:
-            query = "SELECT * FROM sessions WHERE workspace=? AND peer=?" + (" AND thread=?" if thread is not None else "")
+            query = "SELECT * FROM sessions WHERE workspace=? AND peer=?" + (
+                " AND thread=?" if thread is not None else ""
+            )
             params = (workspace, peer) + ((thread,) if thread is not None else ())
             rows = [StoredSession(*r) for r in self._db.execute(query, params).fetchall()]
             files = 0

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from thoth_procedural import plugin
+
+REPO = Path(__file__).resolve().parents[3]
+ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "THOTH_CONFIG",
+    "THOTH_LOAD_PLUGINS",
+    "HONCHO_DISABLED",
+    "EPISODIC_DISABLED",
+    "REFLECTION_DISABLED",
+    "HONCHO_URL",
+    "HONCHO_API_KEY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(thoth_home, monkeypatch, tmp_path):
+    """No model, config or plugin selection leaks in from the environment; cwd is the test's folder."""
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def runtime_at(make_runtime, tmp_path):
+    """A runtime with the procedural plugin whose project root is tmp_path."""
+
+    def make(plugins=None, **kwargs):
+        return make_runtime({"procedural": plugin, **(plugins or {})}, root=tmp_path, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def repo() -> Path:
+    """The Thoth checkout, for the shipped persona, skills and notes."""
+    return REPO
+
+
+@pytest.fixture
+def skill(tmp_path):
+    """Factory: an installed skill folder under tmp_path/.claude/skills."""
+    return lambda slug, **kwargs: write_skill(tmp_path, slug, **kwargs)
+
+
+def write_skill(
+    root: Path,
+    slug: str,
+    *,
+    description: str = "Does a thing.",
+    body: str = "Step one.",
+    manifest: bool = True,
+    front: str | None = None,
+) -> Path:
+    """An installed skill folder under root/.claude/skills."""
+    folder = root / ".claude" / "skills" / slug
+    (folder / "src").mkdir(parents=True)
+    text = front if front is not None else f"---\nname: {slug}\ndescription: {description}\n---\n"
+    (folder / "SKILL.md").write_text(f"{text}\n{body}\n")
+    if manifest:
+        (folder / "manifest.json").write_text(
+            json.dumps({"name": slug, "version": "1.0.0", "author": "me", "license": "MIT", "tools_allowed": []})
+        )
+    return folder

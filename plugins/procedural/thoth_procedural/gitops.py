@@ -1,0 +1,45 @@
+"""Committing an approved skill when its folder is inside a git repository (plain `git -C` subprocesses)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_IDENTITY = ("-c", "user.name=Thoth", "-c", "user.email=thoth@localhost")
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=60)
+
+
+def repository_of(path: Path) -> Path | None:
+    """The top folder of the git work tree holding path, if any."""
+    try:
+        found = _git(path if path.is_dir() else path.parent, "rev-parse", "--show-toplevel")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(found.stdout.strip()) if found.returncode == 0 and found.stdout.strip() else None
+
+
+def git_commit(path: Path, message: str) -> str | None:
+    """Commit exactly `path` (added, changed or removed files) with message; returns the commit id.
+
+    Other staged changes in the repository are left out (`git commit -- PATH`). Returns None when
+    path is not in a repository or the commit failed (logged with git's message).
+    """
+    repo = repository_of(path.parent)
+    if repo is None:
+        return None
+    relative = os.path.relpath(path.resolve(), repo.resolve())
+    identity = () if _git(repo, "config", "user.email").stdout.strip() else FALLBACK_IDENTITY
+    steps = {"add": ("add", "-A", "--", relative), "commit": (*identity, "commit", "-q", "-m", message, "--", relative)}
+    for name, args in steps.items():
+        done = _git(repo, *args)
+        if done.returncode != 0:
+            logger.error("git %s in %s failed: %s", name, repo, (done.stderr or done.stdout).strip())
+            return None
+    return _git(repo, "rev-parse", "HEAD").stdout.strip() or None

@@ -1,0 +1,213 @@
+"""L4 procedural memory: persona, skills, knowledge and reflexion in context; skill drafts through approval.
+
+At session start the persona stack, knowledge notes and the skills index are read once and kept
+in `session.scratch` as stable blocks (the cacheable front of the prompt); reflexion records are
+read too, but offered only for a turn that hits an error (`turn.error`, or the session's
+previous turn failed). `/skill SLUG [message]` loads one skill's SKILL.md for one turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from thoth_core import ContextBlock, Session, ThothError, Turn, hookimpl
+from thoth_core.runtime import Command
+
+from . import drafts
+from .cli import skills as skills_cli
+from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
+from .persona import PersonaError, load_persona
+from .settings import Settings
+from .skills import discover, load_skill, skill_block
+from .validate import SkillError
+
+logger = logging.getLogger(__name__)
+
+LAYER = "procedural"
+CONTEXT_KEY = "procedural.context"
+SKILL_KEY = "procedural.skill"
+
+
+@dataclass
+class SessionContext:
+    """What a session read at its start: the stable blocks, the reflexion records, and problems found."""
+
+    blocks: list[ContextBlock]
+    reflexion: list[Reflexion]
+    errors: list[str] = field(default_factory=list)
+
+
+def load_context(runtime: Any) -> SessionContext:
+    """Read the persona, knowledge notes, skills index and reflexion records."""
+    settings = Settings.of(runtime)
+    errors: list[str] = []
+
+    def persona_error(exc: PersonaError) -> None:
+        logger.error("%s", exc)
+        errors.append(str(exc))
+
+    blocks = load_persona(settings.persona, on_error=persona_error)
+    catalog = discover(settings.skills, settings.limits)
+    index = catalog.index_block()
+    blocks += ([index] if index else []) + load_notes(settings.knowledge)
+    return SessionContext(blocks, load_reflexion(settings.reflexion), errors + catalog.errors)
+
+
+def session_context(session: Session) -> SessionContext:
+    """The context a session loaded at its start (loaded now if it has not been)."""
+    context = session.scratch.get(CONTEXT_KEY)
+    if not isinstance(context, SessionContext):
+        context = session.scratch[CONTEXT_KEY] = load_context(session.runtime)
+    return context
+
+
+def failure_of(turn: Turn, session: Session) -> str | None:
+    """The error text this turn carries, or that the session's previous turn ended with."""
+    if turn.error:
+        return turn.error
+    last = session.transcript[-1] if session.transcript else None
+    if last and last.get("type") == "error":
+        return f"{last.get('error', '')} (while answering: {last.get('user', '')})"
+    return None
+
+
+@hookimpl
+def session_start(session: Session) -> None:
+    session.scratch[CONTEXT_KEY] = load_context(session.runtime)
+
+
+@hookimpl
+def pre_spawn_context(turn: Turn, session: Session) -> list[ContextBlock]:
+    context = session_context(session)
+    blocks = list(context.blocks)
+    slug = session.scratch.pop(SKILL_KEY, None)
+    if slug:
+        settings = Settings.of(session.runtime)
+        try:
+            blocks.append(skill_block(load_skill(settings.skills, slug, settings.limits)))
+        except SkillError as exc:
+            logger.error("/skill %s: %s", slug, exc)
+    failure = failure_of(turn, session)
+    if failure:
+        block = reflexion_block(matching(context.reflexion, f"{failure} {turn.text}"), failure)
+        if block is not None:
+            blocks.append(block)
+    return blocks
+
+
+async def _skills_command(runtime: Any, **_: Any) -> str:
+    settings = Settings.of(runtime)
+    catalog = discover(settings.skills, settings.limits)
+    lines = [f"/skill {s.slug} - {s.description}" for s in catalog.skills] or ["no skills installed"]
+    lines += [f"invalid: {e}" for e in catalog.errors]
+    pending = await asyncio.to_thread(drafts.list_drafts, runtime)
+    if pending:
+        lines.append(
+            "pending approval: "
+            + ", ".join(d.item_id for d in pending)
+            + " (/approvals, /approve ID, /reject ID REASON)"
+        )
+    return "\n".join(lines)
+
+
+async def _skill_command(args: str, session: Session, runtime: Any, **_: Any) -> str:
+    slug, _space, message = args.strip().partition(" ")
+    if not slug:
+        return "usage: /skill SLUG [message]; /skills lists them"
+    settings = Settings.of(runtime)
+    skill = load_skill(settings.skills, slug, settings.limits)
+    session.scratch[SKILL_KEY] = skill.slug
+    if not message.strip():
+        return f"Skill {skill.slug} loaded for your next message."
+    result = await runtime.turn(message.strip(), peer=session.peer, thread=session.thread, workspace=session.workspace)
+    return str(result.reply.text)
+
+
+@hookimpl
+def register_commands(register: Any) -> None:
+    register(Command("skills", "list the skills (and drafts waiting for approval)", _skills_command))
+    register(
+        Command("skill", "use a skill for the next message (or for this one)", _skill_command, usage="SLUG [message]")
+    )
+
+
+@hookimpl
+def register_cli_commands(cli: Any) -> None:
+    cli.add_command(skills_cli)
+
+
+@hookimpl
+def approvals(runtime: Any) -> list[dict[str, Any]]:
+    return [draft.as_item() for draft in drafts.list_drafts(runtime)]
+
+
+@hookimpl
+def decide(
+    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any
+) -> dict[str, Any] | None:
+    if not item_id.startswith("skill:"):
+        return None
+    slug = item_id.removeprefix("skill:")
+    if decision == "approve":
+        done = drafts.approve_draft(runtime, slug, actor=actor)
+        return {"item_id": item_id, "message": done.message, "path": str(done.path), "commit": done.commit}
+    if decision == "reject":
+        archive = drafts.reject(runtime, slug, actor=actor, reason=reason)
+        return {"item_id": item_id, "message": f"rejected skill {slug}: archived in {archive}", "path": str(archive)}
+    if decision == "edit":
+        if not text or not text.strip():
+            raise ThothError(f"editing {item_id} needs the new instructions as text")
+        path = drafts.edit(runtime, slug, actor=actor, text=text)
+        return {"item_id": item_id, "message": f"edited draft {slug}; it is still pending", "path": str(path)}
+    raise ThothError(f"unknown decision {decision!r} for {item_id}; expected approve, reject or edit")
+
+
+@hookimpl
+async def reflection_result(result: dict[str, Any], session: Session) -> None:
+    skill = result.get("skill")
+    if not skill:
+        return
+    runtime = session.runtime
+    flags = list((result.get("flags") or {}).get("skill") or [])
+    source = {"session_id": result.get("session_id"), "run_id": result.get("run_id")}
+    path = await asyncio.to_thread(
+        drafts.write_draft,
+        runtime,
+        name=skill.get("name"),
+        description=skill.get("description", ""),
+        body=skill.get("body", ""),
+        source=source,
+        flags=flags,
+    )
+    warning = f" FLAGGED ({', '.join(flags)}): read it closely." if flags else ""
+    text = (
+        f"Reflection drafted a new skill {path.name}: {' '.join(str(skill.get('description', '')).split())}.{warning} "
+        f"Approve with /approve skill:{path.name} or reject with /reject skill:{path.name} REASON."
+    )
+    runtime.notify(
+        "approval_requested",
+        item_id=f"skill:{path.name}",
+        text=text,
+        workspace=session.workspace,
+        peer=session.peer,
+        thread=session.thread,
+        flags=flags,
+    )
+
+
+@hookimpl
+def layer_status(runtime: Any) -> dict[str, Any]:
+    settings = Settings.of(runtime)
+    catalog = discover(settings.skills, settings.limits)
+    notes = len(list(settings.knowledge.glob("*.md"))) if settings.knowledge.is_dir() else 0
+    records = len(list(settings.reflexion.glob("*.md"))) if settings.reflexion.is_dir() else 0
+    return {
+        "layer": LAYER,
+        "skills": len(catalog.skills),
+        "drafts": len(drafts.list_drafts(runtime)),
+        "knowledge": notes,
+        "reflexion": records,
+    }
