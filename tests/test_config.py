@@ -34,9 +34,11 @@ def one_error_line(result) -> str:
         ('[budget.layers]\nepisodic = "lots"\n', "thoth.toml:2: budget.layers.episodic: expected a non-negative integer"),
         ("[budget.layers]\nsemantic = 10\n", "thoth.toml:2: budget.layers.semantic: unknown layer"),
         ("[plugins.replay]\ndeadline = -1\n", "thoth.toml:2: plugins.replay.deadline: expected a positive number"),
+        ("[budget]\nlayers = 5\n", "thoth.toml:2: budget.layers: expected a table of per-layer token budgets"),
+        ("[models]\nreplay = 5\n", "thoth.toml:2: models.replay: expected a table"),
     ],
     ids=["syntax", "duplicate-key", "unknown-disabled", "unknown-table", "wrong-type", "bool-for-int", "layer-type",
-         "unknown-layer", "bad-deadline"],
+         "unknown-layer", "bad-deadline", "layers-not-a-table", "model-not-a-table"],
 )
 @pytest.mark.parametrize("command", [["plugins"], ["context", "hi", "--peer", "ann"]], ids=["plugins", "context"])
 def test_malformed_config_exits_2_with_one_line_naming_file_and_key(tmp_path, toml, expected, command):

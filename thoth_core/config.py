@@ -40,6 +40,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.founders": (list, "a list of people (frontend user ids or names)"),
     "budget.total": (int, "an integer"),
     "budget.history": (int, "an integer"),
+    "budget.layers": (dict, "a table of per-layer token budgets"),
     "plugins.disabled": (list, "a list of plugin names"),
 }
 
@@ -148,6 +149,9 @@ def validate(config: Config) -> None:
             raise config.error(f"budget.layers.{key}", f"unknown layer; expected one of {', '.join(LAYERS)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise config.error(f"budget.layers.{key}", f"expected a non-negative integer, got {value!r}")
+    for name, table in config.data.get("models", {}).items():
+        if not isinstance(table, dict):
+            raise config.error(f"models.{name}", "expected a table of provider settings")
     for name in config.disabled:
         if not isinstance(name, str):
             raise config.error("plugins.disabled", f"expected plugin names, got {name!r}")
