@@ -41,7 +41,7 @@ def user_model_block(peer: str, *, facts: Iterable[dict[str, Any]] = (), answer:
         return False
 
     fact_lines = [f"- {f['predicate'].replace('_', ' ')}: {f['object']}" for f in facts]
-    if fact_lines and add(f"Facts about {peer} (stated by them; current values):"):
+    if fact_lines and add(f"Facts about {peer} (current values):"):
         for line in fact_lines:
             if not add(line):
                 break

@@ -1,0 +1,44 @@
+"""Each hookimpl called directly (the runtime-level tests live in test_embedded and test_honcho)."""
+
+from __future__ import annotations
+
+import click
+
+from thoth_core import Reply, Turn
+
+from thoth_identity import plugin
+from thoth_identity.honcho_backend import HonchoBackend, honcho_id
+from thoth_identity.settings import IdentitySettings
+
+
+async def test_hooks_directly(make_runtime):
+    runtime = make_runtime({"identity": plugin})
+    session = await runtime.session(peer="ann", thread="t")
+    assert await plugin.pre_spawn_context(turn=Turn("hi", "ann", "t"), session=session) is None  # nothing held yet
+    done = await plugin.feedback(kind="identity", turn_id="x", text="I live in Oslo", actor="ann", session=session)
+    assert done == {"action": "fact", "message": "Remembered: location = Oslo"}
+    assert await plugin.feedback(kind="forget", turn_id="x", text="", actor="ann", session=session) is None
+    await plugin.post_turn_write(turn=Turn("I like fjords", "ann", "t"), reply=Reply("nice"), session=session)
+    block = await plugin.pre_spawn_context(turn=Turn("where do I live?", "ann", "t"), session=session)
+    assert block.tag == "user-model" and "- location: Oslo" in block.text
+    status = await plugin.layer_status(workspace="default", peer="ann", runtime=runtime)
+    assert (status["layer"], status["facts"], status["messages"]) == ("identity", 1, 2)
+    assert await plugin.forget(peer="ann", thread="t", workspace="default", runtime=runtime) == {"messages": 2}
+    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {"facts": 1}
+    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) is None
+
+
+def test_registrations():
+    commands, group = [], click.Group()
+    plugin.register_commands(register=commands.append)
+    assert [c.name for c in commands] == ["remember"]
+    plugin.register_cli_commands(cli=group)
+    assert sorted(group.commands["identity"].commands) == ["export", "forget", "import", "show"]
+
+
+def test_honcho_names(make_runtime):
+    assert honcho_id("ann") == "ann" and honcho_id("ann-t_1") == "ann-t_1"
+    assert honcho_id("ann@example.com").startswith("ann_example_com-") and honcho_id("a b") != honcho_id("a_b")
+    runtime = make_runtime()
+    backend = HonchoBackend(runtime, IdentitySettings(backend="honcho", base_url="http://127.0.0.1:9", workspace="acme"), None)
+    assert backend.workspace_id("default") == "acme" and backend.workspace_id("team") == "acme-team"
