@@ -20,12 +20,12 @@ import threading
 import time
 from pathlib import Path
 
-from thoth_core.testing import make_test_runtime
-
 import thoth_slack.plugin
 from thoth_slack.bridge import SlackBridge
 from thoth_slack.settings import load_settings
 from thoth_slack.testing import FakeSlackAPI, Harness, mention
+
+from thoth_core.testing import make_test_runtime
 
 REPLY = "Deploy from main once the checks pass, then watch the dashboards for ten minutes."
 
@@ -33,8 +33,14 @@ REPLY = "Deploy from main once the checks pass, then watch the dashboards for te
 def run(threads: int, model_delay: float, fake: FakeSlackAPI, home: Path, base: int) -> list[float]:
     words = len(REPLY.split())
     config = {
-        "plugins": {"slack": {"bot_token": {"$env": "SLACK_BOT_TOKEN"}, "signing_secret": {"$env": "SLACK_SIGNING_SECRET"},
-                              "api_url": fake.url, "stream_interval": 0.1}},
+        "plugins": {
+            "slack": {
+                "bot_token": {"$env": "SLACK_BOT_TOKEN"},
+                "signing_secret": {"$env": "SLACK_SIGNING_SECRET"},
+                "api_url": fake.url,
+                "stream_interval": 0.1,
+            }
+        },
         "models": {"replay": {"rules": [{"reply": REPLY}], "delay": model_delay / words}},
     }
     runtime = make_test_runtime(home, {"slack": thoth_slack.plugin}, config=config)
@@ -47,8 +53,14 @@ def run(threads: int, model_delay: float, fake: FakeSlackAPI, home: Path, base: 
         ts = f"{base + i}.000100"
         started = time.perf_counter()
         slack.send(mention(f"how do we deploy? ({i})", ts=ts, user=f"U{i}"), wait=False)
-        fake.wait_for("chat.update", lambda p: p.get("text") == REPLY and any(
-            q.get("thread_ts") == ts and q["_ts"] == p["ts"] for q in fake.calls_to("chat.postMessage")), timeout=60)
+        fake.wait_for(
+            "chat.update",
+            lambda p: (
+                p.get("text") == REPLY
+                and any(q.get("thread_ts") == ts and q["_ts"] == p["ts"] for q in fake.calls_to("chat.postMessage"))
+            ),
+            timeout=60,
+        )
         latencies[i] = time.perf_counter() - started
 
     workers = [threading.Thread(target=one, args=(i,)) for i in range(threads)]

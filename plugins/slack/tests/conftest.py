@@ -3,11 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 import thoth_slack.plugin
 from thoth_slack.bridge import SlackBridge
 from thoth_slack.settings import load_settings
 from thoth_slack.testing import SECRET, FakeSlackAPI, Harness
+
 SLACK_CONFIG = {
     "bot_token": {"$env": "SLACK_BOT_TOKEN"},
     "app_token": {"$env": "SLACK_APP_TOKEN"},
@@ -42,10 +42,20 @@ def make_slack(make_runtime, fake_slack):
     """Factory: a started bridge on a runtime with the slack plugin plus the given ones."""
     bridges: list[SlackBridge] = []
 
-    def factory(plugins: dict[str, object] | None = None, *, slack: dict[str, Any] | None = None, founders: list[str] | None = None,
-                thoth: dict[str, Any] | None = None, http: bool = True, **kwargs: Any) -> Harness:
-        config = {"plugins": {"slack": {**SLACK_CONFIG, "api_url": fake_slack.url, **(slack or {})}},
-                  "thoth": {"founders": founders or [], **(thoth or {})}, **kwargs.pop("config", {})}
+    def factory(
+        plugins: dict[str, object] | None = None,
+        *,
+        slack: dict[str, Any] | None = None,
+        founders: list[str] | None = None,
+        thoth: dict[str, Any] | None = None,
+        http: bool = True,
+        **kwargs: Any,
+    ) -> Harness:
+        config = {
+            "plugins": {"slack": {**SLACK_CONFIG, "api_url": fake_slack.url, **(slack or {})}},
+            "thoth": {"founders": founders or [], **(thoth or {})},
+            **kwargs.pop("config", {}),
+        }
         runtime = make_runtime({"slack": thoth_slack.plugin, **(plugins or {})}, config=config, **kwargs)
         bridge = SlackBridge(runtime, load_settings(runtime, http=http))
         bridge.start()

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import time
 
-from thoth_core import ThothError, hookimpl
-
 from thoth_slack.cards import APPROVE, REJECT
 from thoth_slack.testing import mention
 
-REACTIONS = [("brain", "remember"), ("wastebasket", "forget"), ("bust_in_silhouette", "identity"), ("white_check_mark", "approve"), ("x", "reject")]
+from thoth_core import ThothError, hookimpl
+
+REACTIONS = [
+    ("brain", "remember"),
+    ("wastebasket", "forget"),
+    ("bust_in_silhouette", "identity"),
+    ("white_check_mark", "approve"),
+    ("x", "reject"),
+]
 
 
 class Layers:
@@ -64,7 +70,9 @@ def test_each_reaction_on_a_reply_is_feedback_and_is_acknowledged(make_slack):
     turn_id = session.transcript[-1]["turn_id"]
     for name, _ in REACTIONS:
         slack.react(name, user="UANN", channel="CGENERAL", ts=post["_ts"])
-    assert layers.feedback_calls == [(kind, turn_id, "Use blue-green deploys.", "UANN", "CGENERAL:1700000000.000100") for _, kind in REACTIONS]
+    assert layers.feedback_calls == [
+        (kind, turn_id, "Use blue-green deploys.", "UANN", "CGENERAL:1700000000.000100") for _, kind in REACTIONS
+    ]
     acks = slack.fake.calls_to("chat.postMessage")[1:]
     assert [a["thread_ts"] for a in acks] == ["1700000000.000100"] * 5
     assert [a["text"].split(":")[1] for a in acks] == [name for name, _ in REACTIONS]
@@ -92,10 +100,21 @@ def test_reaction_without_a_taker_says_so(make_slack):
 def test_approval_card_approved_by_a_founder_shows_who_decided(make_slack):
     layers = Layers()
     slack = make_slack({"layers": layers}, founders=["UBOSS"])
-    slack.call(notified(slack.runtime, "approval_requested", item_id="skill:deploy-notes", text="Reflection drafted deploy-notes.", thread="CGENERAL:1.2"))
+    slack.call(
+        notified(
+            slack.runtime,
+            "approval_requested",
+            item_id="skill:deploy-notes",
+            text="Reflection drafted deploy-notes.",
+            thread="CGENERAL:1.2",
+        )
+    )
     card = slack.fake.wait_for("chat.postMessage", lambda p: p["channel"] == "CAPPROVALS")
     buttons = [b for block in card["blocks"] if block["type"] == "actions" for b in block["elements"]]
-    assert [(b["action_id"], b["value"]) for b in buttons] == [(APPROVE, "skill:deploy-notes"), (REJECT, "skill:deploy-notes")]
+    assert [(b["action_id"], b["value"]) for b in buttons] == [
+        (APPROVE, "skill:deploy-notes"),
+        (REJECT, "skill:deploy-notes"),
+    ]
     assert "Reflection drafted deploy-notes." in str(card["blocks"])
 
     response = slack.click(APPROVE, "skill:deploy-notes", user="UBOSS", channel="CAPPROVALS", ts=card["_ts"])
@@ -151,7 +170,9 @@ def test_a_failed_decision_is_told_to_the_decider(make_slack):
 
 def test_approve_reaction_on_a_reply_naming_one_item_decides_it(make_slack):
     layers = Layers()
-    slack = make_slack({"layers": layers}, founders=["UBOSS"], replies=[{"reply": "Pending: skill:deploy-notes (drafted last night)."}])
+    slack = make_slack(
+        {"layers": layers}, founders=["UBOSS"], replies=[{"reply": "Pending: skill:deploy-notes (drafted last night)."}]
+    )
     post = _reply(slack, "/approvals?")
     slack.react("white_check_mark", user="UBOSS", channel="CGENERAL", ts=post["_ts"])
     assert layers.decisions == [("skill:deploy-notes", "approve", "UBOSS")] and layers.feedback_calls == []
@@ -160,7 +181,15 @@ def test_approve_reaction_on_a_reply_naming_one_item_decides_it(make_slack):
 
 def test_persona_observations_are_dms_to_each_founder(make_slack):
     slack = make_slack({"layers": Layers()}, founders=["UBOSS", "UCTO"])
-    slack.call(notified(slack.runtime, "persona_observation", item_id="persona:7", text="Ann prefers short answers.", thread="CGENERAL:1.2"))
+    slack.call(
+        notified(
+            slack.runtime,
+            "persona_observation",
+            item_id="persona:7",
+            text="Ann prefers short answers.",
+            thread="CGENERAL:1.2",
+        )
+    )
     assert [o["users"] for o in slack.fake.calls_to("conversations.open")] == ["UBOSS", "UCTO"]
     cards = slack.fake.calls_to("chat.postMessage")
     assert [c["channel"] for c in cards] == ["DBOSS", "DCTO"]
@@ -171,15 +200,27 @@ def test_persona_observations_are_dms_to_each_founder(make_slack):
 
 def test_check_ins_post_in_their_thread(make_slack):
     now = time.time()
-    layers = Layers(check_ins=[
-        {"workspace": "T1", "peer": "UANN", "thread": "CGENERAL:1700000000.000100", "text": "How did the deploy go?", "at": now - 5},
-        {"workspace": "T1", "peer": "UANN", "thread": "DANN", "text": "Tomorrow's check-in", "at": now + 86400},
-        {"workspace": "T1", "peer": "UANN", "thread": "cli", "text": "not a Slack thread", "at": now - 5},
-    ])
+    layers = Layers(
+        check_ins=[
+            {
+                "workspace": "T1",
+                "peer": "UANN",
+                "thread": "CGENERAL:1700000000.000100",
+                "text": "How did the deploy go?",
+                "at": now - 5,
+            },
+            {"workspace": "T1", "peer": "UANN", "thread": "DANN", "text": "Tomorrow's check-in", "at": now + 86400},
+            {"workspace": "T1", "peer": "UANN", "thread": "cli", "text": "not a Slack thread", "at": now - 5},
+        ]
+    )
     slack = make_slack({"layers": layers})
     slack.call(slack.bridge.tick(now=now))
     [post] = slack.fake.calls_to("chat.postMessage")
-    assert (post["channel"], post["thread_ts"], post["text"]) == ("CGENERAL", "1700000000.000100", "How did the deploy go?")
+    assert (post["channel"], post["thread_ts"], post["text"]) == (
+        "CGENERAL",
+        "1700000000.000100",
+        "How did the deploy go?",
+    )
     slack.call(slack.bridge.tick(now=now + 86401))
     assert slack.fake.calls_to("chat.postMessage")[-1]["channel"] == "DANN"
 

@@ -7,6 +7,7 @@ import re
 import threading
 
 from thoth_slack.testing import dm, mention
+
 from thoth_core import Usage, hookimpl
 
 
@@ -43,8 +44,15 @@ def test_dm_is_answered_in_the_conversation(make_slack):
 def test_follow_up_in_a_thread_the_agent_is_in_is_answered(make_slack):
     slack = make_slack(replies=[{"match": "first", "reply": "one"}, {"reply": "two"}])
     slack.send(mention("first", ts="1700000000.000100"))
-    follow_up = {"type": "message", "channel_type": "channel", "user": "UANN", "text": "and then?", "channel": "CGENERAL",
-                 "ts": "1700000000.000300", "thread_ts": "1700000000.000100"}
+    follow_up = {
+        "type": "message",
+        "channel_type": "channel",
+        "user": "UANN",
+        "text": "and then?",
+        "channel": "CGENERAL",
+        "ts": "1700000000.000300",
+        "thread_ts": "1700000000.000100",
+    }
     slack.send(follow_up)
     assert slack.replies("CGENERAL", "1700000000.000100") == ["one", "two"]
     stranger = dict(follow_up, thread_ts="1700000009.000100", ts="1700000009.000200")
@@ -101,7 +109,9 @@ def test_slash_commands_and_new_session(make_slack):
     [second] = slack.runtime.sessions.values()
     assert second.id != first.id and second.thread == "DANN"
     texts = slack.replies("DANN")
-    assert texts[1].startswith("peer UANN in workspace T1, thread DANN") and texts[2].startswith("Started a new session")
+    assert texts[1].startswith("peer UANN in workspace T1, thread DANN") and texts[2].startswith(
+        "Started a new session"
+    )
 
 
 class EchoModel:
@@ -158,7 +168,12 @@ def test_twenty_threads_at_once_without_blocking_or_leaking(make_slack):
 
     def converse(i: int, round_: int) -> None:
         ts = f"1700000100.{i:06d}"
-        event = mention(f"token-{i:02d}-round-{round_}", user=f"U{i:02d}", ts=ts if round_ == 0 else f"1700000200.{i:06d}", thread_ts=ts)
+        event = mention(
+            f"token-{i:02d}-round-{round_}",
+            user=f"U{i:02d}",
+            ts=ts if round_ == 0 else f"1700000200.{i:06d}",
+            thread_ts=ts,
+        )
         slack.send(event, wait=False)
 
     for round_ in range(2):
@@ -175,4 +190,6 @@ def test_twenty_threads_at_once_without_blocking_or_leaking(make_slack):
         assert len(texts) == 2
         last = texts[-1]
         assert f"token-{i:02d}-round-0" in last and f"token-{i:02d}-round-1" in last
-        assert set(re.findall(r"token-(\d\d)", last)) == {f"{i:02d}"}, f"thread {i} saw another thread's content: {last}"
+        assert set(re.findall(r"token-(\d\d)", last)) == {f"{i:02d}"}, (
+            f"thread {i} saw another thread's content: {last}"
+        )

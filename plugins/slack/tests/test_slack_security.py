@@ -11,12 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 from slack_bolt import BoltRequest
-from thoth_core import ConfigError
-from thoth_core.config import load_config
-
 from thoth_slack.serve import EVENTS_PATH, http_server
 from thoth_slack.settings import load_settings
 from thoth_slack.testing import SECRET, dm, event_body, mention, signed
+
+from thoth_core import ConfigError
+from thoth_core.config import load_config
 
 
 def _body(text="hello"):
@@ -37,7 +37,9 @@ def test_unsigned_and_tampered_requests_are_rejected(make_slack):
     genuine = signed(_body("hello"))
     assert slack.bridge.app.dispatch(unsigned).status == 401
     assert slack.bridge.app.dispatch(signed(_body("hello"))).status == 200  # the control: a good signature passes
-    tampered = BoltRequest(body=_body("transfer the money"), headers=dict(genuine.headers))  # genuine headers, other body
+    tampered = BoltRequest(
+        body=_body("transfer the money"), headers=dict(genuine.headers)
+    )  # genuine headers, other body
     assert slack.bridge.app.dispatch(tampered).status == 401
     slack.bridge.loop.join()
     assert len(slack.fake.calls_to("chat.postMessage")) == 1
@@ -75,8 +77,9 @@ def test_http_mode_serves_signed_requests_and_refuses_forged_ones(make_slack):
     url = f"http://127.0.0.1:{server.server_port}{EVENTS_PATH}"
 
     def post(request):
-        http = urllib.request.Request(url, data=request.raw_body.encode(), method="POST",
-                                      headers={k: v[0] for k, v in request.headers.items()})
+        http = urllib.request.Request(
+            url, data=request.raw_body.encode(), method="POST", headers={k: v[0] for k, v in request.headers.items()}
+        )
         try:
             with urllib.request.urlopen(http, timeout=10) as response:
                 return response.status, response.read().decode()
@@ -116,8 +119,16 @@ approvals_channel = "CAPPROVALS"
 
 def test_settings_from_environment_references(tmp_path):
     settings = _settings_from(tmp_path, GOOD)
-    assert (settings.bot_token, settings.signing_secret, settings.app_token) == ("xoxb-test-token", SECRET, "xapp-test-token")
-    assert settings.founders == ["UBOSS"] and settings.allowed_channels == ["CGENERAL"] and settings.approvals_channel == "CAPPROVALS"
+    assert (settings.bot_token, settings.signing_secret, settings.app_token) == (
+        "xoxb-test-token",
+        SECRET,
+        "xapp-test-token",
+    )
+    assert (
+        settings.founders == ["UBOSS"]
+        and settings.allowed_channels == ["CGENERAL"]
+        and settings.approvals_channel == "CAPPROVALS"
+    )
 
 
 def test_a_literal_token_in_the_file_is_a_config_error(tmp_path):
@@ -130,8 +141,12 @@ def test_a_literal_token_in_the_file_is_a_config_error(tmp_path):
 
 
 def test_file_references_are_refused_too(tmp_path):
-    text = GOOD.replace('signing_secret = { "$env" = "SLACK_SIGNING_SECRET" }', 'signing_secret = { "$file" = "/tmp/secret" }')
-    with pytest.raises(ConfigError, match=r"thoth.toml:6: plugins.slack.signing_secret: tokens are not kept in the file"):
+    text = GOOD.replace(
+        'signing_secret = { "$env" = "SLACK_SIGNING_SECRET" }', 'signing_secret = { "$file" = "/tmp/secret" }'
+    )
+    with pytest.raises(
+        ConfigError, match=r"thoth.toml:6: plugins.slack.signing_secret: tokens are not kept in the file"
+    ):
         _settings_from(tmp_path, text)
 
 
@@ -143,7 +158,9 @@ def test_missing_environment_variable_is_named(tmp_path, monkeypatch):
 
 def test_wrong_kind_of_token_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("SLACK_APP_TOKEN", "xoxb-a-bot-token")
-    with pytest.raises(ConfigError, match=r"plugins.slack.app_token: SLACK_APP_TOKEN should hold a token starting with 'xapp-'"):
+    with pytest.raises(
+        ConfigError, match=r"plugins.slack.app_token: SLACK_APP_TOKEN should hold a token starting with 'xapp-'"
+    ):
         _settings_from(tmp_path, GOOD, http=False)
 
 

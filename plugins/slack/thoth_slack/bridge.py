@@ -18,6 +18,7 @@ from typing import Any
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
+
 from thoth_core import ThothError
 from thoth_core._calls import call_each
 
@@ -28,8 +29,20 @@ from .settings import SlackSettings
 
 logger = logging.getLogger(__name__)
 
-REACTIONS = {"white_check_mark": "approve", "x": "reject", "brain": "remember", "wastebasket": "forget", "bust_in_silhouette": "identity"}
-DONE = {"approve": "approved", "reject": "rejected", "remember": "remembered", "forget": "forgotten", "identity": "sent to the identity layer"}
+REACTIONS = {
+    "white_check_mark": "approve",
+    "x": "reject",
+    "brain": "remember",
+    "wastebasket": "forget",
+    "bust_in_silhouette": "identity",
+}
+DONE = {
+    "approve": "approved",
+    "reject": "rejected",
+    "remember": "remembered",
+    "forget": "forgotten",
+    "identity": "sent to the identity layer",
+}
 ITEM_ID = re.compile(r"\b(?:skill|persona|note|knowledge):[A-Za-z0-9][\w.-]*")
 PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
@@ -135,10 +148,15 @@ class SlackBridge:
 
     def _gate(self, req: Any, context: Any, next: Any) -> BoltResponse | None:  # noqa: A002 - Bolt's name
         """Drop Slack's retries (the first delivery was answered) and foreign workspaces or channels."""
-        if req.headers.get("x-slack-retry-num"):
+        retry = (req.headers.get("x-slack-retry-num") or ["0"])[0]
+        if retry.isdigit() and int(retry) > 0:  # Socket Mode sends "0" on a first delivery
             return BoltResponse(status=200, body="")
         if not self.settings.allows(context.team_id, context.channel_id):
-            logger.info("slack: ignored a request from workspace %s, channel %s (not allowed)", context.team_id, context.channel_id)
+            logger.info(
+                "slack: ignored a request from workspace %s, channel %s (not allowed)",
+                context.team_id,
+                context.channel_id,
+            )
             return BoltResponse(status=200, body="")
         next()
         return None
@@ -152,7 +170,9 @@ class SlackBridge:
     def _on_message(self, event: dict[str, Any], context: Any) -> None:
         direct = event.get("channel_type") == "im"
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts"))
-        if inbound is None or (not direct and (inbound.thread not in self.threads or f"<@{self.bot_user}>" in event.get("text", ""))):
+        if inbound is None or (
+            not direct and (inbound.thread not in self.threads or f"<@{self.bot_user}>" in event.get("text", ""))
+        ):
             return  # channel messages are answered as mentions, or inside a thread the agent is in
         self.loop.submit(self.answer(inbound))
 
@@ -175,7 +195,13 @@ class SlackBridge:
             streamer = Streamer(self.outbox, inbound.channel, ts, self.settings.stream_interval)
             session, turn_id = None, None
             try:
-                result = await self.runtime.turn(inbound.text, peer=inbound.user, thread=inbound.thread, workspace=inbound.team, on_delta=streamer.add)
+                result = await self.runtime.turn(
+                    inbound.text,
+                    peer=inbound.user,
+                    thread=inbound.thread,
+                    workspace=inbound.team,
+                    on_delta=streamer.add,
+                )
                 text, session = result.reply.text, result.session
                 if result.reply.model != "command" and session.transcript:
                     turn_id = session.transcript[-1].get("turn_id")
@@ -208,15 +234,24 @@ class SlackBridge:
         if posted.session is None or posted.turn_id is None:
             note = "that message is not a turn of a conversation"
         else:
-            results = await self.runtime.feedback(kind, turn_id=posted.turn_id, text=posted.text, actor=user, session=posted.session)
-            note = "; ".join(str(r.get("message") or f"{r['plugin']} did it") for r in results) or "no memory layer took it"
-        await asyncio.to_thread(self.outbox.post, posted.channel, f":{name}: {DONE[kind]}: {note}", thread_ts=posted.thread_ts or posted.ts)
+            results = await self.runtime.feedback(
+                kind, turn_id=posted.turn_id, text=posted.text, actor=user, session=posted.session
+            )
+            note = (
+                "; ".join(str(r.get("message") or f"{r['plugin']} did it") for r in results)
+                or "no memory layer took it"
+            )
+        await asyncio.to_thread(
+            self.outbox.post, posted.channel, f":{name}: {DONE[kind]}: {note}", thread_ts=posted.thread_ts or posted.ts
+        )
 
     def _on_button(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()
         channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
         item_id = str(action["value"])
-        posted = self.ledger.get(channel, ts) or Posted(channel, ts, None, body.get("message", {}).get("text", ""), item_id=item_id, title=item_id, card=True)
+        posted = self.ledger.get(channel, ts) or Posted(
+            channel, ts, None, body.get("message", {}).get("text", ""), item_id=item_id, title=item_id, card=True
+        )
         decision = "approve" if action["action_id"] == APPROVE else "reject"
         self.loop.submit(self.decide(replace(posted, item_id=item_id), decision, str(body["user"]["id"])))
 
@@ -236,9 +271,20 @@ class SlackBridge:
         message = str(outcome.get("message", ""))
         if posted.card:
             blocks = decided_card(item_id, posted.title, posted.text, decision=decision, actor=user, message=message)
-            await asyncio.to_thread(self.outbox.update, posted.channel, posted.ts, f"{item_id}: {DONE[decision]} by <@{user}>", blocks=blocks)
+            await asyncio.to_thread(
+                self.outbox.update,
+                posted.channel,
+                posted.ts,
+                f"{item_id}: {DONE[decision]} by <@{user}>",
+                blocks=blocks,
+            )
         else:
-            await asyncio.to_thread(self.outbox.post, posted.channel, f"`{item_id}` {DONE[decision]} by <@{user}>. {message}".strip(), thread_ts=thread_ts)
+            await asyncio.to_thread(
+                self.outbox.post,
+                posted.channel,
+                f"`{item_id}` {DONE[decision]} by <@{user}>. {message}".strip(),
+                thread_ts=thread_ts,
+            )
 
     # --- outbound (called from the runtime's worker threads) -----------------------------
 
@@ -251,7 +297,9 @@ class SlackBridge:
             for channel in channels:
                 self.outbox.card(channel, str(item_id), title, text)
         elif event == "persona_observation":
-            for channel in self._founder_dms() or ([self.settings.approvals_channel] if self.settings.approvals_channel else []):
+            for channel in self._founder_dms() or (
+                [self.settings.approvals_channel] if self.settings.approvals_channel else []
+            ):
                 if item_id:
                     self.outbox.card(channel, str(item_id), title, text)
                 else:
@@ -259,7 +307,9 @@ class SlackBridge:
         elif payload.get("thread"):
             where = parse_thread_key(str(payload["thread"]))
             if where is None:
-                logger.warning("slack: %s for thread %r is not for a Slack thread; not posted", event, payload["thread"])
+                logger.warning(
+                    "slack: %s for thread %r is not for a Slack thread; not posted", event, payload["thread"]
+                )
                 return
             self.outbox.post(where[0], text, thread_ts=where[1])
         elif text and self.settings.approvals_channel:

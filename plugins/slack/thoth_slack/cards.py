@@ -14,7 +14,12 @@ def pending_card(item_id: str, title: str, text: str) -> list[dict[str, Any]]:
     return [
         _section(f"*{title}*\n`{item_id}`"),
         _section(text or "(no text)"),
-        {"type": "context", "elements": [_mrkdwn("Approve or reject with the buttons, or react :white_check_mark: / :x:. Only founders decide.")]},
+        {
+            "type": "context",
+            "elements": [
+                _mrkdwn("Approve or reject with the buttons, or react :white_check_mark: / :x:. Only founders decide.")
+            ],
+        },
         {
             "type": "actions",
             "block_id": "thoth_decision",
@@ -26,7 +31,9 @@ def pending_card(item_id: str, title: str, text: str) -> list[dict[str, Any]]:
     ]
 
 
-def decided_card(item_id: str, title: str, text: str, *, decision: str, actor: str, message: str = "") -> list[dict[str, Any]]:
+def decided_card(
+    item_id: str, title: str, text: str, *, decision: str, actor: str, message: str = ""
+) -> list[dict[str, Any]]:
     """The card after a decision: no buttons, and who decided."""
     mark = ":white_check_mark: Approved" if decision == "approve" else ":x: Rejected"
     note = f" - {message}" if message else ""
@@ -46,4 +53,10 @@ def _mrkdwn(text: str) -> dict[str, Any]:
 
 
 def _button(label: str, action_id: str, value: str, style: str) -> dict[str, Any]:
-    return {"type": "button", "text": {"type": "plain_text", "text": label}, "action_id": action_id, "value": value, "style": style}
+    return {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label},
+        "action_id": action_id,
+        "value": value,
+        "style": style,
+    }

@@ -75,7 +75,9 @@ class Outbox:
         self.client = client
         self.ledger = ledger
 
-    def post(self, channel: str, text: str, *, thread_ts: str | None = None, blocks: list[dict[str, Any]] | None = None) -> str:
+    def post(
+        self, channel: str, text: str, *, thread_ts: str | None = None, blocks: list[dict[str, Any]] | None = None
+    ) -> str:
         """Post a message; returns its ts."""
         response = self.client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts, blocks=blocks)
         return str(response["ts"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+
 from thoth_core import hookimpl
 from thoth_core.runtime import Command
 
@@ -31,7 +32,14 @@ def register_commands(register):  # type: ignore[no-untyped-def]
 @hookimpl
 def register_cli_commands(cli):  # type: ignore[no-untyped-def]
     @cli.command("slack")
-    @click.option("--http", "http_port", type=int, default=None, metavar="PORT", help="Serve Slack's Events API over HTTP on PORT instead of Socket Mode.")
+    @click.option(
+        "--http",
+        "http_port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="Serve Slack's Events API over HTTP on PORT instead of Socket Mode.",
+    )
     @click.option("--host", default="127.0.0.1", show_default=True, help="Interface for --http.")
     def slack(http_port: int | None, host: str) -> None:
         """Run the agent in Slack (Socket Mode unless --http)."""

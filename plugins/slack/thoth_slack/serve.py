@@ -55,7 +55,9 @@ def start(runtime: Any, *, http_port: int | None = None, host: str = "127.0.0.1"
             threading.Event().wait()
         else:
             server = http_server(bridge, http_port, host)
-            click.echo(f"thoth slack: listening on http://{host}:{server.server_port}{EVENTS_PATH}; Ctrl-C to stop", err=True)
+            click.echo(
+                f"thoth slack: listening on http://{host}:{server.server_port}{EVENTS_PATH}; Ctrl-C to stop", err=True
+            )
             server.serve_forever()
     except KeyboardInterrupt:
         pass

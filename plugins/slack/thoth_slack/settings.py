@@ -56,14 +56,21 @@ def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
     if not secrets["bot_token"]:
         raise config.error("plugins.slack.bot_token", 'required: bot_token = { "$env" = "SLACK_BOT_TOKEN" }')
     if http and not secrets["signing_secret"]:
-        raise config.error("plugins.slack.signing_secret", 'HTTP mode needs signing_secret = { "$env" = "SLACK_SIGNING_SECRET" }')
+        raise config.error(
+            "plugins.slack.signing_secret", 'HTTP mode needs signing_secret = { "$env" = "SLACK_SIGNING_SECRET" }'
+        )
     if not http and not secrets["app_token"]:
-        raise config.error("plugins.slack.app_token", 'Socket Mode needs app_token = { "$env" = "SLACK_APP_TOKEN" } (or use --http PORT)')
+        raise config.error(
+            "plugins.slack.app_token",
+            'Socket Mode needs app_token = { "$env" = "SLACK_APP_TOKEN" } (or use --http PORT)',
+        )
     lists = {key: _strings(config, key, raw.get(key, [])) for key in ("allowed_workspaces", "allowed_channels")}
     founders = _strings(config, "thoth.founders", config.get("thoth.founders") or [], where="thoth.founders")
     interval = raw.get("stream_interval", 0.8)
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
-        raise config.error("plugins.slack.stream_interval", f"expected a non-negative number of seconds, got {interval!r}")
+        raise config.error(
+            "plugins.slack.stream_interval", f"expected a non-negative number of seconds, got {interval!r}"
+        )
     for key in ("approvals_channel", "api_url"):
         if key in raw and not isinstance(raw[key], str):
             raise config.error(f"plugins.slack.{key}", f"expected a string, got {raw[key]!r}")
@@ -89,7 +96,9 @@ def _secret(config: Any, name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not (isinstance(value, dict) and set(value) == {"$env"} and isinstance(value["$env"], str)):
-        raise config.error(key, f'tokens are not kept in the file; write {name} = {{ "$env" = "{variable}" }} and export {variable}')
+        raise config.error(
+            key, f'tokens are not kept in the file; write {name} = {{ "$env" = "{variable}" }} and export {variable}'
+        )
     token = os.environ.get(value["$env"], "").strip()
     if not token:
         raise config.error(key, f"environment variable {value['$env']} is not set")

@@ -77,9 +77,22 @@ class FakeSlackAPI:
             self.calls.append((method, params, headers))
             self._lock.notify_all()
         if method == "auth.test":
-            return {"ok": True, "user_id": BOT_USER, "bot_id": BOT_ID, "team_id": TEAM, "user": "thoth", "team": "Test", "url": "https://test.slack.com/"}
+            return {
+                "ok": True,
+                "user_id": BOT_USER,
+                "bot_id": BOT_ID,
+                "team_id": TEAM,
+                "user": "thoth",
+                "team": "Test",
+                "url": "https://test.slack.com/",
+            }
         if method == "chat.postMessage":
-            return {"ok": True, "channel": params.get("channel"), "ts": ts, "message": {"text": params.get("text"), "ts": ts}}
+            return {
+                "ok": True,
+                "channel": params.get("channel"),
+                "ts": ts,
+                "message": {"text": params.get("text"), "ts": ts},
+            }
         if method == "chat.update":
             return {"ok": True, "channel": params.get("channel"), "ts": params.get("ts"), "text": params.get("text")}
         if method == "chat.postEphemeral":
@@ -105,7 +118,9 @@ class FakeSlackAPI:
                         return params
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"no {method} call matched within {timeout}s; calls: {[c[0] for c in self.calls]}")
+                    raise AssertionError(
+                        f"no {method} call matched within {timeout}s; calls: {[c[0] for c in self.calls]}"
+                    )
                 self._lock.wait(left)
 
     def close(self) -> None:
@@ -125,21 +140,44 @@ class FakeSocketMode:
         self.connected = threading.Event()
         self._sockets: list[Any] = []
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.server = asyncio.run_coroutine_threadsafe(websockets.serve(self._serve, "127.0.0.1", 0), self.loop).result(10)
+
+        async def serve() -> Any:
+            return await websockets.serve(self._serve, "127.0.0.1", 0)
+
+        self.server = asyncio.run_coroutine_threadsafe(serve(), self.loop).result(10)
         port = self.server.sockets[0].getsockname()[1]
         self.url = f"ws://127.0.0.1:{port}/link/?ticket={uuid.uuid4().hex}"
 
     async def _serve(self, socket: Any) -> None:
         self._sockets.append(socket)
-        await socket.send(json.dumps({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A1"}, "debug_info": {"host": "fake"}}))
+        await socket.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": 1,
+                    "connection_info": {"app_id": "A1"},
+                    "debug_info": {"host": "fake"},
+                }
+            )
+        )
         self.connected.set()
-        async for message in socket:
-            self.acks.append(json.loads(message))
+        try:
+            async for message in socket:
+                self.acks.append(json.loads(message))
+        except Exception:  # noqa: BLE001 - the client hung up without a close frame
+            pass
 
     def push(self, payload: dict[str, Any], kind: str = "events_api") -> str:
         """Send one envelope to the connected client; returns its envelope_id."""
         envelope_id = uuid.uuid4().hex
-        envelope = {"envelope_id": envelope_id, "type": kind, "payload": payload, "accepts_response_payload": kind != "events_api", "retry_attempt": 0, "retry_reason": ""}
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": 0,
+            "retry_reason": "",
+        }
         assert self.connected.wait(10), "the Socket Mode client never connected"
         asyncio.run_coroutine_threadsafe(self._sockets[-1].send(json.dumps(envelope)), self.loop).result(10)
         return envelope_id
@@ -161,28 +199,58 @@ class FakeSocketMode:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def signed(body: str, *, content_type: str = "application/json", timestamp: int | None = None, secret: str = SECRET) -> BoltRequest:
+def signed(
+    body: str, *, content_type: str = "application/json", timestamp: int | None = None, secret: str = SECRET
+) -> BoltRequest:
     """An inbound HTTP request, signed the way Slack signs it."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
-    signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
-    return BoltRequest(body=body, headers={"content-type": [content_type], "x-slack-request-timestamp": [ts], "x-slack-signature": [signature]})
+    signature = str(SignatureVerifier(secret).generate_signature(timestamp=ts, body=body))
+    return BoltRequest(
+        body=body,
+        headers={"content-type": [content_type], "x-slack-request-timestamp": [ts], "x-slack-signature": [signature]},
+    )
 
 
 def event_body(event: dict[str, Any], *, team: str = TEAM) -> dict[str, Any]:
     """An Events API envelope around one event."""
-    return {"token": "legacy", "team_id": team, "api_app_id": "A1", "type": "event_callback", "event": event,
-            "event_id": "Ev" + uuid.uuid4().hex[:10], "event_time": int(time.time())}
+    return {
+        "token": "legacy",
+        "team_id": team,
+        "api_app_id": "A1",
+        "type": "event_callback",
+        "event": event,
+        "event_id": "Ev" + uuid.uuid4().hex[:10],
+        "event_time": int(time.time()),
+    }
 
 
-def mention(text: str, *, user: str = "UANN", channel: str = "CGENERAL", ts: str = "1700000000.000100", thread_ts: str | None = None) -> dict[str, Any]:
+def mention(
+    text: str,
+    *,
+    user: str = "UANN",
+    channel: str = "CGENERAL",
+    ts: str = "1700000000.000100",
+    thread_ts: str | None = None,
+) -> dict[str, Any]:
     event = {"type": "app_mention", "user": user, "text": f"<@UBOT> {text}", "channel": channel, "ts": ts, "team": TEAM}
     if thread_ts:
         event["thread_ts"] = thread_ts
     return event
 
 
-def dm(text: str, *, user: str = "UANN", channel: str = "DANN", ts: str = "1700000001.000100", **extra: Any) -> dict[str, Any]:
-    return {"type": "message", "channel_type": "im", "user": user, "text": text, "channel": channel, "ts": ts, "team": TEAM, **extra}
+def dm(
+    text: str, *, user: str = "UANN", channel: str = "DANN", ts: str = "1700000001.000100", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel_type": "im",
+        "user": user,
+        "text": text,
+        "channel": channel,
+        "ts": ts,
+        "team": TEAM,
+        **extra,
+    }
 
 
 class Harness:
@@ -200,27 +268,59 @@ class Harness:
 
     def click(self, action_id: str, item_id: str, *, user: str, channel: str, ts: str) -> Any:
         """A signed block_actions request: a person pressed a card's button."""
-        payload = {"type": "block_actions", "team": {"id": TEAM}, "user": {"id": user}, "api_app_id": "A1", "trigger_id": "t1",
-                   "container": {"type": "message", "message_ts": ts, "channel_id": channel}, "channel": {"id": channel},
-                   "message": {"ts": ts, "text": item_id}, "response_url": "http://127.0.0.1:9/unused",
-                   "actions": [{"type": "button", "action_id": action_id, "block_id": "thoth_decision", "value": item_id, "action_ts": "1"}]}
-        response = self.bridge.app.dispatch(signed(urlencode({"payload": json.dumps(payload)}), content_type="application/x-www-form-urlencoded"))
+        payload = {
+            "type": "block_actions",
+            "team": {"id": TEAM},
+            "user": {"id": user},
+            "api_app_id": "A1",
+            "trigger_id": "t1",
+            "container": {"type": "message", "message_ts": ts, "channel_id": channel},
+            "channel": {"id": channel},
+            "message": {"ts": ts, "text": item_id},
+            "response_url": "http://127.0.0.1:9/unused",
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": "thoth_decision",
+                    "value": item_id,
+                    "action_ts": "1",
+                }
+            ],
+        }
+        response = self.bridge.app.dispatch(
+            signed(urlencode({"payload": json.dumps(payload)}), content_type="application/x-www-form-urlencoded")
+        )
         self.bridge.loop.join()
         return response
 
     def react(self, name: str, *, user: str, channel: str, ts: str) -> Any:
         """A person added a reaction to a message."""
-        return self.send({"type": "reaction_added", "user": user, "reaction": name, "item_user": "UBOT",
-                          "item": {"type": "message", "channel": channel, "ts": ts}, "event_ts": "1"})
+        return self.send(
+            {
+                "type": "reaction_added",
+                "user": user,
+                "reaction": name,
+                "item_user": "UBOT",
+                "item": {"type": "message", "channel": channel, "ts": ts},
+                "event_ts": "1",
+            }
+        )
 
     def replies(self, channel: str, thread_ts: str | None = None) -> list[str]:
         """The final text of each reply the agent posted in a thread (placeholder + updates)."""
-        posted = [p for p in self.fake.calls_to("chat.postMessage") if p["channel"] == channel and p.get("thread_ts") == thread_ts]
+        posted = [
+            p
+            for p in self.fake.calls_to("chat.postMessage")
+            if p["channel"] == channel and p.get("thread_ts") == thread_ts
+        ]
         return [self.final_text(channel, p) for p in posted]
 
     def final_text(self, channel: str, post: dict[str, Any]) -> str:
         """A posted message's text after its last chat.update."""
-        updates = [u["text"] for u in self.fake.calls_to("chat.update") if u["channel"] == channel and u["ts"] == post["_ts"]]
+        updates = [
+            u["text"] for u in self.fake.calls_to("chat.update") if u["channel"] == channel and u["ts"] == post["_ts"]
+        ]
         return updates[-1] if updates else post["text"]
 
     def call(self, coro: Any) -> Any:

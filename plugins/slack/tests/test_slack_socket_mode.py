@@ -1,0 +1,102 @@
+"""Socket Mode against a local websocket server speaking Slack's envelope protocol; the CLI and hooks."""
+
+from __future__ import annotations
+
+import pytest
+import thoth_slack.plugin
+from click.testing import CliRunner
+from thoth_slack.cards import APPROVE
+from thoth_slack.serve import socket_mode_handler
+from thoth_slack.testing import FakeSocketMode, event_body, mention
+
+from thoth_core.cli import cli
+
+
+@pytest.fixture
+def socket_server(fake_slack):
+    server = FakeSocketMode()
+    fake_slack.socket_url = server.url
+    yield server
+    server.close()
+
+
+def test_socket_mode_mention_is_acked_and_answered(make_slack, socket_server):
+    slack = make_slack(http=False, replies=[{"reply": "Hello over the socket"}])
+    handler = socket_mode_handler(slack.bridge)
+    handler.connect()
+    try:
+        [opened] = [h for method, _, h in slack.fake.calls if method == "apps.connections.open"]
+        assert opened["Authorization"] == "Bearer xapp-test-token"
+        envelope_id = socket_server.push(event_body(mention("hi")))
+        assert socket_server.wait_for_ack(envelope_id) == {"envelope_id": envelope_id}
+        update = slack.fake.wait_for("chat.update", lambda p: p["text"] == "Hello over the socket")
+        [post] = slack.fake.calls_to("chat.postMessage")
+        assert update["ts"] == post["_ts"] and post["thread_ts"] == "1700000000.000100"
+    finally:
+        handler.close()
+
+
+def test_socket_mode_button_is_acked_and_decided(make_slack, socket_server):
+    from thoth_core import hookimpl
+
+    decided = []
+
+    class Owner:
+        @hookimpl
+        def decide(self, item_id, decision, actor):
+            decided.append((item_id, decision, actor))
+            return {"message": "done"}
+
+    slack = make_slack({"owner": Owner()}, http=False, founders=["UBOSS"])
+    handler = socket_mode_handler(slack.bridge)
+    handler.connect()
+    try:
+        payload = {
+            "type": "block_actions",
+            "team": {"id": "T1"},
+            "user": {"id": "UBOSS"},
+            "api_app_id": "A1",
+            "trigger_id": "t",
+            "container": {"type": "message", "message_ts": "1700000050.000001", "channel_id": "CAPPROVALS"},
+            "channel": {"id": "CAPPROVALS"},
+            "message": {"ts": "1700000050.000001", "text": "card"},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": APPROVE,
+                    "block_id": "thoth_decision",
+                    "value": "skill:x",
+                    "action_ts": "1",
+                }
+            ],
+        }
+        envelope_id = socket_server.push(payload, kind="interactive")
+        socket_server.wait_for_ack(envelope_id)
+        slack.fake.wait_for("chat.update", lambda p: p["ts"] == "1700000050.000001")
+        assert decided == [("skill:x", "approve", "UBOSS")]
+    finally:
+        handler.close()
+
+
+def test_plugin_registers_frontend_command_and_cli(make_runtime):
+    runtime = make_runtime({"slack": thoth_slack.plugin})
+    assert "slack" in runtime.registry("register_frontends")
+    assert "new" in runtime.commands
+    result = CliRunner().invoke(cli, ["slack", "--help"])
+    assert result.exit_code == 0 and "--http PORT" in result.output
+
+
+def test_notify_without_a_running_bridge_does_nothing(make_runtime):
+    runtime = make_runtime({"slack": thoth_slack.plugin})
+    assert (
+        thoth_slack.plugin.notify(event="check_in", payload={"text": "hi", "thread": "C1:1.2"}, runtime=runtime) is None
+    )
+
+
+def test_thoth_slack_with_a_literal_token_exits_2(tmp_path, monkeypatch):
+    (tmp_path / "thoth.toml").write_text('[plugins.slack]\nbot_token = "xoxb-literal"\n')
+    monkeypatch.setenv("THOTH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("THOTH_LOAD_PLUGINS", "slack")
+    result = CliRunner().invoke(cli, ["slack"])
+    assert result.exit_code == 2
+    assert "thoth.toml:2: plugins.slack.bot_token: tokens are not kept in the file" in result.output
