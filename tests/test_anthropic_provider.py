@@ -273,3 +273,30 @@ def test_building_the_plugin_manager_does_not_import_the_sdk():
     code += "make_plugin_manager(Config(), autoload=False); print('anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+async def test_the_fake_speaks_json_bearer_auth_count_tokens_and_callable_replies(fake_anthropic):
+    import anthropic
+
+    fake_anthropic.replies = lambda body: {"reply": f"echo: {body['messages'][-1]['content']}"}
+    client = anthropic.AsyncAnthropic(auth_token="bearer-token", base_url=fake_anthropic.url, max_retries=0)
+    message = await client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    counted = await client.messages.count_tokens(model="m", messages=[{"role": "user", "content": "hi"}])
+    await client.close()
+    assert (message.content[0].text, message.stop_reason) == ("echo: hi", "end_turn")
+    assert counted.input_tokens > 0
+    assert [r.api_key for r in fake_anthropic.requests] == ["bearer-token", "bearer-token"]
+    assert fake_anthropic.requests[0].headers["authorization"] == "Bearer bearer-token"
+
+
+def test_the_fake_requires_the_version_header_like_the_api(fake_anthropic):
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    request = urllib.request.Request(f"{fake_anthropic.url}/v1/messages", data=body, headers={"x-api-key": "k"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 400
+    assert json.loads(info.value.read())["error"]["type"] == "invalid_request_error"

@@ -245,6 +245,21 @@ async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: An
         }
 
 
+class ClientState:
+    """The runtime's SDK client; `runtime.aclose()` closes its connections."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        self.client = client
+
+    def close(self) -> Any:
+        """A coroutine closing the client inside an event loop; outside one, the sockets die with it."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self.client.close()
+
+
 def _number(runtime: Any, options: dict[str, Any], key: str, default: float, *, kind: type = float) -> Any:
     value = options.get(key, default)
     if (
@@ -286,12 +301,14 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
 
     import anthropic
 
-    client = runtime.plugin_state(
+    state = runtime.plugin_state(
         "anthropic",
-        lambda: anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries),
+        lambda: ClientState(
+            anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        ),
     )
     return AnthropicModel(
-        client,
+        state.client,
         model=model,
         max_tokens=options.get("max_tokens"),
         timeout=timeout,

@@ -18,6 +18,17 @@ Scripting, through the `fake_anthropic` fixture:
   sends an SSE `error` event after the first delta instead. `fake.slow = 2.0` waits that long
   before answering. `fake.requests` records every request (path, headers, JSON body).
 
+A test of something that talks to Claude:
+
+    async def test_reply(fake_anthropic, make_runtime):
+        fake_anthropic.replies = ["Hi Ann!"]
+        models = {"anthropic": {"base_url": fake_anthropic.url, "api_key": "test-key"}}
+        runtime = make_runtime({...}, config={"thoth": {"model": "anthropic"}, "models": models})
+        assert (await runtime.turn("hi", peer="ann", thread="t")).reply.text == "Hi Ann!"
+        assert fake_anthropic.messages_requests[-1].body["system"][0]["cache_control"]
+        await runtime.aclose()
+
+A subprocess (`thoth ask`) gets `ANTHROPIC_BASE_URL=fake.url` and any `ANTHROPIC_API_KEY`.
 Token counts are estimates (four characters a token). The fake caches any prefix that ends in
 a `cache_control` block: the first request reports it as a cache write, later ones as a read.
 """
