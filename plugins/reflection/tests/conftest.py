@@ -20,8 +20,15 @@ def _isolated(thoth_home, monkeypatch, tmp_path):
 GOOD = {
     "what_worked": ["Asking which environment first saved a round trip."],
     "what_didnt": ["The first answer was too long."],
-    "skill": {"name": "deploy-staging", "description": "Deploy the app to staging.", "body": "1. Build.\n2. Push the image.\n3. Roll out."},
-    "memory_notes": ["Ann deploys to staging every Friday.", "Ann's staging token is ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + "."],
+    "skill": {
+        "name": "deploy-staging",
+        "description": "Deploy the app to staging.",
+        "body": "1. Build.\n2. Push the image.\n3. Roll out.",
+    },
+    "memory_notes": [
+        "Ann deploys to staging every Friday.",
+        "Ann's staging token is ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + ".",
+    ],
     "persona_observations": ["Lead with the command, then explain."],
     "next_check_at": "2026-11-25T09:00:00Z",
     "user_model_updates": {"ann": ["Prefers terse answers."]},
@@ -40,13 +47,27 @@ class FakeProcedural:
     def reflection_result(self, result, session):
         skill = result.get("skill")
         if skill:
-            self.drafts[skill["name"]] = dict(skill, session=session.id, run=result["run_id"], flags=result["flags"].get("skill", []))
-            session.runtime.notify("approval_requested", item_id=f"skill:{skill['name']}", text=f"new skill draft {skill['name']}")
+            self.drafts[skill["name"]] = dict(
+                skill, session=session.id, run=result["run_id"], flags=result["flags"].get("skill", [])
+            )
+            session.runtime.notify(
+                "approval_requested", item_id=f"skill:{skill['name']}", text=f"new skill draft {skill['name']}"
+            )
 
     @hookimpl
     def approvals(self):
-        return [{"id": f"skill:{n}", "kind": "skill", "title": n, "body": d["body"], "source": {"session": d["session"]}, "flags": d["flags"],
-                 "created_at": 0} for n, d in self.drafts.items()]
+        return [
+            {
+                "id": f"skill:{n}",
+                "kind": "skill",
+                "title": n,
+                "body": d["body"],
+                "source": {"session": d["session"]},
+                "flags": d["flags"],
+                "created_at": 0,
+            }
+            for n, d in self.drafts.items()
+        ]
 
     @hookimpl
     def decide(self, item_id, decision, actor):

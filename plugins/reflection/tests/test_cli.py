@@ -9,9 +9,17 @@ from thoth_core.testing import run_thoth
 
 
 def setup_project(tmp_path, thoth_home, good):
-    (tmp_path / "replay.json").write_text(json.dumps([{"purpose": "reflection", "reply": json.dumps(good)}, {"reply": "Use the deploy script."}]))
-    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\nfounders = ["lead"]\n\n[models.replay]\nfile = "replay.json"\n')
-    return {"THOTH_CONFIG": str(tmp_path / "thoth.toml"), "THOTH_HOME": str(thoth_home), "THOTH_LOAD_PLUGINS": "reflection,working"}
+    (tmp_path / "replay.json").write_text(
+        json.dumps([{"purpose": "reflection", "reply": json.dumps(good)}, {"reply": "Use the deploy script."}])
+    )
+    (tmp_path / "thoth.toml").write_text(
+        '[thoth]\nmodel = "replay"\nfounders = ["lead"]\n\n[models.replay]\nfile = "replay.json"\n'
+    )
+    return {
+        "THOTH_CONFIG": str(tmp_path / "thoth.toml"),
+        "THOTH_HOME": str(thoth_home),
+        "THOTH_LOAD_PLUGINS": "reflection,working",
+    }
 
 
 def thoth(env, *args, ok=True):
@@ -49,7 +57,9 @@ def test_reflect_review_nightly_from_the_command_line(tmp_path, thoth_home, good
     assert "How do I deploy?" in (tmp_path / "persona" / "MEMORY.md").read_text()
 
     record = thoth(env, "reflect", "records").stdout.split()[0]
-    queued = thoth(env, "reflect", "promote", record, "--topic", "deploys", "--text", "Ask which environment first.").stdout
+    queued = thoth(
+        env, "reflect", "promote", record, "--topic", "deploys", "--text", "Ask which environment first."
+    ).stdout
     knowledge_id = queued.split()[1].rstrip(";")
     thoth(env, "review", "edit", knowledge_id, "--text", "Always ask which environment first.", "--actor", "lead")
     thoth(env, "review", "approve", knowledge_id, "--actor", "lead")

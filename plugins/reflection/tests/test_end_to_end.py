@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from thoth_core.testing import context_for
 from thoth_reflection import plugin as reflection
 from thoth_reflection.settings import state
+
+from thoth_core.testing import context_for
 
 
 def procedural_variants():
@@ -33,8 +33,18 @@ async def test_scripted_session_reaches_every_layer(procedural, make_runtime, fa
         procedural_layer = fakes["procedural"]()
     notices = fakes["notices"]()
     rules = [{"purpose": "reflection", "reply": json.dumps(good)}, {"reply": "Run make deploy ENV=staging."}]
-    runtime = make_runtime({"working": working, "identity": identity, "procedural": procedural_layer, "reflection": reflection, "notices": notices},
-                           replies=rules, config={"thoth": {"founders": ["lead"]}}, root=tmp_path)
+    runtime = make_runtime(
+        {
+            "working": working,
+            "identity": identity,
+            "procedural": procedural_layer,
+            "reflection": reflection,
+            "notices": notices,
+        },
+        replies=rules,
+        config={"thoth": {"founders": ["lead"]}},
+        root=tmp_path,
+    )
 
     await runtime.turn("How do I deploy to staging?", peer="ann", thread="t1")
     await runtime.turn("My token is ghp_" + "Q" * 36 + ", thanks", peer="ann", thread="t1")
@@ -42,7 +52,11 @@ async def test_scripted_session_reaches_every_layer(procedural, make_runtime, fa
     await runtime.drain()
 
     memory = (tmp_path / "persona" / "MEMORY.md").read_text()
-    assert "Ann deploys to staging every Friday." in memory and "[REDACTED:github-token]" in memory and "a1B2c3D4" not in memory
+    assert (
+        "Ann deploys to staging every Friday." in memory
+        and "[REDACTED:github-token]" in memory
+        and "a1B2c3D4" not in memory
+    )
 
     items = {i["id"]: i for i in await runtime.approvals()}
     assert "skill:deploy-staging" in items
@@ -68,7 +82,15 @@ async def test_scripted_session_reaches_every_layer(procedural, make_runtime, fa
     store = state(runtime).store
     [run] = store.runs(session.id)
     events = [e["event"] for e in store.audit_log(run_id=run["run_id"])]
-    for event in ("run_started", "result", "memory_notes_written", "queued", "fanout", "check_in_scheduled", "decision"):
+    for event in (
+        "run_started",
+        "result",
+        "memory_notes_written",
+        "queued",
+        "fanout",
+        "check_in_scheduled",
+        "decision",
+    ):
         assert event in events, event
     fanout = store.audit_log(event="fanout")[0]["payload"]
     assert fanout["identity"] == "ok" and fanout["procedural"] == "ok" and fanout["reflection"] == "ok"

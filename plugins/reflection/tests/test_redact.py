@@ -10,7 +10,6 @@ import random
 import string
 
 import pytest
-
 from thoth_reflection.redact import find_secrets, redact, redact_tree
 
 rng = random.Random(20261121)

@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
+from thoth_reflection import plugin as reflection
+from thoth_reflection.settings import state
 
 from thoth_core import Session, hookimpl
 from thoth_core.config import Config
@@ -14,8 +16,6 @@ from thoth_core.default_plugins.replay_model import ReplayModel
 from thoth_core.plugins import make_plugin_manager
 from thoth_core.runtime import Runtime
 from thoth_core.testing import check_layer_plugin
-from thoth_reflection import plugin as reflection
-from thoth_reflection.settings import state
 
 
 def memory(tmp_path: Path) -> str:
@@ -73,8 +73,12 @@ async def test_invalid_output_gets_one_repair(reflecting, chat, good, tmp_path):
 HOSTILE = {
     "wrong json": "{'memory_notes': ['x'],",
     "huge fields": json.dumps({"memory_notes": ["A" * 50_000], "what_worked": ["x"] * 500}),
-    "slug with ../": json.dumps({"skill": {"name": "../../.ssh/authorized_keys", "description": "d", "body": "ssh-rsa AAAA"},
-                                 "memory_notes": ["harmless"]}),
+    "slug with ../": json.dumps(
+        {
+            "skill": {"name": "../../.ssh/authorized_keys", "description": "d", "body": "ssh-rsa AAAA"},
+            "memory_notes": ["harmless"],
+        }
+    ),
     "a list": json.dumps(["memory_notes"]),
     "wrong types": json.dumps({"memory_notes": {"0": "x"}, "user_model_updates": ["ann"], "next_check_at": 12}),
 }
@@ -95,7 +99,10 @@ async def test_hostile_output_writes_nothing_and_logs_one_clear_line(name, refle
     assert store.runs(session.id)[0]["status"] == "failed"
     failed = store.audit_log(event="run_failed")[0]["payload"]
     assert len(failed["problems"]) == 2
-    assert [r.id.split("/")[0] for r in __import__("thoth_reflection.reflect", fromlist=["records"]).records(state(runtime)).all()] == ["validation"]
+    assert [
+        r.id.split("/")[0]
+        for r in __import__("thoth_reflection.reflect", fromlist=["records"]).records(state(runtime)).all()
+    ] == ["validation"]
 
 
 def secrets_note() -> tuple[str, list[str]]:
@@ -105,7 +112,13 @@ def secrets_note() -> tuple[str, list[str]]:
 
     rng = random.Random(7)
     r = lambda n: "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))  # noqa: E731
-    parts = ["sk-ant-api03-" + r(90), "xoxb-" + r(10) + "-" + r(24), "ghp_" + r(36), "AKIA" + r(16).upper(), "eyJ" + r(20) + ".eyJ" + r(30) + "." + r(40)]
+    parts = [
+        "sk-ant-api03-" + r(90),
+        "xoxb-" + r(10) + "-" + r(24),
+        "ghp_" + r(36),
+        "AKIA" + r(16).upper(),
+        "eyJ" + r(20) + ".eyJ" + r(30) + "." + r(40),
+    ]
     password = r(16)
     text = f"Keys: {parts[0]} {parts[1]} {parts[2]} {parts[3]} jwt {parts[4]} db postgres://u:{password}@db/app"
     return text, parts + [password]
@@ -136,7 +149,13 @@ async def test_trivial_session_is_skipped_without_a_model_call(reflecting):
 async def test_no_model_configured_is_logged_and_recorded(thoth_home, caplog):
     runtime = Runtime(Config(data={}), autoload=False, home=thoth_home)
     runtime.register(reflection, name="reflection")
-    session = Session("default", "ann", "t", runtime=runtime, transcript=[{"type": "turn", "turn_id": "1", "user": "hi", "assistant": "yo"}])
+    session = Session(
+        "default",
+        "ann",
+        "t",
+        runtime=runtime,
+        transcript=[{"type": "turn", "turn_id": "1", "user": "hi", "assistant": "yo"}],
+    )
     with caplog.at_level(logging.WARNING, logger="thoth_reflection"):
         await runtime.end_session(session, "idle")
         await runtime.drain()
@@ -171,7 +190,10 @@ class CheapProvider:
 
 async def test_a_cheaper_provider_can_be_configured(reflecting, chat, good):
     cheap = CheapProvider(json.dumps(good))
-    config = {"models": {"cheap": {"model": "small"}}, "plugins": {"reflection": {"model": "cheap", "model_options": {"effort": "low"}}}}
+    config = {
+        "models": {"cheap": {"model": "small"}},
+        "plugins": {"reflection": {"model": "cheap", "model_options": {"effort": "low"}}},
+    }
     runtime, fakes = reflecting(["not used"], config=config, extra={"cheap-provider": cheap})
     await chat(runtime, "hi")
     [(model, options)] = cheap.built

@@ -6,15 +6,21 @@ import json
 import time
 
 import pytest
-
 from thoth_reflection import firewall, schema
 
 NOW = time.time()
 
 
 def valid(**over):
-    base = {"what_worked": ["a"], "what_didnt": [], "skill": None, "memory_notes": ["n"], "persona_observations": [],
-            "next_check_at": None, "user_model_updates": {"ann": ["likes tea"]}}
+    base = {
+        "what_worked": ["a"],
+        "what_didnt": [],
+        "skill": None,
+        "memory_notes": ["n"],
+        "persona_observations": [],
+        "next_check_at": None,
+        "user_model_updates": {"ann": ["likes tea"]},
+    }
     return {**base, **over}
 
 
@@ -43,7 +49,10 @@ def test_valid_output_is_normalised():
         ({"memory_notes": [1, 2]}, "memory_notes[0]: expected a string"),
         ({"memory_notes": ["x" * 5000]}, "memory_notes[0]: 5000 characters"),
         ({"what_worked": ["a"] * 50}, "what_worked: 50 items"),
-        ({"skill": {"name": "../../etc/passwd", "description": "d", "body": "b"}}, "skill.name: '../../etc/passwd' is not a slug"),
+        (
+            {"skill": {"name": "../../etc/passwd", "description": "d", "body": "b"}},
+            "skill.name: '../../etc/passwd' is not a slug",
+        ),
         ({"skill": {"name": "Deploy Steps", "description": "d", "body": "b"}}, "is not a slug"),
         ({"skill": {"name": "ok", "description": "d", "body": "b" * (schema.MAX_BODY + 1)}}, "skill.body"),
         ({"skill": {"name": "ok"}}, "skill.description: expected a non-empty string"),

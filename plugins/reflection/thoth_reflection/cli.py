@@ -18,19 +18,30 @@ from .nightly import read_transcript, run_nightly, transcripts_dir
 from .reflect import records, reflect
 from .settings import state
 
-actor_option = click.option("--actor", default=getpass.getuser, show_default="your user name", help="Who decides (must be a founder when founders are set).")
+actor_option = click.option(
+    "--actor",
+    default=getpass.getuser,
+    show_default="your user name",
+    help="Who decides (must be a founder when founders are set).",
+)
 
 
 def _show(item: dict[str, Any]) -> str:
     flags = f"  FLAGGED: {', '.join(item['flags'])}" if item.get("flags") else ""
     source = item.get("source") or {}
-    origin = f"session {source['session']}" if source.get("session") else ", ".join(f"{k} {v}" for k, v in source.items() if isinstance(v, str))
+    origin = (
+        f"session {source['session']}"
+        if source.get("session")
+        else ", ".join(f"{k} {v}" for k, v in source.items() if isinstance(v, str))
+    )
     return f"{item['id']}  [{item['kind']}] {item['title']}{flags}\n    from {origin}\n    {item.get('body', '')[:500]}"
 
 
 @click.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="The queue as JSON.")
-@click.option("-i", "--interactive", is_flag=True, help="Go through the items one by one: approve, edit, reject or skip.")
+@click.option(
+    "-i", "--interactive", is_flag=True, help="Go through the items one by one: approve, edit, reject or skip."
+)
 @actor_option
 @click.pass_context
 def review(ctx: click.Context, as_json: bool, interactive: bool, actor: str) -> None:
@@ -51,7 +62,9 @@ def review(ctx: click.Context, as_json: bool, interactive: bool, actor: str) -> 
             click.echo(_show(item))
             if not interactive:
                 continue
-            choice = click.prompt("  [a]pprove, [e]dit, [r]eject, [s]kip", type=click.Choice(["a", "e", "r", "s"]), default="s")
+            choice = click.prompt(
+                "  [a]pprove, [e]dit, [r]eject, [s]kip", type=click.Choice(["a", "e", "r", "s"]), default="s"
+            )
             if choice == "s":
                 continue
             if choice == "e":
@@ -107,13 +120,24 @@ def reflect_group() -> None:
 
 def find_session(rt: Any, session_id: str) -> Session:
     """A session rebuilt from the working layer's transcript file."""
-    matches = sorted(transcripts_dir(rt).glob(f"*/{session_id}.jsonl")) if "/" not in session_id and ".." not in session_id else []
+    matches = (
+        sorted(transcripts_dir(rt).glob(f"*/{session_id}.jsonl"))
+        if "/" not in session_id and ".." not in session_id
+        else []
+    )
     if not matches:
         raise ThothError(f"{transcripts_dir(rt)}: no transcript for session {session_id!r}")
     rows = read_transcript(matches[-1])
     first = next((r for r in rows if r.get("peer")), {})
-    session = Session(str(first.get("workspace") or rt.config.get("thoth.workspace")), str(first.get("peer", "unknown")), str(first.get("thread", "unknown")),
-                      id=session_id, home=rt.home, runtime=rt, ended=True)
+    session = Session(
+        str(first.get("workspace") or rt.config.get("thoth.workspace")),
+        str(first.get("peer", "unknown")),
+        str(first.get("thread", "unknown")),
+        id=session_id,
+        home=rt.home,
+        runtime=rt,
+        ended=True,
+    )
     session.started_at = float(rows[0].get("at", session.started_at)) if rows else session.started_at
     session.transcript = [r for r in rows if r.get("type") in ("turn", "error", "tool")]
     return session
@@ -131,7 +155,9 @@ def reflect_session(session_id: str, again: bool) -> None:
             raise ThothError(f"session {session_id} was already reflected on; pass --again to run it again")
         result = await reflect(find_session(rt, session_id), "manual", runtime=rt)
         if result is None:
-            raise ThothError(f"no reflection written for session {session_id}; see the log (-v) and `thoth reflect audit`")
+            raise ThothError(
+                f"no reflection written for session {session_id}; see the log (-v) and `thoth reflect audit`"
+            )
         click.echo(json.dumps(result, indent=2))
 
     run(go())
@@ -155,7 +181,9 @@ def reflect_records() -> None:
 
 @reflect_group.command("promote")
 @click.argument("record_id")
-@click.option("--topic", required=True, help="Knowledge topic slug: the note goes to knowledge/<topic>.md once approved.")
+@click.option(
+    "--topic", required=True, help="Knowledge topic slug: the note goes to knowledge/<topic>.md once approved."
+)
 @click.option("--text", default=None, help="Promote this text instead of the whole record.")
 @actor_option
 def reflect_promote(record_id: str, topic: str, text: str | None, actor: str) -> None:
@@ -183,4 +211,6 @@ def reflect_audit(run_id: str | None, as_json: bool) -> None:
         return
     for entry in entries:
         when = datetime.fromtimestamp(entry["at"]).isoformat(timespec="seconds")
-        click.echo(f"{when} {entry['event']:<20} run {entry['run_id'] or '-'} session {entry['session_id'] or '-'} {entry['actor'] or ''} {json.dumps(entry['payload'])[:200]}")
+        click.echo(
+            f"{when} {entry['event']:<20} run {entry['run_id'] or '-'} session {entry['session_id'] or '-'} {entry['actor'] or ''} {json.dumps(entry['payload'])[:200]}"
+        )

@@ -34,7 +34,10 @@ TOOL_COMMAND = re.compile(
     re.IGNORECASE,
 )
 
-URL = re.compile(r"\b(?:https?|ftp|file|data|javascript)://\S+|\bwww\.[a-z0-9\-]+\.[a-z]{2,}\S*|\bdata:[a-z]+/[a-z0-9.+\-]+;base64,", re.IGNORECASE)
+URL = re.compile(
+    r"\b(?:https?|ftp|file|data|javascript)://\S+|\bwww\.[a-z0-9\-]+\.[a-z]{2,}\S*|\bdata:[a-z]+/[a-z0-9.+\-]+;base64,",
+    re.IGNORECASE,
+)
 
 
 def check_text(text: str) -> list[str]:
@@ -53,7 +56,9 @@ def mentions(text: str, names: Iterable[str]) -> list[str]:
     """The names (peers) a text mentions as whole words, or as `@name` / `<@name>`."""
     found = []
     for name in sorted({n for n in names if n and len(n) >= 2}):
-        if re.search(rf"(?<![\w@]){re.escape(name)}(?!\w)|@{re.escape(name)}\b|<@{re.escape(name)}>", text, re.IGNORECASE):
+        if re.search(
+            rf"(?<![\w@]){re.escape(name)}(?!\w)|@{re.escape(name)}\b|<@{re.escape(name)}>", text, re.IGNORECASE
+        ):
             found.append(name)
     return found
 

@@ -59,7 +59,11 @@ class MemoryFile:
 
     def notes(self) -> list[tuple[str, str]]:
         """The recent notes as (day, text)."""
-        return [(m.group("day"), m.group("text")) for line in self.section("notes").splitlines() if (m := NOTE_LINE.match(line.strip()))]
+        return [
+            (m.group("day"), m.group("text"))
+            for line in self.section("notes").splitlines()
+            if (m := NOTE_LINE.match(line.strip()))
+        ]
 
     def append_notes(self, notes: list[str], *, day: str) -> list[str]:
         """Append notes not already in the file; returns those appended."""
@@ -85,7 +89,11 @@ class MemoryFile:
         with _lock(self.path):
             text = self.text()
             gone = {f"- [{day}] {note}" for day, note in consumed}
-            kept = [line for line in self._section_of(text, "notes").splitlines() if line.strip() and line.strip() not in gone]
+            kept = [
+                line
+                for line in self._section_of(text, "notes").splitlines()
+                if line.strip() and line.strip() not in gone
+            ]
             self._write(self._with_section(text, "notes", "\n".join(kept)))
 
     def _section_of(self, text: str, name: str) -> str:

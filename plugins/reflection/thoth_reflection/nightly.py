@@ -78,7 +78,9 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
 
 def gist(rows: list[dict[str, Any]]) -> str:
     """A one-line extract of a session: the first sentence of its first user messages."""
-    firsts = [SENTENCE.split(str(r.get("user", "")).strip())[0] for r in rows if r.get("type") == "turn" and r.get("user")]
+    firsts = [
+        SENTENCE.split(str(r.get("user", "")).strip())[0] for r in rows if r.get("type") == "turn" and r.get("user")
+    ]
     return "; ".join(f for f in firsts[:3] if f)
 
 
@@ -109,7 +111,9 @@ def gather(st: State, material: Material, now: float) -> None:
 async def gather_episodes(st: State, material: Material, now: float) -> None:
     """Add episodes past retention that their owners offer for absorption."""
     before = now - st.settings.retention_days(st.runtime) * 86400
-    for plugin, found, call in await call_each(st.runtime.pm, "expiring_records", {"before": before, "runtime": st.runtime}):
+    for plugin, found, call in await call_each(
+        st.runtime.pm, "expiring_records", {"before": before, "runtime": st.runtime}
+    ):
         for record in found or []:
             if not isinstance(record, dict) or "id" not in record:
                 continue
@@ -141,12 +145,30 @@ async def compress(st: State, snapshot: str, material: Material, day: str) -> tu
         model = st.model()
     except ModelNotConfigured:
         return extractive, "extractive"
-    prompt = f"Today is {day}.\n\nCurrent snapshot:\n{snapshot or '(empty)'}\n\nNew material:\n" + "\n".join(material.lines)
-    system = [ContextBlock("consolidation-instructions", COMPRESS.format(budget=budget, words=budget * 2 // 3), layer="reflection", stable=True)]
+    prompt = f"Today is {day}.\n\nCurrent snapshot:\n{snapshot or '(empty)'}\n\nNew material:\n" + "\n".join(
+        material.lines
+    )
+    system = [
+        ContextBlock(
+            "consolidation-instructions",
+            COMPRESS.format(budget=budget, words=budget * 2 // 3),
+            layer="reflection",
+            stable=True,
+        )
+    ]
     try:
-        reply = await complete(model, ModelRequest(system=system, messages=[Message("user", prompt)], max_tokens=budget * 2, purpose="consolidation"))
+        reply = await complete(
+            model,
+            ModelRequest(
+                system=system, messages=[Message("user", prompt)], max_tokens=budget * 2, purpose="consolidation"
+            ),
+        )
     except Exception as exc:  # noqa: BLE001 - the fallback keeps the job useful
-        logger.warning("reflection nightly: model failed (%s: %s); using the extractive snapshot", type(exc).__name__, str(exc)[:200])
+        logger.warning(
+            "reflection nightly: model failed (%s: %s); using the extractive snapshot",
+            type(exc).__name__,
+            str(exc)[:200],
+        )
         return extractive, "extractive"
     checked = Material()
     for line in reply.text.splitlines():
@@ -171,7 +193,14 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
     for note_day, text in material.notes:
         material.add(note_day, text)
     await gather_episodes(st, material, now)
-    summary: dict[str, Any] = {"day": day, "changed": False, "sessions": len(material.sessions), "notes": len(material.notes), "episodes": len(material.episodes), "dropped": material.dropped}
+    summary: dict[str, Any] = {
+        "day": day,
+        "changed": False,
+        "sessions": len(material.sessions),
+        "notes": len(material.notes),
+        "episodes": len(material.episodes),
+        "dropped": material.dropped,
+    }
     if material.lines:
         snapshot, how = await compress(st, memory.section("snapshot"), material, day)
         memory.replace_section("snapshot", snapshot)
@@ -203,6 +232,10 @@ async def _remind(st: State, day: str, summary: dict[str, Any]) -> None:
     pending = await st.runtime.approvals()
     if pending:
         titles = "; ".join(f"{i['id']} ({i['title']})" for i in pending[:10])
-        st.runtime.notify("approval_reminder", text=f"{len(pending)} item(s) wait for review: {titles}", items=[i["id"] for i in pending])
+        st.runtime.notify(
+            "approval_reminder",
+            text=f"{len(pending)} item(s) wait for review: {titles}",
+            items=[i["id"] for i in pending],
+        )
         st.store.mark_consolidated([key], "reminder")
         summary.update(changed=True, reminded=len(pending))

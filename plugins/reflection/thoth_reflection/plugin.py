@@ -39,7 +39,9 @@ async def approvals(runtime: Any) -> list[dict[str, Any]]:
 
 
 @hookimpl
-async def decide(item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any) -> dict[str, Any] | None:
+async def decide(
+    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any
+) -> dict[str, Any] | None:
     return await queue.decide(state(runtime), item_id, decision, actor=actor, reason=reason, text=text)
 
 
@@ -48,7 +50,12 @@ async def due_check_ins(now: float, runtime: Any) -> list[dict[str, Any]]:
     st = state(runtime)
     due = st.store.take_due_check_ins(now)
     for check_in in due:
-        st.store.audit("check_in_delivered", {"id": check_in["id"], "thread": check_in["thread"]}, run_id=check_in["run_id"], session_id=check_in["session_id"])
+        st.store.audit(
+            "check_in_delivered",
+            {"id": check_in["id"], "thread": check_in["thread"]},
+            run_id=check_in["run_id"],
+            session_id=check_in["session_id"],
+        )
     return [{k: c[k] for k in ("id", "workspace", "peer", "thread", "text", "at", "session_id")} for c in due]
 
 
@@ -56,7 +63,9 @@ async def due_check_ins(now: float, runtime: Any) -> list[dict[str, Any]]:
 async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
     store = state(runtime).store
     runs = store.query("SELECT COUNT(*) AS n FROM runs WHERE workspace = ? AND peer = ?", workspace, peer)[0]["n"]
-    check_ins = store.query("SELECT COUNT(*) AS n FROM check_ins WHERE workspace = ? AND peer = ? AND delivered_at IS NULL", workspace, peer)[0]["n"]
+    check_ins = store.query(
+        "SELECT COUNT(*) AS n FROM check_ins WHERE workspace = ? AND peer = ? AND delivered_at IS NULL", workspace, peer
+    )[0]["n"]
     return {"layer": LAYER, "reflections": runs, "pending approvals": len(store.pending()), "check-ins": check_ins}
 
 
@@ -67,18 +76,30 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
     scope = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread else "")
     args = [workspace, peer] + ([thread] if thread else [])
     sessions = {r["session_id"] for r in store.query(f"SELECT session_id FROM runs WHERE {scope}", *args)}
-    items = [i["id"] for i in store.pending() if (i["source"].get("workspace"), i["source"].get("peer")) == (workspace, peer)
-             and (thread is None or i["source"].get("thread") == thread)]
+    items = [
+        i["id"]
+        for i in store.pending()
+        if (i["source"].get("workspace"), i["source"].get("peer")) == (workspace, peer)
+        and (thread is None or i["source"].get("thread") == thread)
+    ]
     with store.lock:
         for item_id in items:
             store.execute("DELETE FROM items WHERE id = ?", item_id)
         check_ins = store.execute(f"DELETE FROM check_ins WHERE {scope}", *args)
-        blanked = sum(store.execute("UPDATE audit SET payload = '{\"forgotten\": true}' WHERE session_id = ?", s) for s in sessions)
+        blanked = sum(
+            store.execute("UPDATE audit SET payload = '{\"forgotten\": true}' WHERE session_id = ?", s)
+            for s in sessions
+        )
         store.execute(f"UPDATE runs SET peer = '(forgotten)' WHERE {scope}", *args)
         if thread is None:
             store.execute("DELETE FROM peers WHERE peer = ?", peer)
     store.audit("forget", {"sessions": len(sessions), "items": len(items), "check_ins": check_ins, "at": time.time()})
-    receipt = {"queued items": len(items), "check-ins": check_ins, "audit entries blanked": blanked, "transient records": records(st).delete_sessions(sessions)}
+    receipt = {
+        "queued items": len(items),
+        "check-ins": check_ins,
+        "audit entries blanked": blanked,
+        "transient records": records(st).delete_sessions(sessions),
+    }
     return {k: v for k, v in receipt.items() if v} or None
 
 

@@ -29,23 +29,65 @@ RULES_HEADING = "## Learned from reflection"
 def source_of(session: Session, run_id: str | None) -> dict[str, Any]:
     """Where an item came from: session, run, and the turns (episodes) of that session."""
     episodes = [t["turn_id"] for t in session.transcript if t.get("type") == "turn" and t.get("turn_id")]
-    return {"session": session.id, "run": run_id, "workspace": session.workspace, "peer": session.peer, "thread": session.thread, "episodes": episodes}
+    return {
+        "session": session.id,
+        "run": run_id,
+        "workspace": session.workspace,
+        "peer": session.peer,
+        "thread": session.thread,
+        "episodes": episodes,
+    }
 
 
-def hold(st: State, *, kind: str, title: str, text: str, session: Session, run_id: str | None, flags: list[str], payload: dict[str, Any] | None = None) -> str:
+def hold(
+    st: State,
+    *,
+    kind: str,
+    title: str,
+    text: str,
+    session: Session,
+    run_id: str | None,
+    flags: list[str],
+    payload: dict[str, Any] | None = None,
+) -> str:
     """Queue a held note (`memory-note` or `user-model`) and announce it; returns its id."""
     item_id = f"note:{new_id()}"
-    _queue(st, item_id, kind=kind, title=title, text=text, source=source_of(session, run_id), flags=flags, payload=payload or {})
+    _queue(
+        st,
+        item_id,
+        kind=kind,
+        title=title,
+        text=text,
+        source=source_of(session, run_id),
+        flags=flags,
+        payload=payload or {},
+    )
     return item_id
 
 
 def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[str]) -> str:
     """Queue a persona observation and send it to the founders; returns its id."""
     item_id = f"persona:{new_id()}"
-    _queue(st, item_id, kind="persona-observation", title=_title(text), text=text, source=source_of(session, run_id), flags=flags, payload={}, announce=False)
+    _queue(
+        st,
+        item_id,
+        kind="persona-observation",
+        title=_title(text),
+        text=text,
+        source=source_of(session, run_id),
+        flags=flags,
+        payload={},
+        announce=False,
+    )
     st.runtime.notify(
-        "persona_observation", text=f"Persona observation for review ({item_id}): {text}", item_id=item_id,
-        founders=st.founders, flags=flags, workspace=session.workspace, peer=session.peer, thread=session.thread,
+        "persona_observation",
+        text=f"Persona observation for review ({item_id}): {text}",
+        item_id=item_id,
+        founders=st.founders,
+        flags=flags,
+        workspace=session.workspace,
+        peer=session.peer,
+        thread=session.thread,
     )
     return item_id
 
@@ -56,17 +98,46 @@ def propose_promotion(st: State, *, record_id: str, topic: str, text: str, actor
         raise ThothError(f"topic {topic!r} is not a slug (lowercase letters, digits, single hyphens)")
     item_id = f"knowledge:{new_id()}"
     source = {"record": record_id, "proposed_by": actor}
-    _queue(st, item_id, kind="knowledge", title=f"promote {record_id} into knowledge/{topic}.md", text=text, source=source, flags=[], payload={"record": record_id, "topic": topic})
+    _queue(
+        st,
+        item_id,
+        kind="knowledge",
+        title=f"promote {record_id} into knowledge/{topic}.md",
+        text=text,
+        source=source,
+        flags=[],
+        payload={"record": record_id, "topic": topic},
+    )
     return item_id
 
 
-def _queue(st: State, item_id: str, *, kind: str, title: str, text: str, source: dict[str, Any], flags: list[str], payload: dict[str, Any], announce: bool = True) -> None:
+def _queue(
+    st: State,
+    item_id: str,
+    *,
+    kind: str,
+    title: str,
+    text: str,
+    source: dict[str, Any],
+    flags: list[str],
+    payload: dict[str, Any],
+    announce: bool = True,
+) -> None:
     st.store.add_item(item_id, kind=kind, title=title, text=text, source=source, flags=flags, payload=payload)
-    st.store.audit("queued", {"item": item_id, "kind": kind, "text": text, "flags": flags}, run_id=source.get("run"), session_id=source.get("session"))
+    st.store.audit(
+        "queued",
+        {"item": item_id, "kind": kind, "text": text, "flags": flags},
+        run_id=source.get("run"),
+        session_id=source.get("session"),
+    )
     if announce:
         st.runtime.notify(
-            "approval_requested", text=f"Waiting for approval ({item_id}): {title}{' [flagged: ' + ', '.join(flags) + ']' if flags else ''}",
-            item_id=item_id, workspace=source.get("workspace"), peer=source.get("peer"), thread=source.get("thread"),
+            "approval_requested",
+            text=f"Waiting for approval ({item_id}): {title}{' [flagged: ' + ', '.join(flags) + ']' if flags else ''}",
+            item_id=item_id,
+            workspace=source.get("workspace"),
+            peer=source.get("peer"),
+            thread=source.get("thread"),
         )
 
 
@@ -78,12 +149,23 @@ def _title(text: str) -> str:
 def pending_items(st: State) -> list[dict[str, Any]]:
     """The approvals-hook view of reflection's pending items."""
     return [
-        {"id": i["id"], "kind": i["kind"], "title": i["title"], "body": i["text"], "source": i["source"], "flags": i["flags"], "created_at": i["created_at"], "plugin": "reflection"}
+        {
+            "id": i["id"],
+            "kind": i["kind"],
+            "title": i["title"],
+            "body": i["text"],
+            "source": i["source"],
+            "flags": i["flags"],
+            "created_at": i["created_at"],
+            "plugin": "reflection",
+        }
         for i in st.store.pending()
     ]
 
 
-async def decide(st: State, item_id: str, decision: str, *, actor: str, reason: str, text: str | None) -> dict[str, Any] | None:
+async def decide(
+    st: State, item_id: str, decision: str, *, actor: str, reason: str, text: str | None
+) -> dict[str, Any] | None:
     """Apply a decision to one of reflection's items; None when the id is not reflection's."""
     if item_id.partition(":")[0] not in PREFIXES:
         return None
@@ -99,18 +181,32 @@ async def decide(st: State, item_id: str, decision: str, *, actor: str, reason: 
         if not text or not text.strip():
             raise ThothError(f"editing {item_id} needs the new text")
         st.store.edit(item_id, redact(text.strip()))
-        st.store.audit("decision", dict(audit, text=redact(text.strip())), run_id=item["source"].get("run"), session_id=item["source"].get("session"), actor=actor)
+        st.store.audit(
+            "decision",
+            dict(audit, text=redact(text.strip())),
+            run_id=item["source"].get("run"),
+            session_id=item["source"].get("session"),
+            actor=actor,
+        )
         return {"id": item_id, "status": "pending", "message": f"edited {item_id}; approve it to apply"}
     if decision == "reject":
         st.store.settle(item_id, "rejected", actor=actor, reason=reason)
-        st.store.audit("decision", audit, run_id=item["source"].get("run"), session_id=item["source"].get("session"), actor=actor)
+        st.store.audit(
+            "decision", audit, run_id=item["source"].get("run"), session_id=item["source"].get("session"), actor=actor
+        )
         return {"id": item_id, "status": "rejected", "message": f"rejected {item_id}"}
     if decision != "approve":
         raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
     final = redact((text or item["text"]).strip())
     where = await _apply(st, item, final, actor)
     st.store.settle(item_id, "approved", actor=actor, reason=reason, text=final)
-    st.store.audit("decision", dict(audit, text=final, applied_to=where), run_id=item["source"].get("run"), session_id=item["source"].get("session"), actor=actor)
+    st.store.audit(
+        "decision",
+        dict(audit, text=final, applied_to=where),
+        run_id=item["source"].get("run"),
+        session_id=item["source"].get("session"),
+        actor=actor,
+    )
     return {"id": item_id, "status": "approved", "message": f"approved {item_id}: {where}"}
 
 
@@ -130,7 +226,12 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
         return await _send_identity_update(st, item, text, actor)
     if kind == "knowledge":
         topic = item["payload"]["topic"]
-        path = append_knowledge(st.path(st.settings.knowledge_dir), topic, text, heading=f"From {item['payload']['record']} (approved by {actor})")
+        path = append_knowledge(
+            st.path(st.settings.knowledge_dir),
+            topic,
+            text,
+            heading=f"From {item['payload']['record']} (approved by {actor})",
+        )
         return str(path.relative_to(st.path(".")) if path.is_relative_to(st.path(".")) else path)
     raise ThothError(f"cannot apply an item of kind {kind!r}")
 
@@ -138,11 +239,26 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
 async def _send_identity_update(st: State, item: dict[str, Any], text: str, actor: str) -> str:
     """Pass one approved identity update to the layers, as a reflection result of its own."""
     source = item["source"]
-    session = Session(source["workspace"], source["peer"], source["thread"], id=source["session"], home=st.runtime.home, runtime=st.runtime)
+    session = Session(
+        source["workspace"],
+        source["peer"],
+        source["thread"],
+        id=source["session"],
+        home=st.runtime.home,
+        runtime=st.runtime,
+    )
     result = {
-        "run_id": source.get("run") or "", "session_id": source["session"], "what_worked": [], "what_didnt": [], "skill": None,
-        "memory_notes": [], "persona_observations": [], "next_check_at": None,
-        "user_model_updates": {item["payload"]["peer"]: [text]}, "flags": {}, "approved_by": actor,
+        "run_id": source.get("run") or "",
+        "session_id": source["session"],
+        "what_worked": [],
+        "what_didnt": [],
+        "skill": None,
+        "memory_notes": [],
+        "persona_observations": [],
+        "next_check_at": None,
+        "user_model_updates": {item["payload"]["peer"]: [text]},
+        "flags": {},
+        "approved_by": actor,
     }
     outcomes = await call_each(st.runtime.pm, "reflection_result", {"result": result, "session": session})
     receivers = [plugin for plugin, _, call in outcomes if call.status == "ok" and plugin != "reflection"]

@@ -28,7 +28,10 @@ def _p(kind: str, pattern: str, flags: int = 0) -> SecretPattern:
 
 
 PATTERNS: tuple[SecretPattern, ...] = (
-    _p("private-key", r"(?P<secret>-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|[\s\S]*))"),
+    _p(
+        "private-key",
+        r"(?P<secret>-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|[\s\S]*))",
+    ),
     _p("anthropic-key", _B + r"(?P<secret>sk-ant-[A-Za-z0-9_\-]{16,})" + _E),
     _p("openai-key", _B + r"(?P<secret>sk-(?!ant-)(?:proj-|svcacct-)?[A-Za-z0-9_\-]{32,})" + _E),
     _p("slack-token", _B + r"(?P<secret>(?:xox[abposre]|xapp)(?:\.xox[a-z])?-[A-Za-z0-9\-]{10,})" + _E),

@@ -64,7 +64,9 @@ def build_prompt(session: Session, reason: str, *, max_tokens: int) -> str:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return (
         f"Session {session.id} with peer {session.peer!r} in thread {session.thread!r} (workspace {session.workspace!r}), "
-        f"started {started}, ended ({reason}); it is now {now}.\n\n<transcript>\n" + "\n".join(reversed(kept)) + "\n</transcript>\n\nReturn the JSON object now."
+        f"started {started}, ended ({reason}); it is now {now}.\n\n<transcript>\n"
+        + "\n".join(reversed(kept))
+        + "\n</transcript>\n\nReturn the JSON object now."
     )
 
 
@@ -77,17 +79,27 @@ async def reflect(session: Session, reason: str, *, runtime: Any) -> dict[str, A
     try:
         model = st.model()
     except ModelNotConfigured:
-        logger.warning("reflection: no model is configured, so session %s was not reflected on (set thoth.model or [plugins.reflection] model)", session.id)
+        logger.warning(
+            "reflection: no model is configured, so session %s was not reflected on (set thoth.model or [plugins.reflection] model)",
+            session.id,
+        )
         st.store.audit("run_skipped", {"reason": "no model configured", "end_reason": reason}, session_id=session.id)
         return None
     run_id = new_id()
     st.store.start_run(run_id, session)
-    st.store.audit("run_started", {"reason": reason, "turns": len(turns_of(session)), "model": model.name, "peer": session.peer}, run_id=run_id, session_id=session.id)
+    st.store.audit(
+        "run_started",
+        {"reason": reason, "turns": len(turns_of(session)), "model": model.name, "peer": session.peer},
+        run_id=run_id,
+        session_id=session.id,
+    )
     try:
         result = await _ask(st, model, session, reason, run_id)
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, never raised into the session end
         error = f"{type(exc).__name__}: {exc}"
-        logger.error("reflection: run %s for session %s failed: %s; nothing written", run_id, session.id, redact(error)[:300])
+        logger.error(
+            "reflection: run %s for session %s failed: %s; nothing written", run_id, session.id, redact(error)[:300]
+        )
         st.store.finish_run(run_id, "failed", redact(error)[:1000])
         st.store.audit("run_failed", {"error": redact(error)[:1000]}, run_id=run_id, session_id=session.id)
         return None
@@ -99,14 +111,25 @@ async def reflect(session: Session, reason: str, *, runtime: Any) -> dict[str, A
 async def _ask(st: State, model: Any, session: Session, reason: str, run_id: str) -> dict[str, Any] | None:
     prompt = build_prompt(session, reason, max_tokens=st.settings.transcript_tokens)
     system = [ContextBlock("reflection-instructions", INSTRUCTIONS, layer="reflection", stable=True)]
-    request = ModelRequest(system=system, messages=[Message("user", prompt)], max_tokens=st.settings.max_tokens, purpose="reflection")
+    request = ModelRequest(
+        system=system, messages=[Message("user", prompt)], max_tokens=st.settings.max_tokens, purpose="reflection"
+    )
     reply = await complete(model, request)
     try:
         return schema.validate(schema.parse(reply.text), now=time.time())
     except schema.InvalidOutput as first:
         logger.warning("reflection: run %s: invalid output (%s); asking for a repair", run_id, str(first)[:300])
-        messages = [Message("user", prompt), Message("assistant", reply.text[:4000]), Message("user", REPAIR.format(problems=first))]
-        repair = await complete(model, ModelRequest(system=system, messages=messages, max_tokens=st.settings.max_tokens, purpose="reflection-repair"))
+        messages = [
+            Message("user", prompt),
+            Message("assistant", reply.text[:4000]),
+            Message("user", REPAIR.format(problems=first)),
+        ]
+        repair = await complete(
+            model,
+            ModelRequest(
+                system=system, messages=messages, max_tokens=st.settings.max_tokens, purpose="reflection-repair"
+            ),
+        )
         try:
             return schema.validate(schema.parse(repair.text), now=time.time())
         except schema.InvalidOutput as second:
@@ -116,11 +139,30 @@ async def _ask(st: State, model: Any, session: Session, reason: str, run_id: str
 
 def _record_invalid(st: State, session: Session, run_id: str, attempts: list[tuple[str, schema.InvalidOutput]]) -> None:
     problems = [a[1].problems for a in attempts]
-    logger.error("reflection: run %s for session %s failed: invalid output after one repair (%s); nothing written", run_id, session.id, "; ".join(problems[-1])[:300])
+    logger.error(
+        "reflection: run %s for session %s failed: invalid output after one repair (%s); nothing written",
+        run_id,
+        session.id,
+        "; ".join(problems[-1])[:300],
+    )
     st.store.finish_run(run_id, "failed", "; ".join(problems[-1])[:1000])
-    st.store.audit("run_failed", {"problems": problems, "outputs": [redact(a[0][:2000]) for a in attempts]}, run_id=run_id, session_id=session.id)
-    body = "\n\n".join(f"## Attempt {i}\n\nProblems: {'; '.join(p.problems)}\n\n```\n{redact(text[:4000])}\n```" for i, (text, p) in enumerate(attempts, 1))
-    records(st).write("validation", day=schema.utc_day(time.time()), session_id=session.id, run_id=run_id, text=f"# Failed reflection {run_id}\n\n{body}\n")
+    st.store.audit(
+        "run_failed",
+        {"problems": problems, "outputs": [redact(a[0][:2000]) for a in attempts]},
+        run_id=run_id,
+        session_id=session.id,
+    )
+    body = "\n\n".join(
+        f"## Attempt {i}\n\nProblems: {'; '.join(p.problems)}\n\n```\n{redact(text[:4000])}\n```"
+        for i, (text, p) in enumerate(attempts, 1)
+    )
+    records(st).write(
+        "validation",
+        day=schema.utc_day(time.time()),
+        session_id=session.id,
+        run_id=run_id,
+        text=f"# Failed reflection {run_id}\n\n{body}\n",
+    )
 
 
 def records(st: State) -> TransientRecords:
@@ -128,7 +170,9 @@ def records(st: State) -> TransientRecords:
     return TransientRecords(st.dir / "transient")
 
 
-def finalize(result: dict[str, Any], session: Session, run_id: str, known_peers: set[str]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+def finalize(
+    result: dict[str, Any], session: Session, run_id: str, known_peers: set[str]
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The contract result (redacted, with flags) and the identity updates held for review."""
     clean: dict[str, Any] = redact_tree(result)  # type: ignore[assignment]
     flags = firewall.flags_for(clean, peer=session.peer, known_peers=known_peers)
@@ -149,22 +193,59 @@ async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: s
     """Finalize a valid result, record it, and let every layer write its part."""
     final, held = finalize(result, session, run_id, st.store.known_peers() | set(st.founders))
     st.store.audit("result", {"result": final, "held_user_model_updates": held}, run_id=run_id, session_id=session.id)
-    records(st).write("reflection", day=schema.utc_day(time.time()), session_id=session.id, run_id=run_id, text=render_record(final, session))
+    records(st).write(
+        "reflection",
+        day=schema.utc_day(time.time()),
+        session_id=session.id,
+        run_id=run_id,
+        text=render_record(final, session),
+    )
     for who, items in held.items():
         for text in items:
             firewall_flags = firewall.check_text(text) + (["other-peer"] if who.lower() != session.peer.lower() else [])
-            queue.hold(st, kind="user-model", title=f"identity update about {who}", text=text, session=session, run_id=run_id, flags=firewall_flags, payload={"peer": who})
+            queue.hold(
+                st,
+                kind="user-model",
+                title=f"identity update about {who}",
+                text=text,
+                session=session,
+                run_id=run_id,
+                flags=firewall_flags,
+                payload={"peer": who},
+            )
     outcomes = await call_each(st.runtime.pm, "reflection_result", {"result": final, "session": session})
-    st.store.audit("fanout", {plugin: call.status if call.status == "ok" else f"{call.status}: {call.error}" for plugin, _, call in outcomes}, run_id=run_id, session_id=session.id)
+    st.store.audit(
+        "fanout",
+        {
+            plugin: call.status if call.status == "ok" else f"{call.status}: {call.error}"
+            for plugin, _, call in outcomes
+        },
+        run_id=run_id,
+        session_id=session.id,
+    )
     st.store.finish_run(run_id, "ok")
-    logger.info("reflection: run %s for session %s done (%d notes, skill %s)", run_id, session.id, len(final["memory_notes"]), (final["skill"] or {}).get("name"))
+    logger.info(
+        "reflection: run %s for session %s done (%d notes, skill %s)",
+        run_id,
+        session.id,
+        len(final["memory_notes"]),
+        (final["skill"] or {}).get("name"),
+    )
     return final
 
 
 def render_record(result: dict[str, Any], session: Session) -> str:
     """A reflection result as a transient markdown record."""
-    parts = [f"# Reflection on session {session.id}", f"peer {session.peer}, thread {session.thread}, run {result['run_id']}"]
-    for field, title in (("what_worked", "What worked"), ("what_didnt", "What didn't"), ("memory_notes", "Memory notes"), ("persona_observations", "Persona observations")):
+    parts = [
+        f"# Reflection on session {session.id}",
+        f"peer {session.peer}, thread {session.thread}, run {result['run_id']}",
+    ]
+    for field, title in (
+        ("what_worked", "What worked"),
+        ("what_didnt", "What didn't"),
+        ("memory_notes", "Memory notes"),
+        ("persona_observations", "Persona observations"),
+    ):
         if result.get(field):
             parts.append(f"## {title}\n\n" + "\n".join(f"- {item}" for item in result[field]))
     if result.get("skill"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 MAX_OUTPUT_CHARS = 100_000
@@ -138,7 +138,9 @@ def _updates(value: Any, problems: list[str]) -> dict[str, list[str]]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        problems.append(f"user_model_updates: expected an object of peer -> list of strings, got {type(value).__name__}")
+        problems.append(
+            f"user_model_updates: expected an object of peer -> list of strings, got {type(value).__name__}"
+        )
         return {}
     if len(value) > MAX_PEERS:
         problems.append(f"user_model_updates: {len(value)} peers, at most {MAX_PEERS}")
@@ -162,7 +164,3 @@ def utc_day(at: float) -> str:
     """The UTC date (YYYY-MM-DD) of unix seconds."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
 
-
-def days(n: float) -> timedelta:
-    """A timedelta of n days."""
-    return timedelta(days=n)

@@ -24,7 +24,9 @@ class Settings:
     model_options: dict[str, Any] = field(default_factory=dict)  # merged over [models.<model>], e.g. a cheaper model id
     max_tokens: int = 2048  # reply limit of a reflection run
     transcript_tokens: int = 6000  # the most recent part of a transcript sent to the model
-    memory_file: str = ""  # relative to the project root; default: [plugins.working] memory_file, else persona/MEMORY.md
+    memory_file: str = (
+        ""  # relative to the project root; default: [plugins.working] memory_file, else persona/MEMORY.md
+    )
     observations_file: str = ""  # where approved persona observations go; default: <procedural persona_dir>/RULES.md
     knowledge_dir: str = ""  # where approved transient notes are promoted; default: [plugins.procedural] knowledge_dir
     snapshot_tokens: int = 600  # the memory snapshot never grows past this
@@ -41,9 +43,13 @@ class Settings:
             if key in ("deadline",):
                 continue
             if key not in known:
-                raise runtime.config.error(f"plugins.{NAME}.{key}", f"unknown option; expected one of {', '.join(known)}")
+                raise runtime.config.error(
+                    f"plugins.{NAME}.{key}", f"unknown option; expected one of {', '.join(known)}"
+                )
             default = getattr(cls(), key)
-            expected = (int, float) if isinstance(default, (int, float)) else type(default) if default is not None else str
+            expected = (
+                (int, float) if isinstance(default, (int, float)) else type(default) if default is not None else str
+            )
             if isinstance(value, bool) or not isinstance(value, expected):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected {_describe(expected)}, got {value!r}")
             if isinstance(value, (int, float)) and value <= 0 or isinstance(value, str) and not value.strip():
@@ -62,7 +68,11 @@ class Settings:
     def retention_days(self, runtime: Any) -> float:
         """Episodic retention in days (the episodic plugin's setting wins)."""
         configured = runtime.config.get("plugins.episodic.retention_days")
-        return float(configured) if isinstance(configured, (int, float)) and not isinstance(configured, bool) else self.episode_retention_days
+        return (
+            float(configured)
+            if isinstance(configured, (int, float)) and not isinstance(configured, bool)
+            else self.episode_retention_days
+        )
 
 
 def _describe(expected: Any) -> str:
@@ -92,7 +102,9 @@ class State:
                 name = name or self.runtime.model_name()
                 if name is None or name not in self.runtime.models:
                     available = ", ".join(sorted(self.runtime.models)) or "none"
-                    raise self.runtime.config.error(f"plugins.{NAME}.model", f"unknown model provider {name!r}; available: {available}")
+                    raise self.runtime.config.error(
+                        f"plugins.{NAME}.model", f"unknown model provider {name!r}; available: {available}"
+                    )
                 options = {**self.runtime.config.section(f"models.{name}"), **self.settings.model_options}
                 self._model = self.runtime.models[name](self.runtime, options)
         return self._model

@@ -43,6 +43,7 @@ class Store:
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self._migrate()
 
     def _migrate(self) -> None:
@@ -68,11 +69,24 @@ class Store:
 
     # --- audit ------------------------------------------------------------------------
 
-    def audit(self, event: str, payload: dict[str, Any], *, run_id: str | None = None, session_id: str | None = None, actor: str | None = None) -> None:
+    def audit(
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        actor: str | None = None,
+    ) -> None:
         """Append one permanent audit entry."""
         self.execute(
             "INSERT INTO audit (at, event, run_id, session_id, actor, payload) VALUES (?, ?, ?, ?, ?, ?)",
-            time.time(), event, run_id, session_id, actor, json.dumps(payload, default=str),
+            time.time(),
+            event,
+            run_id,
+            session_id,
+            actor,
+            json.dumps(payload, default=str),
         )
 
     def audit_log(self, *, run_id: str | None = None, event: str | None = None) -> list[dict[str, Any]]:
@@ -87,13 +101,24 @@ class Store:
         """Record a run as started."""
         self.execute(
             "INSERT INTO runs (run_id, session_id, workspace, peer, thread, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')",
-            run_id, session.id, session.workspace, session.peer, session.thread, time.time(),
+            run_id,
+            session.id,
+            session.workspace,
+            session.peer,
+            session.thread,
+            time.time(),
         )
         self.execute("INSERT OR REPLACE INTO peers (peer, last_seen) VALUES (?, ?)", session.peer, time.time())
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         """Record how a run ended: ok, failed or skipped."""
-        self.execute("UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?", status, error, time.time(), run_id)
+        self.execute(
+            "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
+            status,
+            error,
+            time.time(),
+            run_id,
+        )
 
     def runs(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Runs, newest first."""
@@ -106,11 +131,28 @@ class Store:
 
     # --- approval queue ---------------------------------------------------------------
 
-    def add_item(self, item_id: str, *, kind: str, title: str, text: str, source: dict[str, Any], flags: list[str], payload: dict[str, Any]) -> None:
+    def add_item(
+        self,
+        item_id: str,
+        *,
+        kind: str,
+        title: str,
+        text: str,
+        source: dict[str, Any],
+        flags: list[str],
+        payload: dict[str, Any],
+    ) -> None:
         """Queue an item for a person's decision."""
         self.execute(
             "INSERT INTO items (id, kind, title, text, source, flags, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
-            item_id, kind, title, text, json.dumps(source), json.dumps(flags), json.dumps(payload), time.time(),
+            item_id,
+            kind,
+            title,
+            text,
+            json.dumps(source),
+            json.dumps(flags),
+            json.dumps(payload),
+            time.time(),
         )
 
     def item(self, item_id: str) -> dict[str, Any] | None:
@@ -120,13 +162,20 @@ class Store:
 
     def pending(self) -> list[dict[str, Any]]:
         """Items waiting for a decision, oldest first."""
-        return [_item(row) for row in self.query("SELECT * FROM items WHERE status = 'pending' ORDER BY created_at, id")]
+        return [
+            _item(row) for row in self.query("SELECT * FROM items WHERE status = 'pending' ORDER BY created_at, id")
+        ]
 
     def settle(self, item_id: str, status: str, *, actor: str, reason: str = "", text: str | None = None) -> None:
         """Record a decision on an item (and its final text when edited)."""
         self.execute(
             "UPDATE items SET status = ?, decided_at = ?, decided_by = ?, reason = ?, text = COALESCE(?, text) WHERE id = ?",
-            status, time.time(), actor, reason, text, item_id,
+            status,
+            time.time(),
+            actor,
+            reason,
+            text,
+            item_id,
         )
 
     def edit(self, item_id: str, text: str) -> None:
@@ -139,7 +188,14 @@ class Store:
         """Store a check-in durably."""
         self.execute(
             "INSERT OR REPLACE INTO check_ins (id, workspace, peer, thread, at, text, session_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            check_in_id, session.workspace, session.peer, session.thread, at, text, session.id, run_id,
+            check_in_id,
+            session.workspace,
+            session.peer,
+            session.thread,
+            at,
+            text,
+            session.id,
+            run_id,
         )
 
     def take_due_check_ins(self, now: float) -> list[dict[str, Any]]:
@@ -160,7 +216,9 @@ class Store:
         """Remember records the nightly job absorbed."""
         with self.lock:
             for key in keys:
-                self.execute("INSERT OR IGNORE INTO consolidated (key, kind, at) VALUES (?, ?, ?)", key, kind, time.time())
+                self.execute(
+                    "INSERT OR IGNORE INTO consolidated (key, kind, at) VALUES (?, ?, ?)", key, kind, time.time()
+                )
 
 
 def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -171,4 +229,6 @@ def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
 
 
 def _item(row: dict[str, Any]) -> dict[str, Any]:
-    return dict(row, source=json.loads(row["source"]), flags=json.loads(row["flags"]), payload=json.loads(row["payload"]))
+    return dict(
+        row, source=json.loads(row["source"]), flags=json.loads(row["flags"]), payload=json.loads(row["payload"])
+    )

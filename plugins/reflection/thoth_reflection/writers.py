@@ -28,21 +28,46 @@ def write_result(st: State, result: dict[str, Any], session: Session) -> dict[st
     note_flags = flags.get("memory_notes") or {}
     notes = result.get("memory_notes") or []
     clean = [redact(n) for i, n in enumerate(notes) if str(i) not in note_flags]
-    held = [queue.hold(st, kind="memory-note", title=f"memory note: {n[:60]}", text=redact(n), session=session, run_id=run_id, flags=note_flags[str(i)])
-            for i, n in enumerate(notes) if str(i) in note_flags]
+    held = [
+        queue.hold(
+            st,
+            kind="memory-note",
+            title=f"memory note: {n[:60]}",
+            text=redact(n),
+            session=session,
+            run_id=run_id,
+            flags=note_flags[str(i)],
+        )
+        for i, n in enumerate(notes)
+        if str(i) in note_flags
+    ]
     added = MemoryFile(st.path(st.settings.memory_file)).append_notes(clean, day=utc_day(time.time())) if clean else []
     if added:
-        st.store.audit("memory_notes_written", {"file": st.settings.memory_file, "notes": added}, run_id=run_id, session_id=session.id)
+        st.store.audit(
+            "memory_notes_written",
+            {"file": st.settings.memory_file, "notes": added},
+            run_id=run_id,
+            session_id=session.id,
+        )
     observation_flags = flags.get("persona_observations") or {}
-    observed = [queue.observe(st, text=redact(text), session=session, run_id=run_id or "", flags=observation_flags.get(str(i), []))
-                for i, text in enumerate(result.get("persona_observations") or [])]
+    observed = [
+        queue.observe(
+            st, text=redact(text), session=session, run_id=run_id or "", flags=observation_flags.get(str(i), [])
+        )
+        for i, text in enumerate(result.get("persona_observations") or [])
+    ]
     check_in = None
     if result.get("next_check_at"):
         check_in = f"{session.id}:{run_id}"
         at = check_at_seconds(result["next_check_at"])
         text = "Checking back in on this thread, as planned at the end of our last session. How is it going?"
         st.store.add_check_in(check_in, at=at, text=text, session=session, run_id=run_id or "")
-        st.store.audit("check_in_scheduled", {"at": result["next_check_at"], "thread": session.thread}, run_id=run_id, session_id=session.id)
+        st.store.audit(
+            "check_in_scheduled",
+            {"at": result["next_check_at"], "thread": session.thread},
+            run_id=run_id,
+            session_id=session.id,
+        )
     done = {"notes_written": len(added), "notes_held": held, "observations": observed, "check_in": check_in}
     logger.info("reflection: session %s: %s", session.id, done)
     return done
