@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from thoth_reflection import plugin as reflection
 from thoth_reflection.memory import MemoryFile
 from thoth_reflection.nightly import run_nightly
@@ -198,3 +199,41 @@ async def test_forget_removes_queue_items_check_ins_and_audit_payloads(reflectin
     assert all(i["kind"] == "skill" for i in await runtime.approvals())
     store = state(runtime).store
     assert "Ann deploys" not in json.dumps(store.audit_log()) and store.runs()[0]["peer"] == "(forgotten)"
+
+
+class TinyEmbedder:
+    """A deterministic 8-dimensional embedder, so the real episodic layer runs without model files."""
+
+    name, dim = "tiny", 8
+
+    def embed(self, texts):
+        import zlib
+
+        import numpy as np
+
+        rows = np.array([[float((zlib.crc32(t.encode()) >> k) & 7) + 1.0 for k in range(8)] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+class TinyEmbedderPlugin:
+    @hookimpl
+    def register_embedders(self, register):
+        register("tiny", lambda runtime, options: TinyEmbedder())
+
+
+async def test_real_episodic_layer_hands_over_expired_episodes(make_runtime):
+    episodic = pytest.importorskip("thoth_episodic.plugin")
+    from thoth_episodic.memory import memory_for
+    from thoth_episodic.records import Episode
+
+    config = {"plugins": {"episodic": {"embedder": "tiny", "retention_days": 30}}}
+    runtime = make_runtime({"episodic": episodic, "tiny": TinyEmbedderPlugin(), "reflection": reflection}, config=config)
+    memory = memory_for(runtime)
+    old = Episode(workspace="default", peer="ann", thread="t", user="We picked Rust for the CLI.", assistant="Noted.", occurred_at=time.time() - 60 * 86400)
+    memory.write(old)
+    memory.write(Episode(workspace="default", peer="ann", thread="t", user="fresh episode", assistant="ok"))
+    summary = await run_nightly(runtime)
+    assert summary["episodes"] == 1
+    assert "ann: We picked Rust for the CLI." in snapshot(runtime) and "fresh episode" not in snapshot(runtime)
+    assert memory.store.count(workspace="default", peer="ann") == 1
+    assert (await run_nightly(runtime))["changed"] is False

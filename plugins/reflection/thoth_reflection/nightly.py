@@ -110,7 +110,7 @@ def gather(st: State, material: Material, now: float) -> None:
 
 async def gather_episodes(st: State, material: Material, now: float) -> None:
     """Add episodes past retention that their owners offer for absorption."""
-    before = now - st.settings.retention_days(st.runtime) * 86400
+    before = st.settings.expiry_before(st.runtime, now)
     for plugin, found, call in await call_each(
         st.runtime.pm, "expiring_records", {"before": before, "runtime": st.runtime}
     ):

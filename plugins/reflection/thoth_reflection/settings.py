@@ -31,7 +31,6 @@ class Settings:
     knowledge_dir: str = ""  # where approved transient notes are promoted; default: [plugins.procedural] knowledge_dir
     snapshot_tokens: int = 600  # the memory snapshot never grows past this
     transient_days: int = 14  # reflection and validation records are pruned after this many days
-    episode_retention_days: float = 90.0  # used when [plugins.episodic] retention_days is not set
 
     @classmethod
     def from_runtime(cls, runtime: Any) -> Settings:
@@ -65,14 +64,11 @@ class Settings:
             values[key] = values.get(key) or str(default)
         return cls(**values)
 
-    def retention_days(self, runtime: Any) -> float:
-        """Episodic retention in days (the episodic plugin's setting wins)."""
-        configured = runtime.config.get("plugins.episodic.retention_days")
-        return (
-            float(configured)
-            if isinstance(configured, (int, float)) and not isinstance(configured, bool)
-            else self.episode_retention_days
-        )
+    def expiry_before(self, runtime: Any, now: float) -> float:
+        """The `before` passed to `expiring_records`: now minus episodic retention, or now (the owner decides)."""
+        days = runtime.config.get("plugins.episodic.retention_days")
+        numeric = isinstance(days, (int, float)) and not isinstance(days, bool) and days > 0
+        return now - float(days) * 86400 if numeric else now
 
 
 def _describe(expected: Any) -> str:
