@@ -127,3 +127,20 @@ def test_env_switches_block_their_layer(monkeypatch, variable, name):
 def test_disabled_in_config_blocks_the_plugin():
     pm = make_plugin_manager(Config(data={"plugins": {"disabled": ["replay"]}}), autoload=False)
     assert pm.is_blocked("replay") and not pm.has_plugin("replay") and pm.has_plugin("commands")
+
+
+def test_config_set_on_a_file_with_a_syntax_error_names_the_line(tmp_path):
+    (tmp_path / "thoth.toml").write_text("[thoth]\ndeadline = = 2\n")
+    assert "thoth.toml:2: invalid TOML" in one_error_line(run_thoth("config", "set", "thoth.deadline", "3", cwd=tmp_path))
+
+
+def test_config_set_can_repair_a_wrong_value(tmp_path):
+    (tmp_path / "thoth.toml").write_text('[thoth]\ndeadline = "soon"\n')
+    assert run_thoth("config", "set", "thoth.deadline", "3", cwd=tmp_path).returncode == 0
+    assert run_thoth("config", "get", "thoth.deadline", cwd=tmp_path).stdout == "3\n"
+
+
+def test_config_set_refuses_to_disable_an_essential_plugin(tmp_path):
+    line = one_error_line(run_thoth("config", "set", "plugins.disabled", '["procedural"]', cwd=tmp_path))
+    assert "plugins.disabled: plugin 'procedural' is essential" in line
+    assert not (tmp_path / "thoth.toml").exists()

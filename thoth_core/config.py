@@ -18,6 +18,8 @@ from typing import Any
 from .errors import ConfigError
 from .types import LAYERS
 
+ESSENTIAL = frozenset({"working", "procedural"})
+
 DEFAULTS: dict[str, Any] = {
     "thoth": {"workspace": "default", "deadline": 2.0, "idle_minutes": 30.0, "max_tokens": 1024},
     "budget": {
@@ -119,15 +121,19 @@ def load_config(path: Path | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    config = Config(data=parse(text, path), path=path, text=text)
+    validate(config)
+    return config
+
+
+def parse(text: str, path: Path) -> dict[str, Any]:
+    """TOML text as a dict; a syntax error becomes a one-line ConfigError with file and line."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         where = f"{path}:{match.group(1)}" if match else str(path)
         raise ConfigError(f"{where}: invalid TOML: {str(exc).split(' (at line')[0]}") from exc
-    config = Config(data=data, path=path, text=text)
-    validate(config)
-    return config
 
 
 def validate(config: Config) -> None:
@@ -155,6 +161,8 @@ def validate(config: Config) -> None:
     for name in config.disabled:
         if not isinstance(name, str):
             raise config.error("plugins.disabled", f"expected plugin names, got {name!r}")
+        if name in ESSENTIAL:
+            raise config.error("plugins.disabled", f"plugin {name!r} is essential (L1 working and L4 procedural always run) and cannot be disabled")
     for name, table in config.data.get("plugins", {}).items():
         if name == "disabled":
             continue
@@ -222,7 +230,7 @@ def set_value(path: Path, key: str, raw: str) -> Any:
     """Set a dotted key in the file (creating it), parsing raw as TOML when it parses."""
     import tomli_w
 
-    data = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    data = parse(path.read_text(encoding="utf-8"), path) if path.exists() else {}
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 import pluggy
 
 from . import hookspecs
-from .config import Config, check_plugin_names
+from .config import ESSENTIAL, Config, check_plugin_names
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -25,8 +25,6 @@ DEFAULT_PLUGINS = {
     "commands": "thoth_core.default_plugins.commands",
     "repl": "thoth_core.default_plugins.repl",
 }
-
-ESSENTIAL = {"working", "procedural"}
 
 ENV_SWITCHES = {"HONCHO_DISABLED": "identity", "EPISODIC_DISABLED": "episodic", "REFLECTION_DISABLED": "reflection"}
 
