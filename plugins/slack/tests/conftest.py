@@ -56,6 +56,7 @@ def make_slack(make_runtime, fake_slack):
             "thoth": {"founders": founders or [], **(thoth or {})},
             **kwargs.pop("config", {}),
         }
+        config["plugins"]["slack"] = {k: v for k, v in config["plugins"]["slack"].items() if v is not None}
         runtime = make_runtime({"slack": thoth_slack.plugin, **(plugins or {})}, config=config, **kwargs)
         bridge = SlackBridge(runtime, load_settings(runtime, http=http))
         bridge.start()

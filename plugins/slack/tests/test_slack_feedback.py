@@ -246,3 +246,19 @@ def test_stopping_ends_open_sessions(make_slack):
     slack.send(mention("hello"))
     slack.bridge.stop()
     assert layers.ended == [("CGENERAL:1700000000.000100", "exit")]
+
+
+def test_without_an_approvals_channel_cards_go_to_founders(make_slack):
+    slack = make_slack(founders=["UBOSS"], slack={"approvals_channel": None})
+    slack.bridge.deliver("approval_requested", {"item_id": "skill:x", "text": "draft"})
+    [card] = slack.fake.calls_to("chat.postMessage")
+    assert card["channel"] == "DBOSS" and "skill:x" in str(card["blocks"])
+
+
+def test_plain_observations_and_reminders(make_slack):
+    slack = make_slack(founders=["UBOSS"])
+    slack.bridge.deliver("persona_observation", {"text": "Ann likes tables."})
+    slack.bridge.deliver("approval_reminder", {"text": "2 item(s) wait for review", "items": ["skill:a", "skill:b"]})
+    dm, reminder = slack.fake.calls_to("chat.postMessage")
+    assert (dm["channel"], dm["text"]) == ("DBOSS", "*Persona observation*\nAnn likes tables.")
+    assert (reminder["channel"], reminder["text"]) == ("CAPPROVALS", "2 item(s) wait for review")

@@ -207,6 +207,9 @@ class SlackBridge:
                     turn_id = session.transcript[-1].get("turn_id")
             except ThothError as exc:
                 text = f":warning: {exc}"
+            except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
+                logger.exception("slack: turn in %s failed", inbound.thread)
+                text = f":warning: the turn failed: {type(exc).__name__}"
             await streamer.finish(text)
             self.ledger.add(Posted(inbound.channel, ts, inbound.thread_ts, text, turn_id=turn_id, session=session))
 
@@ -291,32 +294,35 @@ class SlackBridge:
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         """Post a runtime notification: approval cards, founder DMs, check-ins in their thread."""
         text, item_id = str(payload.get("text", "")), payload.get("item_id")
-        title = str(payload.get("title") or TITLES.get(str(item_id).partition(":")[0], "Approval needed"))
-        if event == "approval_requested" and item_id:
-            channels = [self.settings.approvals_channel] if self.settings.approvals_channel else self._founder_dms()
+        if event in ("approval_requested", "persona_observation") and (item_id or event == "persona_observation"):
+            channels = self._review_channels(founders_first=event == "persona_observation")
+            if not channels:
+                logger.warning(
+                    "slack: %s has nowhere to go; set [plugins.slack] approvals_channel or [thoth] founders", event
+                )
+            kind = str(item_id).partition(":")[0] if item_id else "persona"
+            title = str(payload.get("title") or TITLES.get(kind, "Approval needed"))
             for channel in channels:
-                self.outbox.card(channel, str(item_id), title, text)
-        elif event == "persona_observation":
-            for channel in self._founder_dms() or (
-                [self.settings.approvals_channel] if self.settings.approvals_channel else []
-            ):
                 if item_id:
                     self.outbox.card(channel, str(item_id), title, text)
                 else:
-                    self.outbox.post(channel, f"*Persona observation*\n{text}")
+                    self.outbox.post(channel, f"*{title}*\n{text}")
         elif payload.get("thread"):
             where = parse_thread_key(str(payload["thread"]))
             if where is None:
-                logger.warning(
-                    "slack: %s for thread %r is not for a Slack thread; not posted", event, payload["thread"]
-                )
+                logger.warning("slack: %s for thread %r is not a Slack thread; not posted", event, payload["thread"])
                 return
             self.outbox.post(where[0], text, thread_ts=where[1])
         elif text and self.settings.approvals_channel:
             self.outbox.post(self.settings.approvals_channel, text)  # e.g. approval reminders
 
-    def _founder_dms(self) -> list[str]:
-        return [self.outbox.dm_channel(founder) for founder in self.settings.founders]
+    def _review_channels(self, *, founders_first: bool) -> list[str]:
+        """Where items for review go: the approvals channel or each founder's DM, whichever comes first and is set."""
+        channel = [self.settings.approvals_channel] if self.settings.approvals_channel else []
+        if founders_first or not channel:
+            dms = [self.outbox.dm_channel(founder) for founder in self.settings.founders]
+            return dms or channel
+        return channel
 
 
 TITLES = {"skill": "Skill draft waiting for approval", "persona": "Persona observation"}
