@@ -18,31 +18,82 @@ import tempfile
 import time
 from pathlib import Path
 
+from thoth_identity import plugin
+from thoth_identity.plugin import backend_for
+
 from thoth_core import Turn
 from thoth_core.config import Config
 from thoth_core.runtime import Runtime
-from thoth_identity import plugin
-from thoth_identity.plugin import backend_for
 
 OBSERVATIONS, OTHER_PEERS, OTHER_EACH, QUERIES = 10_000, 4, 2_000, 300
 TARGET_MS = 15.0
 
-SUBJECTS = ["sailing", "bees", "garden", "python", "rust", "coffee", "running", "chess", "music", "piano", "hiking",
-            "cooking", "deadlines", "meetings", "travel", "trains", "books", "poetry", "databases", "kubernetes",
-            "family", "sister", "dog", "cycling", "photography", "statistics", "teaching", "mythology", "design", "sleep"]
-VERBS = ["enjoys", "avoids", "talks often about", "is learning", "gets stressed by", "prefers short answers on",
-         "asked twice about", "has strong opinions on", "recently started", "used to work on"]
-CONTEXTS = ["at work", "on weekends", "when tired", "with friends", "in the mornings", "during holidays", "late at night"]
+SUBJECTS = [
+    "sailing",
+    "bees",
+    "garden",
+    "python",
+    "rust",
+    "coffee",
+    "running",
+    "chess",
+    "music",
+    "piano",
+    "hiking",
+    "cooking",
+    "deadlines",
+    "meetings",
+    "travel",
+    "trains",
+    "books",
+    "poetry",
+    "databases",
+    "kubernetes",
+    "family",
+    "sister",
+    "dog",
+    "cycling",
+    "photography",
+    "statistics",
+    "teaching",
+    "mythology",
+    "design",
+    "sleep",
+]
+VERBS = [
+    "enjoys",
+    "avoids",
+    "talks often about",
+    "is learning",
+    "gets stressed by",
+    "prefers short answers on",
+    "asked twice about",
+    "has strong opinions on",
+    "recently started",
+    "used to work on",
+]
+CONTEXTS = [
+    "at work",
+    "on weekends",
+    "when tired",
+    "with friends",
+    "in the mornings",
+    "during holidays",
+    "late at night",
+]
 
 
 def observation(rng: random.Random, name: str) -> str:
     """One synthetic observation sentence."""
-    return f"{name} {rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(CONTEXTS)} and mentions {rng.choice(SUBJECTS)}"
+    return (
+        f"{name} {rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(CONTEXTS)} and mentions {rng.choice(SUBJECTS)}"
+    )
 
 
 def message(rng: random.Random) -> str:
     """One synthetic user message."""
-    return f"Can you help me plan some {rng.choice(SUBJECTS)} {rng.choice(CONTEXTS)}? I also wonder about {rng.choice(SUBJECTS)}."
+    subject, context, other = rng.choice(SUBJECTS), rng.choice(CONTEXTS), rng.choice(SUBJECTS)
+    return f"Can you help me plan some {subject} {context}? I also wonder about {other}."
 
 
 def fill(runtime: Runtime, rng: random.Random) -> None:
@@ -51,16 +102,26 @@ def fill(runtime: Runtime, rng: random.Random) -> None:
     with store.transaction():
         for peer, count in peers:
             for i in range(count):
-                store.add_observation("default", peer, f"{observation(rng, peer)} (#{i})", kind="explicit", author="deriver",
-                                      confidence=rng.random(), source="bench")
+                store.add_observation(
+                    "default",
+                    peer,
+                    f"{observation(rng, peer)} (#{i})",
+                    kind="explicit",
+                    author="deriver",
+                    confidence=rng.random(),
+                    source="bench",
+                )
     for predicate, value in [("name", "Ann"), ("profession", "nurse"), ("location", "Bergen"), ("sister", "Maria")]:
         store.set_fact("default", "ann", predicate, value, confidence=1.0, source="bench")
 
 
 def stats(samples: list[float]) -> dict[str, float]:
     samples = sorted(samples)
-    return {"median": round(statistics.median(samples), 3), "p95": round(samples[int(len(samples) * 0.95) - 1], 3),
-            "max": round(samples[-1], 3)}
+    return {
+        "median": round(statistics.median(samples), 3),
+        "p95": round(samples[int(len(samples) * 0.95) - 1], 3),
+        "max": round(samples[-1], 3),
+    }
 
 
 async def measure(runtime: Runtime, rng: random.Random) -> dict[str, object]:
@@ -77,7 +138,11 @@ async def measure(runtime: Runtime, rng: random.Random) -> dict[str, object]:
         started = time.perf_counter()
         await runtime.context(turn, session)
         stage.append((time.perf_counter() - started) * 1000)
-    return {"hook_ms": stats(direct), "pre_spawn_stage_ms": stats(stage), "mean_lines_in_block": round(statistics.mean(sizes), 1)}
+    return {
+        "hook_ms": stats(direct),
+        "pre_spawn_stage_ms": stats(stage),
+        "mean_lines_in_block": round(statistics.mean(sizes), 1),
+    }
 
 
 async def main() -> None:
@@ -91,11 +156,22 @@ async def main() -> None:
         result = await measure(runtime, rng)
         await runtime.aclose()
     median = result["hook_ms"]["median"]  # type: ignore[index]
-    print(json.dumps({
-        "bench": "identity_latency", "backend": "embedded", "observations_for_peer": OBSERVATIONS,
-        "observations_total": OBSERVATIONS + OTHER_PEERS * OTHER_EACH, "queries": QUERIES, "fill_seconds": round(fill_seconds, 2),
-        **result, "target_median_ms": TARGET_MS, "meets_target": median < TARGET_MS,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "bench": "identity_latency",
+                "backend": "embedded",
+                "observations_for_peer": OBSERVATIONS,
+                "observations_total": OBSERVATIONS + OTHER_PEERS * OTHER_EACH,
+                "queries": QUERIES,
+                "fill_seconds": round(fill_seconds, 2),
+                **result,
+                "target_median_ms": TARGET_MS,
+                "meets_target": median < TARGET_MS,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

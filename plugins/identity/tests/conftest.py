@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from thoth_identity.fake_honcho import FakeHoncho
 
 

@@ -44,7 +44,9 @@ def test_show_export_forget_import_round_trip(thoth, tmp_path):
     assert receipt == {"facts": 2, "observations": 1, "messages": 0, "cached_answers": 0}
     assert "observations 0, facts 0" in thoth("identity", "show", "--peer", "ann")
 
-    assert "Imported into ann-copy: 2 facts, 1 observations, 0 messages" in thoth("identity", "import", str(path), "--peer", "ann-copy")
+    assert "Imported into ann-copy: 2 facts, 1 observations, 0 messages" in thoth(
+        "identity", "import", str(path), "--peer", "ann-copy"
+    )
     assert "name: Annie" in thoth("identity", "show", "--peer", "ann-copy")
     assert "identity: 2 facts, 1 observations" in thoth("forget", "--peer", "ann-copy")
 

@@ -6,13 +6,12 @@ import logging
 import time
 
 import pytest
-
-from thoth_core import ConfigError
-from thoth_core.testing import check_layer_plugin, context_for
-
 from thoth_identity import plugin
 from thoth_identity.fake_honcho import FakeHoncho, free_port
 from thoth_identity.plugin import backend_for
+
+from thoth_core import ConfigError
+from thoth_core.testing import check_layer_plugin, context_for
 
 DEADLINE = 1.5
 
@@ -44,7 +43,10 @@ async def test_ingest_and_dialectic(make_runtime, honcho_server, monkeypatch, ca
     assert caplog.text == ""  # a peer Honcho has not met yet (404) is not a failure
     [(_, path, body, headers)] = honcho_server.calls(r"POST .*/sessions/[^/]+/messages$")
     assert path == "/v3/workspaces/test/sessions/ann-t1/messages"
-    assert body["messages"] == [{"content": "I keep bees in my garden", "peer_id": "ann"}, {"content": "ok", "peer_id": "thoth"}]
+    assert body["messages"] == [
+        {"content": "I keep bees in my garden", "peer_id": "ann"},
+        {"content": "ok", "peer_id": "thoth"},
+    ]
     assert headers["Authorization"] == "Bearer secret-key"
     assert honcho_server.sessions[("test", "ann-t1")]["peers"] >= {"ann", "thoth"}
 
@@ -95,7 +97,9 @@ async def test_rate_limited_or_failing_server_is_not_retried_and_falls_back(make
     assert seconds < DEADLINE + 0.2
     assert len(honcho_server.calls(r"/chat$")) == before + 1  # max_retries=0 inside the pre-spawn call
     [block] = user_model(assembly)
-    assert "- name: Ann" in block.text and "What I know about ann: ann's name: Ann" in block.text  # from the turn's answer
+    assert (
+        "- name: Ann" in block.text and "What I know about ann: ann's name: Ann" in block.text
+    )  # from the turn's answer
     expected = "RateLimitError: Rate limit exceeded" if mode == "429" else "ServerError: Internal Server Error"
     assert f"Honcho dialectic for peer ann failed ({expected}); using the last good answer" in caplog.text
 
@@ -146,10 +150,16 @@ async def test_forget_deletes_sessions_and_conclusions_with_a_receipt(make_runti
 async def test_reflection_updates_become_agent_authored_conclusions(make_runtime, honcho_server):
     runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
     session = await runtime.session(peer="ann", thread="t")
-    await plugin.reflection_result(result={"run_id": "r1", "user_model_updates": {"ann": ["Ann prefers examples"]}}, session=session)
+    await plugin.reflection_result(
+        result={"run_id": "r1", "user_model_updates": {"ann": ["Ann prefers examples"]}}, session=session
+    )
     backend_for(runtime).flush()
     [conclusion] = honcho_server.conclusions.values()
-    assert (conclusion["observer_id"], conclusion["observed_id"], conclusion["content"]) == ("thoth", "ann", "Ann prefers examples")
+    assert (conclusion["observer_id"], conclusion["observed_id"], conclusion["content"]) == (
+        "thoth",
+        "ann",
+        "Ann prefers examples",
+    )
     assert backend_for(runtime).store.recent_observations("default", "ann", limit=3)[0]["author"] == "agent"
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import click
-
-from thoth_core import Reply, Turn
-
 from thoth_identity import plugin
 from thoth_identity.honcho_backend import HonchoBackend, honcho_id
 from thoth_identity.settings import IdentitySettings
+
+from thoth_core import Reply, Turn
 
 
 async def test_hooks_directly(make_runtime):
@@ -40,5 +39,7 @@ def test_honcho_names(make_runtime):
     assert honcho_id("ann") == "ann" and honcho_id("ann-t_1") == "ann-t_1"
     assert honcho_id("ann@example.com").startswith("ann_example_com-") and honcho_id("a b") != honcho_id("a_b")
     runtime = make_runtime()
-    backend = HonchoBackend(runtime, IdentitySettings(backend="honcho", base_url="http://127.0.0.1:9", workspace="acme"), None)
+    backend = HonchoBackend(
+        runtime, IdentitySettings(backend="honcho", base_url="http://127.0.0.1:9", workspace="acme"), None
+    )
     assert backend.workspace_id("default") == "acme" and backend.workspace_id("team") == "acme-team"

@@ -31,8 +31,18 @@ def test_search_ranks_relevant_observations_of_one_peer_only(tmp_path):
     store = make_store(tmp_path)
     for text in ("Ann sails a small boat on weekends", "Ann is allergic to peanuts", "Ann writes Rust at work"):
         store.add_observation("w", "ann", text, kind="explicit", author="deriver", confidence=0.8, source="t")
-    store.add_observation("w", "bob", "Bob sails across the Atlantic", kind="explicit", author="deriver", confidence=0.9, source="t")
-    store.add_observation("other", "ann", "Ann of another workspace sails too", kind="explicit", author="deriver", confidence=0.9, source="t")
+    store.add_observation(
+        "w", "bob", "Bob sails across the Atlantic", kind="explicit", author="deriver", confidence=0.9, source="t"
+    )
+    store.add_observation(
+        "other",
+        "ann",
+        "Ann of another workspace sails too",
+        kind="explicit",
+        author="deriver",
+        confidence=0.9,
+        source="t",
+    )
     found = store.search_observations("w", "ann", "any tips for sailing a boat this weekend?", limit=5)
     assert [o["content"] for o in found] == ["Ann sails a small boat on weekends"]
     assert store.search_observations("w", "carol", "sailing boat", limit=5) == []
@@ -41,13 +51,17 @@ def test_search_ranks_relevant_observations_of_one_peer_only(tmp_path):
 def test_duplicate_observations_are_skipped(tmp_path):
     store = make_store(tmp_path)
     assert store.add_observation("w", "ann", "likes tea", kind="explicit", author="user", confidence=1, source="t")
-    assert store.add_observation("w", "ann", "likes tea", kind="explicit", author="user", confidence=1, source="t") is None
+    assert (
+        store.add_observation("w", "ann", "likes tea", kind="explicit", author="user", confidence=1, source="t") is None
+    )
 
 
 def test_export_import_forget_round_trip(tmp_path):
     store = make_store(tmp_path)
     mid = store.add_message("w", "ann", thread="t1", session_id="s", turn_id="x", role="user", content="I sail", at=5.0)
-    store.add_observation("w", "ann", "Ann sails", kind="explicit", author="deriver", confidence=0.9, source="m", message_id=mid)
+    store.add_observation(
+        "w", "ann", "Ann sails", kind="explicit", author="deriver", confidence=0.9, source="m", message_id=mid
+    )
     store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t", at=1.0)
     store.set_fact("w", "ann", "name", "Annie", confidence=1.0, source="t", at=2.0)
     exported = store.export_rows("w", "ann")
@@ -67,7 +81,9 @@ def test_forget_one_thread_keeps_facts_and_other_threads(tmp_path):
     store = make_store(tmp_path)
     m1 = store.add_message("w", "ann", thread="t1", session_id="s1", turn_id=None, role="user", content="a")
     store.add_message("w", "ann", thread="t2", session_id="s2", turn_id=None, role="user", content="b")
-    store.add_observation("w", "ann", "from t1", kind="explicit", author="deriver", confidence=0.5, source="m", message_id=m1)
+    store.add_observation(
+        "w", "ann", "from t1", kind="explicit", author="deriver", confidence=0.5, source="m", message_id=m1
+    )
     store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t")
     assert store.delete("w", "ann", "t1") == {"observations": 1, "messages": 1}
     assert store.counts("w", "ann") == {"observations": 0, "facts": 1, "fact_history": 1, "messages": 1}

@@ -59,11 +59,20 @@ class IdentityBackend:
             raise ThothError("nothing to remember; try `/remember my name is Ada` or `/remember timezone: CET`")
         parsed = parse_remember(text)
         if parsed is None:
-            self.store.add_observation(workspace, peer, text, kind="explicit", author="user", confidence=1.0, source=source)
+            self.store.add_observation(
+                workspace, peer, text, kind="explicit", author="user", confidence=1.0, source=source
+            )
             self.copy_notes(workspace, peer, [text], author="user")
             return {"kind": "note", "text": text, "message": f"Noted about {peer}: {text}"}
-        outcome = self.store.set_fact(workspace, peer, parsed.predicate, parsed.value, confidence=1.0, source=source,
-                                      multi_valued=parsed.multi_valued)
+        outcome = self.store.set_fact(
+            workspace,
+            peer,
+            parsed.predicate,
+            parsed.value,
+            confidence=1.0,
+            source=source,
+            multi_valued=parsed.multi_valued,
+        )
         label = parsed.predicate.replace("_", " ")
         if outcome["unchanged"]:
             message = f"Already known: {label} = {parsed.value}"
@@ -71,14 +80,26 @@ class IdentityBackend:
             was = ", ".join(old["object"] for old in outcome["superseded"])
             message = f"Remembered: {label} = {parsed.value}" + (f" (was: {was})" if was else "")
             self.copy_notes(workspace, peer, [f"{peer}'s {label}: {parsed.value}"], author="user")
-        return {"kind": "fact", "predicate": parsed.predicate, "value": parsed.value,
-                "superseded": [old["object"] for old in outcome["superseded"]], "message": message}
+        return {
+            "kind": "fact",
+            "predicate": parsed.predicate,
+            "value": parsed.value,
+            "superseded": [old["object"] for old in outcome["superseded"]],
+            "message": message,
+        }
 
-    def add_observations(self, workspace: str, peer: str, texts: list[str], *, author: str, source: str,
-                         confidence: float = 0.6) -> int:
+    def add_observations(
+        self, workspace: str, peer: str, texts: list[str], *, author: str, source: str, confidence: float = 0.6
+    ) -> int:
         """Store observations authored by the agent (e.g. reflection); returns how many were new."""
-        added = [t for t in texts if self.store.add_observation(
-            workspace, peer, t, kind="deductive", author=author, confidence=confidence, source=source) is not None]
+        added = [
+            t
+            for t in texts
+            if self.store.add_observation(
+                workspace, peer, t, kind="deductive", author=author, confidence=confidence, source=source
+            )
+            is not None
+        ]
         self.copy_notes(workspace, peer, added, author=author)
         return len(added)
 
@@ -89,13 +110,21 @@ class IdentityBackend:
 
     def export(self, workspace: str, peer: str) -> dict[str, Any]:
         """One JSON-ready document with everything the layer holds about a peer."""
-        return {"format": EXPORT_FORMAT, "exported_at": time.time(), "backend": self.name,
-                "workspace": workspace, "peer": peer, **self.store.export_rows(workspace, peer)}
+        return {
+            "format": EXPORT_FORMAT,
+            "exported_at": time.time(),
+            "backend": self.name,
+            "workspace": workspace,
+            "peer": peer,
+            **self.store.export_rows(workspace, peer),
+        }
 
     def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
         """Add an exported document's rows to a peer; returns counts added."""
         if document.get("format") != EXPORT_FORMAT:
-            raise ThothError(f"not a Thoth identity export (format {document.get('format')!r}, expected {EXPORT_FORMAT})")
+            raise ThothError(
+                f"not a Thoth identity export (format {document.get('format')!r}, expected {EXPORT_FORMAT})"
+            )
         added = self.store.import_rows(workspace, peer, document)
         notes = [o["content"] for o in document.get("observations", [])]
         self.copy_notes(workspace, peer, notes, author="import")

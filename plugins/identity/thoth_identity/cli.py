@@ -46,16 +46,24 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
     ws = _workspace(workspace)
 
     def gather() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        return (backend.status(ws, peer), backend.store.fact_history(ws, peer),
-                backend.store.recent_observations(ws, peer, limit=limit))
+        return (
+            backend.status(ws, peer),
+            backend.store.fact_history(ws, peer),
+            backend.store.recent_observations(ws, peer, limit=limit),
+        )
 
     status, history, observations = run(_call(gather))
-    click.echo(f"{peer} ({ws}, {backend.name} backend): " + ", ".join(f"{k} {v}" for k, v in status.items() if k not in ("layer", "backend")))
+    click.echo(
+        f"{peer} ({ws}, {backend.name} backend): "
+        + ", ".join(f"{k} {v}" for k, v in status.items() if k not in ("layer", "backend"))
+    )
     if history:
         click.echo("Facts:")
     for fact in history:
         state = "current" if fact["valid_to"] is None else f"until {_when(fact['valid_to'])}"
-        click.echo(f"  {fact['predicate']}: {fact['object']}  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]")
+        click.echo(
+            f"  {fact['predicate']}: {fact['object']}  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]"
+        )
     if observations:
         click.echo("Observations (newest first):")
     for o in observations:
@@ -65,7 +73,13 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
 @identity.command("export")
 @peer_option
 @workspace_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write to a file instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to a file instead of stdout.",
+)
 def export_command(peer: str, workspace: str | None, output: Path | None) -> None:
     """Everything held about a peer as one JSON document."""
     document = run(_call(backend_for(runtime()).export, _workspace(workspace), peer))

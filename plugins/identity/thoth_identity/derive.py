@@ -67,7 +67,9 @@ def parse_derivation(text: str) -> Derivation:
         if not isinstance(item, dict) or not str(item.get("content", "")).strip():
             continue
         kind = item.get("kind") if item.get("kind") in ("explicit", "deductive") else "explicit"
-        result.observations.append({"content": str(item["content"]).strip(), "kind": kind, "confidence": _confidence(item, 0.7)})
+        result.observations.append(
+            {"content": str(item["content"]).strip(), "kind": kind, "confidence": _confidence(item, 0.7)}
+        )
     for item in data.get("facts") or []:
         if not isinstance(item, dict):
             continue
@@ -103,8 +105,10 @@ async def derive(model: Any, *, peer: str, user_text: str, previous_reply: str |
 async def synthesize(model: Any, *, peer: str, known: str, user_text: str) -> str:
     """Ask the model what matters about the peer for this message, from what is known."""
     request = ModelRequest(
-        system=[ContextBlock(tag="instructions", text=SYNTHESIS_INSTRUCTIONS.format(peer=peer), stable=True),
-                ContextBlock(tag="known", text=known)],
+        system=[
+            ContextBlock(tag="instructions", text=SYNTHESIS_INSTRUCTIONS.format(peer=peer), stable=True),
+            ContextBlock(tag="known", text=known),
+        ],
         messages=[Message("user", user_text)],
         max_tokens=200,
         purpose="dialectic",

@@ -44,8 +44,11 @@ class EmbeddedBackend(IdentityBackend):
         except ThothError as exc:
             if not self._warned_no_model:
                 self._warned_no_model = True
-                logger.warning("identity: %s; observations will not be derived from messages "
-                               "(explicit facts from /remember still work)", str(exc).split(". ")[0])
+                logger.warning(
+                    "identity: %s; observations will not be derived from messages "
+                    "(explicit facts from /remember still work)",
+                    str(exc).split(". ")[0],
+                )
             return None
 
     def retrieve(self, workspace: str, peer: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -53,7 +56,9 @@ class EmbeddedBackend(IdentityBackend):
         facts = relevant_facts(self.store.current_facts(workspace, peer), text)
         observations = self.store.search_observations(workspace, peer, text, limit=self.settings.top_k)
         if not observations:
-            observations = self.store.recent_observations(workspace, peer, limit=min(RECENT_WHEN_UNMATCHED, self.settings.top_k))
+            observations = self.store.recent_observations(
+                workspace, peer, limit=min(RECENT_WHEN_UNMATCHED, self.settings.top_k)
+            )
         return facts, observations
 
     async def context(self, turn: Turn, session: Session) -> ContextBlock | None:
@@ -65,8 +70,9 @@ class EmbeddedBackend(IdentityBackend):
             answer = await self._synthesis(turn, facts, observations, time.monotonic() - started)
         return user_model_block(turn.peer, facts=facts, answer=answer, observations=observations, budget=self.budget)
 
-    async def _synthesis(self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]],
-                         elapsed: float) -> str | None:
+    async def _synthesis(
+        self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]], elapsed: float
+    ) -> str | None:
         remaining = self.deadline - elapsed - SYNTHESIS_MARGIN
         if remaining < 0.2 or self.runtime.model_name() is None:
             return None
@@ -75,10 +81,16 @@ class EmbeddedBackend(IdentityBackend):
             return None
         known = user_model_block(turn.peer, facts=facts, observations=observations, budget=self.budget)
         try:
-            return await asyncio.wait_for(
-                synthesize(model, peer=turn.peer, known=known.text if known else "", user_text=turn.text), remaining) or None
+            return (
+                await asyncio.wait_for(
+                    synthesize(model, peer=turn.peer, known=known.text if known else "", user_text=turn.text), remaining
+                )
+                or None
+            )
         except TimeoutError:
-            logger.info("identity: synthesis for %s took over %.2fs; using the retrieved observations", turn.peer, remaining)
+            logger.info(
+                "identity: synthesis for %s took over %.2fs; using the retrieved observations", turn.peer, remaining
+            )
         except Exception as exc:  # noqa: BLE001 - the turn goes on with retrieval alone
             logger.warning("identity: synthesis for %s failed: %s: %s", turn.peer, type(exc).__name__, exc)
         return None
@@ -100,15 +112,34 @@ class EmbeddedBackend(IdentityBackend):
             return
         source = f"message:{message_id}"
         for item in derivation.observations:
-            await asyncio.to_thread(self.store.add_observation, *key, item["content"], kind=item["kind"], author="deriver",
-                                    confidence=item["confidence"], source=source, message_id=message_id)
+            await asyncio.to_thread(
+                self.store.add_observation,
+                *key,
+                item["content"],
+                kind=item["kind"],
+                author="deriver",
+                confidence=item["confidence"],
+                source=source,
+                message_id=message_id,
+            )
         for fact in derivation.facts:
             if fact["confidence"] >= self.settings.fact_confidence:
-                await asyncio.to_thread(self.store.set_fact, *key, fact["predicate"], fact["value"], confidence=fact["confidence"],
-                                        source=f"derived:{source}", multi_valued=fact["predicate"] in MULTI_VALUED)
+                await asyncio.to_thread(
+                    self.store.set_fact,
+                    *key,
+                    fact["predicate"],
+                    fact["value"],
+                    confidence=fact["confidence"],
+                    source=f"derived:{source}",
+                    multi_valued=fact["predicate"] in MULTI_VALUED,
+                )
 
     def _store_messages(self, turn: Turn, reply: Reply, session: Session) -> int:
         common = {"thread": turn.thread, "session_id": session.id, "turn_id": turn.id}
-        message_id = self.store.add_message(turn.workspace, turn.peer, role="user", content=turn.text, at=turn.created_at, **common)
-        self.store.add_message(turn.workspace, turn.peer, role="assistant", content=reply.text, at=reply.finished_at, **common)
+        message_id = self.store.add_message(
+            turn.workspace, turn.peer, role="user", content=turn.text, at=turn.created_at, **common
+        )
+        self.store.add_message(
+            turn.workspace, turn.peer, role="assistant", content=reply.text, at=reply.finished_at, **common
+        )
         return message_id

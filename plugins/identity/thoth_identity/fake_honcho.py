@@ -35,7 +35,13 @@ def _now() -> str:
 def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> dict[str, Any]:
     page, size = int(query.get("page", ["1"])[0]), int(query.get("size", ["50"])[0])
     pages = max(1, -(-len(items) // size))
-    return {"items": items[(page - 1) * size: page * size], "page": page, "size": size, "total": len(items), "pages": pages}
+    return {
+        "items": items[(page - 1) * size : page * size],
+        "page": page,
+        "size": size,
+        "total": len(items),
+        "pages": pages,
+    }
 
 
 class FakeHoncho:
@@ -108,7 +114,11 @@ class FakeHoncho:
         data = b"" if payload is None else json.dumps(payload).encode()
         try:
             request.send_response(status)
-            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)), **headers}.items():
+            for name, value in {
+                "Content-Type": "application/json",
+                "Content-Length": str(len(data)),
+                **headers,
+            }.items():
                 request.send_header(name, value)
             request.end_headers()
             request.wfile.write(data)
@@ -137,18 +147,32 @@ class FakeHoncho:
     # --- routes -------------------------------------------------------------------------
 
     def workspace(self, body: Any, query: Any) -> tuple[int, Any]:
-        ws = self.workspaces.setdefault(body["id"], {"id": body["id"], "metadata": {}, "configuration": {}, "created_at": _now()})
+        ws = self.workspaces.setdefault(
+            body["id"], {"id": body["id"], "metadata": {}, "configuration": {}, "created_at": _now()}
+        )
         return 200, ws
 
     def peer(self, w: str, body: Any, query: Any) -> tuple[int, Any]:
         return 200, self._peer(w, body["id"])
 
     def _peer(self, w: str, pid: str) -> dict[str, Any]:
-        return self.peers.setdefault((w, pid), {"id": pid, "workspace_id": w, "created_at": _now(), "metadata": {}, "configuration": {}})
+        return self.peers.setdefault(
+            (w, pid), {"id": pid, "workspace_id": w, "created_at": _now(), "metadata": {}, "configuration": {}}
+        )
 
     def session(self, w: str, body: Any, query: Any) -> tuple[int, Any]:
-        session = self.sessions.setdefault((w, body["id"]), {"id": body["id"], "is_active": True, "workspace_id": w,
-                                                            "metadata": {}, "configuration": {}, "created_at": _now(), "peers": set()})
+        session = self.sessions.setdefault(
+            (w, body["id"]),
+            {
+                "id": body["id"],
+                "is_active": True,
+                "workspace_id": w,
+                "metadata": {},
+                "configuration": {},
+                "created_at": _now(),
+                "peers": set(),
+            },
+        )
         session["peers"] |= set(body.get("peers") or {})
         return 200, self._public(session)
 
@@ -161,9 +185,16 @@ class FakeHoncho:
             return 404, {"detail": "Session not found"}
         created = []
         for item in body["messages"]:
-            message = {"id": uuid.uuid4().hex, "content": item["content"], "peer_id": item["peer_id"], "session_id": s,
-                       "metadata": item.get("metadata") or {}, "created_at": _now(), "workspace_id": w,
-                       "token_count": len(item["content"].split())}
+            message = {
+                "id": uuid.uuid4().hex,
+                "content": item["content"],
+                "peer_id": item["peer_id"],
+                "session_id": s,
+                "metadata": item.get("metadata") or {},
+                "created_at": _now(),
+                "workspace_id": w,
+                "token_count": len(item["content"].split()),
+            }
             self.messages.append(message)
             self.sessions[(w, s)]["peers"].add(item["peer_id"])
             self._peer(w, item["peer_id"])
@@ -205,13 +236,25 @@ class FakeHoncho:
         return 200, {"peer_card": [f"Peer id: {p}"] if (w, p) in self.peers else None}
 
     def create_conclusions(self, w: str, body: Any, query: Any) -> tuple[int, Any]:
-        return 200, [self._public_conclusion(self._conclude(w, c["observer_id"], c["observed_id"], c["content"], c.get("session_id")))
-                     for c in body["conclusions"]]
+        return 200, [
+            self._public_conclusion(
+                self._conclude(w, c["observer_id"], c["observed_id"], c["content"], c.get("session_id"))
+            )
+            for c in body["conclusions"]
+        ]
 
     def _conclude(self, w: str, observer: str, observed: str, content: str, session_id: str | None) -> dict[str, Any]:
         cid = uuid.uuid4().hex
-        self.conclusions[cid] = {"id": cid, "content": content, "observer_id": observer, "observed_id": observed,
-                                 "session_id": session_id, "level": "explicit", "created_at": _now(), "workspace": w}
+        self.conclusions[cid] = {
+            "id": cid,
+            "content": content,
+            "observer_id": observer,
+            "observed_id": observed,
+            "session_id": session_id,
+            "level": "explicit",
+            "created_at": _now(),
+            "workspace": w,
+        }
         return self.conclusions[cid]
 
     @staticmethod
@@ -220,8 +263,11 @@ class FakeHoncho:
 
     def list_conclusions(self, w: str, body: Any, query: Any) -> tuple[int, Any]:
         filters = body.get("filters") or {}
-        items = [self._public_conclusion(c) for c in self.conclusions.values()
-                 if c["workspace"] == w and all(c.get(k) == v for k, v in filters.items())]
+        items = [
+            self._public_conclusion(c)
+            for c in self.conclusions.values()
+            if c["workspace"] == w and all(c.get(k) == v for k, v in filters.items())
+        ]
         return 200, _page(items, query)
 
     def delete_conclusion(self, w: str, c: str, body: Any, query: Any) -> tuple[int, Any]:

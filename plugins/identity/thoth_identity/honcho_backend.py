@@ -22,7 +22,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from honcho import Honcho, Peer, Session as HonchoSession
+from honcho import Honcho, Peer
+from honcho import Session as HonchoSession
 from honcho.http.exceptions import NotFoundError
 from honcho.http.exceptions import TimeoutError as HonchoTimeout
 
@@ -73,7 +74,9 @@ class HonchoBackend(IdentityBackend):
         with self._lock:
             if key not in self._clients:
                 self._clients[key] = Honcho(
-                    base_url=self.settings.base_url, api_key=self.settings.api_key, workspace_id=self.workspace_id(workspace),
+                    base_url=self.settings.base_url,
+                    api_key=self.settings.api_key,
+                    workspace_id=self.workspace_id(workspace),
                     timeout=self.settings.dialectic_timeout if fast else self.settings.write_timeout,
                     max_retries=0 if fast else self.settings.write_retries,
                 )
@@ -102,7 +105,8 @@ class HonchoBackend(IdentityBackend):
         loop = asyncio.get_running_loop()
         try:
             answer = await asyncio.wait_for(
-                loop.run_in_executor(self._executor, self._dialectic, turn.workspace, turn.peer, turn.text), timeout)
+                loop.run_in_executor(self._executor, self._dialectic, turn.workspace, turn.peer, turn.text), timeout
+            )
         except Exception as exc:  # noqa: BLE001 - slow, down or rate-limited: the turn goes on
             return self._fallback(turn, facts, exc)
         if answer:
@@ -128,15 +132,22 @@ class HonchoBackend(IdentityBackend):
         if cached is None:
             return user_model_block(turn.peer, facts=facts, budget=self.budget)
         age = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(cached["at"]))
-        return user_model_block(turn.peer, facts=facts, answer=cached["text"], budget=self.budget,
-                                answer_heading=f"Last known model of {turn.peer} (from {age}; memory service unavailable now)")
+        return user_model_block(
+            turn.peer,
+            facts=facts,
+            answer=cached["text"],
+            budget=self.budget,
+            answer_heading=f"Last known model of {turn.peer} (from {age}; memory service unavailable now)",
+        )
 
     # --- background writes --------------------------------------------------------------
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
         """Send both messages to the peer's Honcho session and refresh the cached representation."""
         messages = [("user", turn.text), ("assistant", reply.text)]
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._ingest, turn.workspace, turn.peer, turn.thread, messages)
+        await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._ingest, turn.workspace, turn.peer, turn.thread, messages
+        )
 
     def _ingest(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str]]) -> None:
         key = (workspace, peer, thread)
@@ -149,7 +160,7 @@ class HonchoBackend(IdentityBackend):
             agent = self._peer(honcho, self.settings.agent_peer, create=True)
             honcho_session = self._session(honcho, peer, thread)
             for start in range(0, len(batch), 100):  # the API takes at most 100 messages per call
-                chunk = batch[start:start + 100]
+                chunk = batch[start : start + 100]
                 honcho_session.add_messages([(user if role == "user" else agent).message(text) for role, text in chunk])
                 sent = start + len(chunk)
             representation = user.representation()
@@ -158,8 +169,12 @@ class HonchoBackend(IdentityBackend):
         except Exception as exc:  # noqa: BLE001 - keep the messages for the next turn, say so in the log
             with self._lock:
                 self._pending[key] = (batch[sent:] + self._pending.get(key, []))[-MAX_PENDING:]
-            logger.warning("identity: Honcho ingest for peer %s failed (%s); %d message(s) kept for retry",
-                           peer, _describe(exc), len(self._pending[key]))
+            logger.warning(
+                "identity: Honcho ingest for peer %s failed (%s); %d message(s) kept for retry",
+                peer,
+                _describe(exc),
+                len(self._pending[key]),
+            )
 
     def copy_notes(self, workspace: str, peer: str, texts: list[str], *, author: str) -> None:
         """Write notes as Honcho conclusions about the peer, in the background (agent-authored when not the user's)."""
@@ -175,10 +190,14 @@ class HonchoBackend(IdentityBackend):
             else:
                 view = self._peer(honcho, self.settings.agent_peer, create=True).conclusions_of(user.id)
             for start in range(0, len(texts), 100):
-                view.create([{"content": text} for text in texts[start:start + 100]])
+                view.create([{"content": text} for text in texts[start : start + 100]])
         except Exception as exc:  # noqa: BLE001
-            logger.warning("identity: writing %d conclusion(s) about %s to Honcho failed (%s); they stay in the local store",
-                           len(texts), peer, _describe(exc))
+            logger.warning(
+                "identity: writing %d conclusion(s) about %s to Honcho failed (%s); they stay in the local store",
+                len(texts),
+                peer,
+                _describe(exc),
+            )
 
     def _submit(self, function: Any, *args: Any) -> None:
         future = self._executor.submit(function, *args)
@@ -198,13 +217,35 @@ class HonchoBackend(IdentityBackend):
         honcho = self.client(workspace, fast=False)
         user = Peer(honcho_id(peer), honcho)
         try:
-            sessions = [{"id": s.id, "messages": [{"peer": m.peer_id, "content": m.content, "created_at": m.created_at.isoformat()}
-                                                   for m in s.messages()]} for s in user.sessions()]
-            conclusions = [{"id": c.id, "content": c.content, "observer": c.observer_id, "observed": c.observed_id,
-                            "session_id": c.session_id, "level": c.level, "created_at": c.created_at.isoformat()}
-                           for c in self._conclusions(honcho, user.id)]
-            document["honcho"] = {"workspace": honcho.workspace_id, "peer": user.id, "sessions": sessions,
-                                  "conclusions": conclusions, "card": user.get_card() or []}
+            sessions = [
+                {
+                    "id": s.id,
+                    "messages": [
+                        {"peer": m.peer_id, "content": m.content, "created_at": m.created_at.isoformat()}
+                        for m in s.messages()
+                    ],
+                }
+                for s in user.sessions()
+            ]
+            conclusions = [
+                {
+                    "id": c.id,
+                    "content": c.content,
+                    "observer": c.observer_id,
+                    "observed": c.observed_id,
+                    "session_id": c.session_id,
+                    "level": c.level,
+                    "created_at": c.created_at.isoformat(),
+                }
+                for c in self._conclusions(honcho, user.id)
+            ]
+            document["honcho"] = {
+                "workspace": honcho.workspace_id,
+                "peer": user.id,
+                "sessions": sessions,
+                "conclusions": conclusions,
+                "card": user.get_card() or [],
+            }
         except Exception as exc:  # noqa: BLE001
             document["honcho"] = {"error": _describe(exc)}
             logger.error("identity: exporting %s from Honcho failed: %s", peer, _describe(exc))

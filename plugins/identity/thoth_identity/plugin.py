@@ -62,8 +62,9 @@ async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Sess
     if kind not in ("identity", "remember"):
         return None
     backend = backend_for(session.runtime)
-    outcome = await asyncio.to_thread(backend.remember, session.workspace, session.peer, text,
-                                      source=f"feedback:{kind}:{turn_id}:{actor}")
+    outcome = await asyncio.to_thread(
+        backend.remember, session.workspace, session.peer, text, source=f"feedback:{kind}:{turn_id}:{actor}"
+    )
     return {"action": outcome["kind"], "message": outcome["message"]}
 
 
@@ -78,7 +79,9 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
         if len(kept) < len(texts):
             logger.info("identity: %d flagged update(s) about %s not applied", len(texts) - len(kept), peer)
         if kept:
-            await asyncio.to_thread(backend.add_observations, session.workspace, peer, kept, author="agent", source=source)
+            await asyncio.to_thread(
+                backend.add_observations, session.workspace, peer, kept, author="agent", source=source
+            )
 
 
 @hookimpl
@@ -95,8 +98,9 @@ async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any
 async def _remember(args: str, session: Session, runtime: Any, **_: Any) -> str:
     if not args.strip():
         return REMEMBER_USAGE
-    outcome = await asyncio.to_thread(backend_for(runtime).remember, session.workspace, session.peer, args,
-                                      source=f"command:{session.id}")
+    outcome = await asyncio.to_thread(
+        backend_for(runtime).remember, session.workspace, session.peer, args, source=f"command:{session.id}"
+    )
     return str(outcome["message"])
 
 

@@ -25,9 +25,15 @@ def relevant_facts(facts: list[dict[str, Any]], text: str) -> list[dict[str, Any
     return sorted(facts, key=order)
 
 
-def user_model_block(peer: str, *, facts: Iterable[dict[str, Any]] = (), answer: str | None = None,
-                     answer_heading: str = "What matters now", observations: Iterable[dict[str, Any]] = (),
-                     budget: int) -> ContextBlock | None:
+def user_model_block(
+    peer: str,
+    *,
+    facts: Iterable[dict[str, Any]] = (),
+    answer: str | None = None,
+    answer_heading: str = "What matters now",
+    observations: Iterable[dict[str, Any]] = (),
+    budget: int,
+) -> ContextBlock | None:
     """The block for one peer, cut line by line to fit `budget` tokens (tags included); None if empty."""
     lines: list[str] = []
 

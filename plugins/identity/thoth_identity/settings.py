@@ -42,10 +42,20 @@ def load_settings(runtime: Any) -> IdentitySettings:
     table = config.plugin("identity")
     defaults = IdentitySettings()
     values: dict[str, Any] = {}
-    for key, kind in (("base_url", str), ("workspace", str), ("agent_peer", str), ("reasoning_level", str),
-                      ("backend", str), ("dialectic_timeout", (int, float)), ("write_timeout", (int, float)),
-                      ("write_retries", int), ("synthesis", bool), ("derive", bool), ("top_k", int),
-                      ("fact_confidence", (int, float))):
+    for key, kind in (
+        ("base_url", str),
+        ("workspace", str),
+        ("agent_peer", str),
+        ("reasoning_level", str),
+        ("backend", str),
+        ("dialectic_timeout", (int, float)),
+        ("write_timeout", (int, float)),
+        ("write_retries", int),
+        ("synthesis", bool),
+        ("derive", bool),
+        ("top_k", int),
+        ("fact_confidence", (int, float)),
+    ):
         if table.get(key) is None:
             continue
         value = table[key]
@@ -62,7 +72,9 @@ def load_settings(runtime: Any) -> IdentitySettings:
     deadline = runtime.deadline_for("identity")
     timeout = float(values.get("dialectic_timeout", defaults.dialectic_timeout))
     if not 0 < timeout < deadline:
-        raise error("dialectic_timeout", f"must be positive and below the layer deadline ({deadline}s), got {timeout!r}")
+        raise error(
+            "dialectic_timeout", f"must be positive and below the layer deadline ({deadline}s), got {timeout!r}"
+        )
     if values.get("top_k", 1) < 1:
         raise error("top_k", "must be at least 1")
     return IdentitySettings(**values)

@@ -88,36 +88,79 @@ class IdentityStore:
         """Record that a peer exists."""
         self._write(
             "INSERT OR IGNORE INTO peers (workspace, peer, owner, created_at) VALUES (?, ?, ?, ?)",
-            workspace, peer, owner_token(workspace, peer), time.time(),
+            workspace,
+            peer,
+            owner_token(workspace, peer),
+            time.time(),
         )
 
-    def add_message(self, workspace: str, peer: str, *, thread: str, session_id: str, turn_id: str | None,
-                    role: str, content: str, at: float | None = None) -> int:
+    def add_message(
+        self,
+        workspace: str,
+        peer: str,
+        *,
+        thread: str,
+        session_id: str,
+        turn_id: str | None,
+        role: str,
+        content: str,
+        at: float | None = None,
+    ) -> int:
         """Store one message of a peer's conversation; returns its id."""
         self.ensure_peer(workspace, peer)
         return self._write(
-            "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            workspace, peer, thread, session_id, turn_id, role, content, at or time.time(),
+            "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            workspace,
+            peer,
+            thread,
+            session_id,
+            turn_id,
+            role,
+            content,
+            at or time.time(),
         )
 
     # --- observations -------------------------------------------------------------------
 
-    def add_observation(self, workspace: str, peer: str, content: str, *, kind: str, author: str, confidence: float,
-                        source: str, message_id: int | None = None, at: float | None = None) -> int | None:
+    def add_observation(
+        self,
+        workspace: str,
+        peer: str,
+        content: str,
+        *,
+        kind: str,
+        author: str,
+        confidence: float,
+        source: str,
+        message_id: int | None = None,
+        at: float | None = None,
+    ) -> int | None:
         """Store an observation about a peer; returns its id, or None if the same text is already held."""
         content = content.strip()
         if not content:
             return None
         with self.lock:
-            if self.db.execute("SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND content = ?",
-                               (workspace, peer, content)).fetchone():
+            if self.db.execute(
+                "SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND content = ?",
+                (workspace, peer, content),
+            ).fetchone():
                 return None
             self.ensure_peer(workspace, peer)
             return self._write(
-                "INSERT INTO observations (workspace, peer, owner, content, kind, author, confidence, message_id, source, created_at)"
+                "INSERT INTO observations"
+                " (workspace, peer, owner, content, kind, author, confidence, message_id, source, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                workspace, peer, owner_token(workspace, peer), content, kind, author,
-                max(0.0, min(1.0, float(confidence))), message_id, source, at or time.time(),
+                workspace,
+                peer,
+                owner_token(workspace, peer),
+                content,
+                kind,
+                author,
+                max(0.0, min(1.0, float(confidence))),
+                message_id,
+                source,
+                at or time.time(),
             )
 
     def search_observations(self, workspace: str, peer: str, text: str, *, limit: int) -> list[dict[str, Any]]:
@@ -127,12 +170,21 @@ class IdentityStore:
             return []
         match = f'owner : "{owner_token(workspace, peer)}" AND content : (' + " OR ".join(f'"{t}"' for t in terms) + ")"
         with self.lock:  # rank inside the index first, then read only the winners' rows
-            ranked = dict(self.db.execute(
-                "SELECT rowid, bm25(observations_fts, 0.0, 1.0) AS score FROM observations_fts"
-                " WHERE observations_fts MATCH ? ORDER BY score LIMIT ?", (match, limit * 3)).fetchall())
+            ranked = dict(
+                self.db.execute(
+                    "SELECT rowid, bm25(observations_fts, 0.0, 1.0) AS score FROM observations_fts"
+                    " WHERE observations_fts MATCH ? ORDER BY score LIMIT ?",
+                    (match, limit * 3),
+                ).fetchall()
+            )
             marks = ",".join("?" * len(ranked))
-            rows = [dict(row) for row in self.db.execute(
-                f"SELECT * FROM observations WHERE id IN ({marks}) AND workspace = ? AND peer = ?", (*ranked, workspace, peer))]
+            rows = [
+                dict(row)
+                for row in self.db.execute(
+                    f"SELECT * FROM observations WHERE id IN ({marks}) AND workspace = ? AND peer = ?",
+                    (*ranked, workspace, peer),
+                )
+            ]
         for row in rows:
             row["rank"] = ranked[row["id"]]
         rows.sort(key=lambda r: r["rank"] * (0.5 + r["confidence"] / 2))
@@ -142,13 +194,26 @@ class IdentityStore:
         """The peer's most recent observations."""
         return self._rows(
             "SELECT * FROM observations WHERE workspace = ? AND peer = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-            workspace, peer, limit,
+            workspace,
+            peer,
+            limit,
         )
 
     # --- hard facts ---------------------------------------------------------------------
 
-    def set_fact(self, workspace: str, peer: str, predicate: str, value: str, *, confidence: float, source: str,
-                 multi_valued: bool = False, subject: str | None = None, at: float | None = None) -> dict[str, Any]:
+    def set_fact(
+        self,
+        workspace: str,
+        peer: str,
+        predicate: str,
+        value: str,
+        *,
+        confidence: float,
+        source: str,
+        multi_valued: bool = False,
+        subject: str | None = None,
+        at: float | None = None,
+    ) -> dict[str, Any]:
         """Assert a fact; a new value of a single-valued predicate closes the old one's validity.
 
         Returns `{"fact": row, "superseded": [rows], "unchanged": bool}`.
@@ -157,8 +222,12 @@ class IdentityStore:
         subject = subject or peer
         with self.lock:
             current = self._rows(
-                "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND subject = ? AND predicate = ? AND valid_to IS NULL",
-                workspace, peer, subject, predicate,
+                "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND subject = ? AND predicate = ?"
+                " AND valid_to IS NULL",
+                workspace,
+                peer,
+                subject,
+                predicate,
             )
             same = [f for f in current if f["object"].casefold() == value.casefold()]
             if same:
@@ -169,9 +238,17 @@ class IdentityStore:
                     self.db.execute("UPDATE facts SET valid_to = ? WHERE id = ?", (at, old["id"]))
                     old["valid_to"] = at
                 fact_id = self._write(
-                    "INSERT INTO facts (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
+                    "INSERT INTO facts"
+                    " (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                    workspace, peer, subject, predicate, value, confidence, source, at,
+                    workspace,
+                    peer,
+                    subject,
+                    predicate,
+                    value,
+                    confidence,
+                    source,
+                    at,
                 )
             self.ensure_peer(workspace, peer)
             fact = self._rows("SELECT * FROM facts WHERE id = ?", fact_id)[0]
@@ -181,7 +258,8 @@ class IdentityStore:
         """Facts about a peer that hold now."""
         return self._rows(
             "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL ORDER BY predicate, valid_from",
-            workspace, peer,
+            workspace,
+            peer,
         )
 
     def fact_history(self, workspace: str, peer: str) -> list[dict[str, Any]]:
@@ -196,12 +274,18 @@ class IdentityStore:
         """Keep the last good Honcho answer (`dialectic`) or representation for fallbacks."""
         self._write(
             "INSERT OR REPLACE INTO honcho_cache (workspace, peer, kind, text, at) VALUES (?, ?, ?, ?, ?)",
-            workspace, peer, kind, text, time.time(),
+            workspace,
+            peer,
+            kind,
+            text,
+            time.time(),
         )
 
     def cache_get(self, workspace: str, peer: str, kind: str) -> dict[str, Any] | None:
         """A cached Honcho answer, with its time, or None."""
-        rows = self._rows("SELECT text, at FROM honcho_cache WHERE workspace = ? AND peer = ? AND kind = ?", workspace, peer, kind)
+        rows = self._rows(
+            "SELECT text, at FROM honcho_cache WHERE workspace = ? AND peer = ? AND kind = ?", workspace, peer, kind
+        )
         return rows[0] if rows else None
 
     # --- counts, export, import, forget -------------------------------------------------
@@ -209,6 +293,7 @@ class IdentityStore:
     def counts(self, workspace: str, peer: str) -> dict[str, int]:
         """How many observations, current facts and messages are held about a peer."""
         with self.lock:
+
             def one(sql: str) -> int:
                 return int(self.db.execute(sql, (workspace, peer)).fetchone()[0])
 
@@ -226,10 +311,17 @@ class IdentityStore:
             "facts": self.fact_history(*key),
             "observations": self._rows(
                 "SELECT id, content, kind, author, confidence, message_id, source, created_at FROM observations"
-                " WHERE workspace = ? AND peer = ? ORDER BY id", *key),
+                " WHERE workspace = ? AND peer = ? ORDER BY id",
+                *key,
+            ),
             "messages": self._rows(
-                "SELECT id, thread, session_id, turn_id, role, content, at FROM messages WHERE workspace = ? AND peer = ? ORDER BY id", *key),
-            "honcho_cache": self._rows("SELECT kind, text, at FROM honcho_cache WHERE workspace = ? AND peer = ?", *key),
+                "SELECT id, thread, session_id, turn_id, role, content, at FROM messages"
+                " WHERE workspace = ? AND peer = ? ORDER BY id",
+                *key,
+            ),
+            "honcho_cache": self._rows(
+                "SELECT kind, text, at FROM honcho_cache WHERE workspace = ? AND peer = ?", *key
+            ),
         }
 
     def import_rows(self, workspace: str, peer: str, rows: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
@@ -240,30 +332,56 @@ class IdentityStore:
             for m in rows.get("messages", []):
                 exists = self.db.execute(
                     "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND role = ? AND content = ? AND at = ?",
-                    (workspace, peer, m["role"], m["content"], m["at"])).fetchone()
+                    (workspace, peer, m["role"], m["content"], m["at"]),
+                ).fetchone()
                 if exists:
                     message_ids[m.get("id", -1)] = exists[0]
                     continue
                 message_ids[m.get("id", -1)] = self.add_message(
-                    workspace, peer, thread=m.get("thread", "imported"), session_id=m.get("session_id", "imported"),
-                    turn_id=m.get("turn_id"), role=m["role"], content=m["content"], at=m["at"])
+                    workspace,
+                    peer,
+                    thread=m.get("thread", "imported"),
+                    session_id=m.get("session_id", "imported"),
+                    turn_id=m.get("turn_id"),
+                    role=m["role"],
+                    content=m["content"],
+                    at=m["at"],
+                )
                 added["messages"] += 1
             for o in rows.get("observations", []):
                 new = self.add_observation(
-                    workspace, peer, o["content"], kind=o.get("kind", "explicit"), author=o.get("author", "imported"),
-                    confidence=o.get("confidence", 0.5), source=o.get("source", "import"),
-                    message_id=message_ids.get(o.get("message_id") or -1), at=o.get("created_at"))
+                    workspace,
+                    peer,
+                    o["content"],
+                    kind=o.get("kind", "explicit"),
+                    author=o.get("author", "imported"),
+                    confidence=o.get("confidence", 0.5),
+                    source=o.get("source", "import"),
+                    message_id=message_ids.get(o.get("message_id") or -1),
+                    at=o.get("created_at"),
+                )
                 added["observations"] += new is not None
             for f in rows.get("facts", []):
                 if self.db.execute(
-                        "SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND predicate = ? AND object = ? AND valid_from = ?",
-                        (workspace, peer, f["predicate"], f["object"], f["valid_from"])).fetchone():
+                    "SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND predicate = ? AND object = ?"
+                    " AND valid_from = ?",
+                    (workspace, peer, f["predicate"], f["object"], f["valid_from"]),
+                ).fetchone():
                     continue
                 self._write(
-                    "INSERT INTO facts (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
+                    "INSERT INTO facts"
+                    " (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    workspace, peer, f.get("subject") or peer, f["predicate"], f["object"], f.get("confidence", 1.0),
-                    f.get("source", "import"), f["valid_from"], f.get("valid_to"))
+                    workspace,
+                    peer,
+                    f.get("subject") or peer,
+                    f["predicate"],
+                    f["object"],
+                    f.get("confidence", 1.0),
+                    f.get("source", "import"),
+                    f["valid_from"],
+                    f.get("valid_to"),
+                )
                 added["facts"] += 1
             self.ensure_peer(workspace, peer)
         return added
@@ -273,20 +391,34 @@ class IdentityStore:
         key = (workspace, peer)
         with self.transaction():
             if thread is not None:
-                ids = [r[0] for r in self.db.execute(
-                    "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread))]
+                ids = [
+                    r[0]
+                    for r in self.db.execute(
+                        "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
+                    )
+                ]
                 marks = ",".join("?" * len(ids))
-                observations = self.db.execute(
-                    f"DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", (*key, *ids)
-                ).rowcount if ids else 0
+                observations = (
+                    self.db.execute(
+                        f"DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})",
+                        (*key, *ids),
+                    ).rowcount
+                    if ids
+                    else 0
+                )
                 messages = self.db.execute(
-                    "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)).rowcount
+                    "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
+                ).rowcount
                 return {"observations": observations, "messages": messages}
             receipt = {
                 "facts": self.db.execute("DELETE FROM facts WHERE workspace = ? AND peer = ?", key).rowcount,
-                "observations": self.db.execute("DELETE FROM observations WHERE workspace = ? AND peer = ?", key).rowcount,
+                "observations": self.db.execute(
+                    "DELETE FROM observations WHERE workspace = ? AND peer = ?", key
+                ).rowcount,
                 "messages": self.db.execute("DELETE FROM messages WHERE workspace = ? AND peer = ?", key).rowcount,
-                "cached_answers": self.db.execute("DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key).rowcount,
+                "cached_answers": self.db.execute(
+                    "DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key
+                ).rowcount,
             }
             self.db.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
             return receipt
