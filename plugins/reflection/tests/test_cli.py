@@ -68,3 +68,28 @@ def test_reflect_review_nightly_from_the_command_line(tmp_path, thoth_home, good
     audit = thoth(env, "reflect", "audit").stdout
     for event in ("run_started", "result", "fanout", "memory_notes_written", "queued", "decision", "nightly"):
         assert event in audit
+
+
+def test_interactive_review_rejects_with_a_reason(tmp_path, thoth_home, good):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = setup_project(tmp_path, thoth_home, good)
+    thoth(env, "ask", "hello", "--peer", "ann")
+    [transcript] = list((thoth_home / "working" / "transcripts").glob("*/*.jsonl"))
+    thoth(env, "reflect", "session", transcript.stem)
+    script = Path(sys.executable).with_name("thoth")
+    done = subprocess.run(
+        [str(script), "review", "-i", "--actor", "lead"],
+        input="r\nnot our style\n",
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, **env},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "rejected persona:" in done.stdout
+    audit = json.loads(thoth(env, "reflect", "audit", "--json").stdout)
+    [decision] = [e for e in audit if e["event"] == "decision"]
+    assert decision["actor"] == "lead" and decision["payload"]["reason"] == "not our style"

@@ -211,7 +211,9 @@ class TinyEmbedder:
 
         import numpy as np
 
-        rows = np.array([[float((zlib.crc32(t.encode()) >> k) & 7) + 1.0 for k in range(8)] for t in texts], dtype=np.float32)
+        rows = np.array(
+            [[float((zlib.crc32(t.encode()) >> k) & 7) + 1.0 for k in range(8)] for t in texts], dtype=np.float32
+        )
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
@@ -227,9 +229,18 @@ async def test_real_episodic_layer_hands_over_expired_episodes(make_runtime):
     from thoth_episodic.records import Episode
 
     config = {"plugins": {"episodic": {"embedder": "tiny", "retention_days": 30}}}
-    runtime = make_runtime({"episodic": episodic, "tiny": TinyEmbedderPlugin(), "reflection": reflection}, config=config)
+    runtime = make_runtime(
+        {"episodic": episodic, "tiny": TinyEmbedderPlugin(), "reflection": reflection}, config=config
+    )
     memory = memory_for(runtime)
-    old = Episode(workspace="default", peer="ann", thread="t", user="We picked Rust for the CLI.", assistant="Noted.", occurred_at=time.time() - 60 * 86400)
+    old = Episode(
+        workspace="default",
+        peer="ann",
+        thread="t",
+        user="We picked Rust for the CLI.",
+        assistant="Noted.",
+        occurred_at=time.time() - 60 * 86400,
+    )
     memory.write(old)
     memory.write(Episode(workspace="default", peer="ann", thread="t", user="fresh episode", assistant="ok"))
     summary = await run_nightly(runtime)

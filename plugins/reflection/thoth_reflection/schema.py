@@ -163,4 +163,3 @@ def check_at_seconds(iso: str) -> float:
 def utc_day(at: float) -> str:
     """The UTC date (YYYY-MM-DD) of unix seconds."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
-
