@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
 import pytest
 import thoth_slack.plugin
 from click.testing import CliRunner
 from thoth_slack.cards import APPROVE
-from thoth_slack.serve import socket_mode_handler
-from thoth_slack.testing import FakeSocketMode, event_body, mention
+from thoth_slack.serve import socket_mode_handler, start
+from thoth_slack.testing import FakeSocketMode, event_body, mention, signed
 
+from thoth_core import hookimpl
 from thoth_core.cli import cli
 
 
@@ -37,8 +44,6 @@ def test_socket_mode_mention_is_acked_and_answered(make_slack, socket_server):
 
 
 def test_socket_mode_button_is_acked_and_decided(make_slack, socket_server):
-    from thoth_core import hookimpl
-
     decided = []
 
     class Owner:
@@ -100,3 +105,75 @@ def test_thoth_slack_with_a_literal_token_exits_2(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["slack"])
     assert result.exit_code == 2
     assert "thoth.toml:2: plugins.slack.bot_token: tokens are not kept in the file" in result.output
+
+
+class Ends:
+    def __init__(self):
+        self.ended = []
+
+    @hookimpl
+    def session_end(self, session, reason):
+        self.ended.append((session.thread, reason))
+
+
+def _config(fake_slack, **slack):
+    return {
+        "plugins": {
+            "slack": {
+                "bot_token": {"$env": "SLACK_BOT_TOKEN"},
+                "app_token": {"$env": "SLACK_APP_TOKEN"},
+                "signing_secret": {"$env": "SLACK_SIGNING_SECRET"},
+                "api_url": fake_slack.url,
+                **slack,
+            }
+        }
+    }
+
+
+def test_start_runs_socket_mode_until_stopped_then_ends_sessions(make_runtime, fake_slack, socket_server):
+    ends = Ends()
+    runtime = make_runtime(
+        {"slack": thoth_slack.plugin, "ends": ends}, config=_config(fake_slack), replies=[{"reply": "hi!"}]
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=start, args=(runtime,), kwargs={"stop": stop})
+    runner.start()
+    try:
+        socket_server.wait_for_ack(socket_server.push(event_body(mention("hello"))))
+        fake_slack.wait_for("chat.update", lambda p: p["text"] == "hi!")
+    finally:
+        stop.set()
+        runner.join(20)
+    assert not runner.is_alive()
+    assert ends.ended == [("CGENERAL:1700000000.000100", "exit")]
+
+
+def test_start_serves_http_when_given_a_port(make_runtime, fake_slack):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    runtime = make_runtime({"slack": thoth_slack.plugin}, config=_config(fake_slack), replies=[{"reply": "over http"}])
+    stop = threading.Event()
+    runner = threading.Thread(target=start, args=(runtime,), kwargs={"stop": stop, "http_port": port})
+    runner.start()
+    try:
+        request = signed(json.dumps(event_body(mention("hello"))))
+        http = urllib.request.Request(
+            f"http://127.0.0.1:{port}/slack/events",
+            data=request.raw_body.encode(),
+            headers={k: v[0] for k, v in request.headers.items()},
+        )
+        for _ in range(100):  # the server starts on the runner's thread
+            try:
+                with urllib.request.urlopen(http, timeout=5) as response:
+                    assert response.status == 200
+                break
+            except urllib.error.URLError:
+                time.sleep(0.05)
+        fake_slack.wait_for("chat.update", lambda p: p["text"] == "over http")
+    finally:
+        stop.set()
+        runner.join(20)
+    assert not runner.is_alive()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+from collections.abc import Callable
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -43,23 +45,48 @@ def socket_mode_handler(bridge: SlackBridge) -> SocketModeHandler:
     return SocketModeHandler(bridge.app, app_token=bridge.settings.app_token, web_client=bridge.client)
 
 
-def start(runtime: Any, *, http_port: int | None = None, host: str = "127.0.0.1", **_: Any) -> None:
-    """Run the Slack frontend until interrupted; every open session then ends with `exit`."""
+def start(
+    runtime: Any,
+    *,
+    http_port: int | None = None,
+    host: str = "127.0.0.1",
+    stop: threading.Event | None = None,
+    **_: Any,
+) -> None:
+    """Run the Slack frontend until Ctrl-C, SIGTERM or `stop`; every open session then ends with `exit`."""
     bridge = SlackBridge(runtime, load_settings(runtime, http=http_port is not None))
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
     bridge.start()
+    close: Callable[[], None] | None = None
     try:
-        if http_port is None:
-            handler = socket_mode_handler(bridge)
-            handler.connect()
-            click.echo(f"thoth slack: connected in Socket Mode as <@{bridge.bot_user}>; Ctrl-C to stop", err=True)
-            threading.Event().wait()
-        else:
-            server = http_server(bridge, http_port, host)
-            click.echo(
-                f"thoth slack: listening on http://{host}:{server.server_port}{EVENTS_PATH}; Ctrl-C to stop", err=True
-            )
-            server.serve_forever()
+        close = _connect(bridge) if http_port is None else _serve(bridge, http_port, host)
+        stop.wait()
     except KeyboardInterrupt:
         pass
     finally:
+        if close is not None:
+            close()
         bridge.stop()
+
+
+def _connect(bridge: SlackBridge) -> Callable[[], None]:
+    """Open the Socket Mode connection; returns how to close it."""
+    handler = socket_mode_handler(bridge)
+    handler.connect()
+    click.echo(f"thoth slack: connected in Socket Mode as <@{bridge.bot_user}>; Ctrl-C to stop", err=True)
+    return handler.close
+
+
+def _serve(bridge: SlackBridge, port: int, host: str) -> Callable[[], None]:
+    """Serve HTTP on a background thread; returns how to stop it."""
+    server = http_server(bridge, port, host)
+    threading.Thread(target=server.serve_forever, name="thoth-slack-http", daemon=True).start()
+    click.echo(f"thoth slack: listening on http://{host}:{server.server_port}{EVENTS_PATH}; Ctrl-C to stop", err=True)
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return close
