@@ -40,6 +40,8 @@ def test_reflect_review_nightly_from_the_command_line(tmp_path, thoth_home, good
     assert again.returncode == 2 and "already reflected on; pass --again" in again.stderr
     missing = thoth(env, "reflect", "session", "nope", ok=False)
     assert missing.returncode == 2 and "no transcript for session 'nope'" in missing.stderr
+    wildcard = thoth(env, "reflect", "session", "*", ok=False)
+    assert wildcard.returncode == 2 and "no transcript for session '*'" in wildcard.stderr
     assert "Ann deploys to staging every Friday." in (tmp_path / "persona" / "MEMORY.md").read_text()
 
     listing = thoth(env, "review").stdout
@@ -54,6 +56,8 @@ def test_reflect_review_nightly_from_the_command_line(tmp_path, thoth_home, good
     first = json.loads(thoth(env, "reflect", "nightly", "--now", later).stdout)
     assert first["changed"] and first["sessions"] == 1 and first["notes"] == 2
     assert json.loads(thoth(env, "reflect", "nightly", "--now", later).stdout)["changed"] is False
+    bad = thoth(env, "reflect", "nightly", "--now", "yesterday", ok=False)
+    assert bad.returncode == 2 and "--now: 'yesterday' is not an ISO-8601 time" in bad.stderr
     assert "How do I deploy?" in (tmp_path / "persona" / "MEMORY.md").read_text()
 
     record = thoth(env, "reflect", "records").stdout.split()[0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import getpass
 import json
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,11 +121,8 @@ def reflect_group() -> None:
 
 def find_session(rt: Any, session_id: str) -> Session:
     """A session rebuilt from the working layer's transcript file."""
-    matches = (
-        sorted(transcripts_dir(rt).glob(f"*/{session_id}.jsonl"))
-        if "/" not in session_id and ".." not in session_id
-        else []
-    )
+    plain = re.fullmatch(r"[\w\-]{1,100}", session_id) is not None
+    matches = sorted(transcripts_dir(rt).glob(f"*/{session_id}.jsonl")) if plain else []
     if not matches:
         raise ThothError(f"{transcripts_dir(rt)}: no transcript for session {session_id!r}")
     rows = read_transcript(matches[-1])
@@ -167,7 +165,13 @@ def reflect_session(session_id: str, again: bool) -> None:
 @click.option("--now", "now_text", default=None, help="Pretend it is this ISO-8601 time (for catch-up runs and tests).")
 def reflect_nightly(now_text: str | None) -> None:
     """Consolidate the day's sessions into the memory snapshot (cron-friendly, idempotent)."""
-    now = datetime.fromisoformat(now_text).timestamp() if now_text else None
+    now = None
+    if now_text:
+        try:
+            when = datetime.fromisoformat(now_text)
+        except ValueError as exc:
+            raise ThothError(f"--now: {now_text!r} is not an ISO-8601 time") from exc
+        now = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
     summary = run(run_nightly(runtime(), now=now))
     click.echo(json.dumps(summary, indent=2))
 
