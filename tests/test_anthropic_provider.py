@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -268,11 +269,30 @@ def test_prices_and_cost():
     assert cost_of(usage, None) is None
 
 
-def test_building_the_plugin_manager_does_not_import_the_sdk():
-    code = "import sys; from thoth_core.config import Config; from thoth_core.plugins import make_plugin_manager; "
-    code += "make_plugin_manager(Config(), autoload=False); print('anthropic' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+WARM = """
+import sys, threading
+from thoth_core.config import Config
+from thoth_core.plugins import make_plugin_manager
+from thoth_core.runtime import Runtime
+make_plugin_manager(Config(), autoload=False)
+print("anthropic" in sys.modules)
+Runtime(Config(), autoload=False)
+for thread in threading.enumerate():
+    if thread.name == "thoth-import-anthropic":
+        thread.join()
+print("anthropic" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("key", "imported"), [(None, "False"), ("k", "True")])
+def test_the_sdk_is_imported_only_when_claude_is_the_model(key, imported, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")} | (
+        {"ANTHROPIC_API_KEY": key} if key else {}
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", WARM], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert run.stdout.split() == ["False", imported], run.stderr
 
 
 async def test_the_fake_speaks_json_bearer_auth_count_tokens_and_callable_replies(fake_anthropic):

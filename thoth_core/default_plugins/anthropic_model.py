@@ -14,15 +14,20 @@ first) carries `cache_control`, so the API caches the unchanging prefix across t
 Tools: each `request.tools` entry is an API tool definition; one carrying a `handler`
 (callable(input) -> str, may be async) is run when the model calls it, and its result is sent
 back, for at most `max_tool_rounds` rounds. Without a handler the reply ends at the call.
-The SDK is imported only when the provider is built, so `thoth --help` stays fast.
+The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
+`anthropic` is the configured model, `configure` starts that import on a thread, so it overlaps
+the pre-spawn stage of the first turn (and a frontend's start-up) instead of delaying the reply.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import os
 import re
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -317,6 +322,15 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
         price=price_of(model, prices),
         url_source=source,
     )
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    """When Claude answers turns, import the SDK (~2 s) on a thread while the runtime starts."""
+    if runtime.model_name() == "anthropic" and "anthropic" not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=("anthropic",), name="thoth-import-anthropic", daemon=True
+        ).start()
 
 
 @hookimpl

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -308,6 +309,11 @@ def stream_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: FakeAnthropic
+
+    def setup(self) -> None:
+        """Send each event at once (no Nagle delay), as a streaming API must."""
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         """Quiet: tests read `fake.requests` instead."""
