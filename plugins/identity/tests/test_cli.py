@@ -1,4 +1,8 @@
-"""`thoth identity ...` through the real CLI, with only this plugin loaded."""
+"""`thoth identity ...` through click, with only this plugin loaded.
+
+Commands run under a fresh `ThothGroup` (the process-wide `thoth` group loads plugin
+commands once per process, under whatever environment came first).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,17 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from thoth_identity.cli import identity
 
-from thoth_core.cli import cli
+from thoth_core.cli import ThothGroup, ask, forget
 from thoth_core.config import Config
 from thoth_core.plugins import make_plugin_manager
+
+
+def thoth_group() -> ThothGroup:
+    group = ThothGroup(commands={"ask": ask, "forget": forget, "identity": identity})
+    group._plugins_loaded = True
+    return group
 
 
 @pytest.fixture
@@ -18,7 +29,7 @@ def thoth(thoth_home, monkeypatch):
     runner = CliRunner()
 
     def invoke(*args):
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        result = runner.invoke(thoth_group(), list(args), catch_exceptions=False)
         assert result.exit_code == 0, result.output
         return result.output
 
@@ -55,8 +66,8 @@ def test_import_rejects_other_files(thoth_home, monkeypatch, tmp_path):
     monkeypatch.setenv("THOTH_LOAD_PLUGINS", "identity")
     path = tmp_path / "other.json"
     path.write_text('{"format": "something-else", "peer": "x"}')
-    result = CliRunner().invoke(cli, ["identity", "import", str(path)])
-    assert result.exit_code == 2 and "not a Thoth identity export" in result.output
+    result = CliRunner().invoke(thoth_group(), ["identity", "import", str(path)])
+    assert result.exit_code == 2 and "thoth: error:" in result.output and "not a Thoth identity export" in result.output
 
 
 def test_honcho_disabled_switches_the_layer_off(monkeypatch):
