@@ -193,3 +193,11 @@ def test_twenty_threads_at_once_without_blocking_or_leaking(make_slack):
         assert set(re.findall(r"token-(\d\d)", last)) == {f"{i:02d}"}, (
             f"thread {i} saw another thread's content: {last}"
         )
+
+
+def test_rate_limited_updates_are_retried_and_the_reply_lands(make_slack):
+    slack = make_slack(replies=[{"reply": "one two three four five six"}])
+    slack.fake.rate_limited["chat.update"] = 4
+    slack.send(mention("count"))
+    assert slack.fake.refused == ["chat.update"] * 4
+    assert slack.replies("CGENERAL", "1700000000.000100") == ["one two three four five six"]

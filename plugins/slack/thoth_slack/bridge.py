@@ -18,6 +18,7 @@ from typing import Any
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
 from thoth_core._calls import call_each
@@ -80,6 +81,7 @@ class SlackBridge:
         self.runtime = runtime
         self.settings = settings
         self.client = WebClient(token=settings.bot_token, base_url=settings.api_url)
+        self.client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
         self.ledger = Ledger()
         self.outbox = Outbox(self.client, self.ledger)
         self.loop = LoopThread()

@@ -7,6 +7,7 @@ card), so that a reaction or a button on one can be traced back to its turn or i
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 import time
@@ -15,8 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from .cards import pending_card
+
+logger = logging.getLogger(__name__)
 
 THREAD_KEY = re.compile(r"^(?P<channel>[CDG][A-Z0-9]+)(?::(?P<ts>\d+\.\d+))?$")
 
@@ -112,10 +116,16 @@ class Streamer:
         self.last = time.monotonic()
 
     async def add(self, delta: str) -> None:
-        """Take a delta; show the text so far if the interval has passed."""
+        """Take a delta; show the text so far if the interval has passed (slowing down if Slack refuses)."""
         self.parts.append(delta)
         if time.monotonic() - self.last >= self.interval:
-            await self._show("".join(self.parts) + " …")
+            try:
+                await self._show("".join(self.parts) + " …")
+            except SlackApiError as exc:
+                self.interval = max(1.0, self.interval * 2)
+                logger.info(
+                    "slack: streaming update skipped (%s); next in %.1fs", exc.response.get("error"), self.interval
+                )
 
     async def finish(self, text: str) -> None:
         """Show the whole reply."""

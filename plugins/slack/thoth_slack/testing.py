@@ -38,6 +38,8 @@ class FakeSlackAPI:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any], dict[str, str]]] = []
         self.socket_url = ""
+        self.rate_limited: dict[str, int] = {}  # method -> how many next calls get 429
+        self.refused: list[str] = []
         self._lock = threading.Condition()
         self._counter = 0
         fake = self
@@ -53,8 +55,11 @@ class FakeSlackAPI:
                         if isinstance(params.get(key), str):
                             params[key] = json.loads(params[key])
                 method = self.path.rsplit("/", 1)[-1]
-                body = json.dumps(fake.answer(method, params, dict(self.headers))).encode()
-                self.send_response(200)
+                status, answer = fake.respond(method, params, dict(self.headers))
+                body = json.dumps(answer).encode()
+                self.send_response(status)
+                if status == 429:
+                    self.send_header("Retry-After", "0")
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -66,6 +71,15 @@ class FakeSlackAPI:
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/api/"
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def respond(self, method: str, params: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and body: 429 `ratelimited` while `rate_limited[method]` counts down."""
+        with self._lock:
+            if self.rate_limited.get(method, 0) > 0:
+                self.rate_limited[method] -= 1
+                self.refused.append(method)
+                return 429, {"ok": False, "error": "ratelimited"}
+        return 200, self.answer(method, params, headers)
 
     def answer(self, method: str, params: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         """Record the call and answer it the way Slack would."""
