@@ -210,7 +210,12 @@ async def test_missing_key_and_bad_options_are_clear(make_runtime, monkeypatch):
 
 async def test_tools_pass_through_and_handlers_answer_tool_calls(claude, fake_anthropic):
     fake_anthropic.replies = [
-        {"match": "deploy", "tool_use": {"name": "load_skill", "input": {"slug": "deploy"}}, "once": True},
+        {
+            "match": "deploy",
+            "reply": "Let me check.",
+            "tool_use": {"name": "load_skill", "input": {"slug": "deploy"}},
+            "once": True,
+        },
         {"match": "Run make deploy", "reply": "The skill says: run make deploy."},
     ]
     calls = []
@@ -231,10 +236,10 @@ async def test_tools_pass_through_and_handlers_answer_tool_calls(claude, fake_an
     )
     reply = await complete(model, request)
     assert calls == [{"slug": "deploy"}]
-    assert reply.text == "The skill says: run make deploy."
+    assert reply.text == "Let me check.\n\nThe skill says: run make deploy."
     first, second = fake_anthropic.messages_requests
     assert first.body["tools"] == [schema] and "system" not in first.body
-    assert second.body["messages"][1]["content"][0]["type"] == "tool_use"
+    assert [b["type"] for b in second.body["messages"][1]["content"]] == ["text", "tool_use"]
     assert second.body["messages"][2]["content"][0]["content"] == "Run make deploy, then check the dashboard."
     assert reply.usage.output_tokens > 0
     await runtime.aclose()
@@ -320,3 +325,18 @@ def test_the_fake_requires_the_version_header_like_the_api(fake_anthropic):
         urllib.request.urlopen(request, timeout=5)
     assert info.value.code == 400
     assert json.loads(info.value.read())["error"]["type"] == "invalid_request_error"
+
+
+async def test_tool_rounds_are_bounded_and_calls_without_handlers_end_the_reply(claude, fake_anthropic):
+    fake_anthropic.replies = [{"reply": "Looking.", "tool_use": {"name": "search", "input": {"q": "x"}}}]
+    schema = {"name": "search", "description": "Search.", "input_schema": {"type": "object"}}
+    runtime = claude(max_tool_rounds=2)
+    model = runtime.model()
+    ask = [Message("user", "find x")]
+    loops = await complete(
+        model, ModelRequest(system=[], messages=ask, tools=[dict(schema, handler=lambda _input: "more")])
+    )
+    assert len(fake_anthropic.messages_requests) == 3 and loops.text == "Looking.\n\nLooking.\n\nLooking."
+    plain = await complete(model, ModelRequest(system=[], messages=ask, tools=[schema]))
+    await runtime.aclose()
+    assert len(fake_anthropic.messages_requests) == 4 and plain.text == "Looking."

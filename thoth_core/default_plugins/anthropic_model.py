@@ -4,7 +4,8 @@ Options, all in `[models.anthropic]` of thoth.toml:
 - `model` (default `claude-sonnet-4-6`), `max_tokens` (default `[thoth] max_tokens`);
 - `api_key`: a reference such as `{ "$env" = "MY_KEY" }`; default `ANTHROPIC_API_KEY`;
 - `base_url`: default `ANTHROPIC_BASE_URL`, else the public API;
-- `timeout`: seconds per attempt, default 60 (the SDK's own default is 600);
+- `timeout`: seconds to wait for the API per attempt (while streaming: between two events),
+  default 60 (the SDK's own default is 600);
 - `max_retries`: default 2 (the SDK retries 408, 409, 429 and 5xx, honouring retry-after);
 - `max_tool_rounds`: default 4; `prices`: `{ input = 3.0, output = 15.0 }` dollars per million
   tokens, for models missing from `PRICES`.
@@ -142,9 +143,14 @@ class AnthropicModel:
         }
         usage = Usage()
         try:
+            spoke = False
             for _ in range(self.max_tool_rounds + 1):
                 async with self.client.messages.stream(**params) as stream:
+                    first = True
                     async for text in stream.text_stream:
+                        if first and spoke:
+                            yield "\n\n"  # text of an earlier round, before a tool call
+                        first, spoke = False, True
                         yield text
                     final = await stream.get_final_message()
                 add_usage(usage, final.usage)
