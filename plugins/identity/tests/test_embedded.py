@@ -194,3 +194,18 @@ async def test_forget_through_the_runtime(make_runtime):
     receipt = await runtime.forget(peer="ann")
     assert receipt == {"identity": {"facts": 2, "observations": 2, "messages": 2}}
     assert user_model(await context_for(runtime, "sailing boat name", peer="ann", thread="t9")) == []
+
+
+async def test_slow_synthesis_gives_way_to_retrieval_within_the_deadline(make_runtime, caplog):
+    slow = {"models": {"replay": {"rules": RULES, "delay": 0.5}}}  # 0.5 s per word: far too slow
+    runtime = make_runtime({"identity": plugin}, config=slow)
+    backend_for(runtime).store.add_observation(
+        "default", "ann", "Ann sails a small boat", kind="explicit", author="deriver", confidence=0.9, source="t"
+    )
+    with caplog.at_level(logging.INFO, logger="thoth_identity"):
+        assembly = await context_for(runtime, "sailing this weekend?", peer="ann", thread="t")
+    [call] = [c for c in assembly.calls if c.plugin == "identity"]
+    assert call.status == "ok" and call.seconds < 1.5 + 0.2
+    [block] = user_model(assembly)
+    assert "Ann sails a small boat" in block.text and "weekend sailor" not in block.text
+    assert "synthesis for ann took over" in caplog.text
