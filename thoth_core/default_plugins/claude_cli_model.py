@@ -24,6 +24,7 @@ from typing import Any
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 
 DEFAULT_TIMEOUT = 300.0
+LINE_LIMIT = 16 * 1024 * 1024  # one stream-json line holds a whole message
 INSTALL_HELP = (
     "install Claude Code (npm install -g @anthropic-ai/claude-code) or set [models.claude-cli] command = PATH"
 )
@@ -89,6 +90,7 @@ class ClaudeCliModel:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                limit=LINE_LIMIT,
             )
         except FileNotFoundError as exc:
             raise ModelNotConfigured(f"claude-cli: command {self.command!r} not found; {INSTALL_HELP}") from exc
