@@ -59,6 +59,20 @@ def forget(peer, thread, workspace):
     if (workspace, peer) == ("default", "ann"):
         return {"episodes": 3 if thread is None else 1}
 ''',
+    "typo_hook": '''
+from thoth_core import hookimpl
+
+@hookimpl
+def pre_spawn_contxt(turn):
+    pass
+''',
+    "typo_arg": '''
+from thoth_core import hookimpl
+
+@hookimpl
+def pre_spawn_context(turnn):
+    pass
+''',
     "keeper_b": '''
 from thoth_core import hookimpl
 
@@ -149,6 +163,14 @@ def test_a_plugin_that_cannot_be_imported_is_reported_not_fatal(site, tmp_path):
     rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello,broken").stdout)}
     assert rows["broken"]["enabled"] is False and "ModuleNotFoundError" in rows["broken"]["error"]
     assert rows["hello"]["enabled"] is True
+
+
+def test_a_plugin_with_a_misspelt_hook_or_argument_is_reported_not_fatal(site, tmp_path):
+    load = "hello,typo-hook,typo-arg"
+    rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load=load).stdout)}
+    assert rows["typo-hook"]["enabled"] is False and "unknown hook 'pre_spawn_contxt'" in rows["typo-hook"]["error"]
+    assert rows["typo-arg"]["enabled"] is False and "{'turnn'}" in rows["typo-arg"]["error"]
+    assert [b["plugin"] for b in context_json(site, tmp_path, load=load)["blocks"]] == ["hello"]
 
 
 def test_raising_and_sleeping_plugins_do_not_stop_the_turn(site, tmp_path):

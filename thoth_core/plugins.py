@@ -77,8 +77,11 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
                 continue
             try:
                 pm.register(ep.load(), name=name)
+                pm.check_pending()  # a misspelt hook name fails this plugin, not every command
                 logger.info("plugin %s-%s registered", name, version)
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the others
+                if pm.get_plugin(name) is not None:
+                    pm.unregister(name=name)
                 info.enabled, info.error = False, f"{type(exc).__name__}: {exc}"
                 logger.error("plugin %s failed to load: %s", name, info.error)
     for name, module in DEFAULT_PLUGINS.items():
