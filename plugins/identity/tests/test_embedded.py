@@ -47,6 +47,11 @@ async def test_derivation_then_retrieval_and_synthesis(make_runtime):
     assert all(o["author"] == "deriver" and o["source"].startswith("message:") for o in observations)
     # Only the high-confidence fact became a hard fact.
     assert [(f["predicate"], f["object"]) for f in store.current_facts("default", "ann")] == [("hobby", "sailing")]
+    await runtime.turn("Sailing was cold though", peer="ann", thread="t1")
+    await runtime.drain()
+    first, second = [r for r in runtime.model().requests if r.purpose == "derive"]
+    assert [m.content for m in second.messages] == ["Sailing was cold though"]
+    assert "<previous-assistant-reply>\nok\n" in second.system_text and "previous-assistant" not in first.system_text
 
     [block] = user_model(await context_for(runtime, "Any tips for a windy sailing weekend?", peer="ann", thread="t2"))
     assert block.layer == "identity" and block.plugin == "identity"

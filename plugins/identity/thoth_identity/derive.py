@@ -89,15 +89,10 @@ def _confidence(item: dict[str, Any], default: float) -> float:
 
 async def derive(model: Any, *, peer: str, user_text: str, previous_reply: str | None) -> Derivation:
     """Ask the model what one message reveals about the peer."""
-    messages = [Message("assistant", previous_reply)] if previous_reply else []
-    # History must start with a user message for most providers: frame the context as one.
-    messages = [Message("user", "(earlier)"), *messages] if messages else []
-    request = ModelRequest(
-        system=[ContextBlock(tag="instructions", text=DERIVE_INSTRUCTIONS.format(peer=peer), stable=True)],
-        messages=[*messages, Message("user", user_text)],
-        max_tokens=512,
-        purpose="derive",
-    )
+    system = [ContextBlock(tag="instructions", text=DERIVE_INSTRUCTIONS.format(peer=peer), stable=True)]
+    if previous_reply:
+        system.append(ContextBlock(tag="previous-assistant-reply", text=previous_reply))
+    request = ModelRequest(system=system, messages=[Message("user", user_text)], max_tokens=512, purpose="derive")
     reply = await complete(model, request)
     return parse_derivation(reply.text)
 

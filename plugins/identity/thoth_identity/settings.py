@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from thoth_core import ConfigError
@@ -17,12 +17,12 @@ class IdentitySettings:
     backend: str = "embedded"
     base_url: str | None = None
     workspace: str = "thoth"
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     agent_peer: str = "thoth"
     dialectic_timeout: float = 1.2
     reasoning_level: str | None = None
-    write_timeout: float = 10.0
-    write_retries: int = 2
+    write_timeout: float = 5.0
+    write_retries: int = 1
     synthesis: bool = True
     derive: bool = True
     top_k: int = 8
