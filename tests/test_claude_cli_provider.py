@@ -24,7 +24,7 @@ prompt = sys.stdin.read()
 with open(os.environ["FAKE_CLAUDE_LOG"], "a") as log:
     log.write(json.dumps({{"argv": sys.argv[1:], "stdin": prompt}}) + "\\n")
 mode = os.environ.get("FAKE_CLAUDE_MODE", "ok")
-reply = ["Hello ", "from ", "Claude ", "Code."]
+reply = ["Hello ", "from ", "Claude ", "Code."] * int(os.environ.get("FAKE_CLAUDE_REPEAT", "1"))
 def emit(event):
     print(json.dumps(event), flush=True)
 if mode == "fail":
@@ -114,6 +114,13 @@ async def test_whole_messages_are_used_when_the_cli_sends_no_partials(make_runti
     reply = await complete(cli_runtime(make_runtime).model(), ModelRequest(system=[], messages=[Message("user", "hi")]))
     assert reply.text == "Hello from Claude Code."
     assert "--system-prompt" not in fake_claude()[0]["argv"]
+
+
+async def test_a_message_longer_than_a_pipe_buffer_line_is_read_whole(make_runtime, fake_claude, monkeypatch):
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", "whole")
+    monkeypatch.setenv("FAKE_CLAUDE_REPEAT", "20000")
+    reply = await complete(cli_runtime(make_runtime).model(), ModelRequest(system=[], messages=[Message("user", "hi")]))
+    assert reply.text == "Hello from Claude Code." * 20000
 
 
 async def test_text_output_streams_raw_stdout(make_runtime, fake_claude):
