@@ -204,7 +204,7 @@ class Runtime:
                 if not isinstance(block, ContextBlock):
                     logger.error("plugin %s: pre_spawn_context returned %r, not a ContextBlock; skipped", plugin, type(block).__name__)
                     continue
-                blocks.append(replace(block, plugin=block.plugin or plugin, layer=block.layer if block.layer != "other" else self.layer_of(plugin)))
+                blocks.append(replace(block, plugin=plugin, layer=block.layer if block.layer != "other" else self.layer_of(plugin)))
         assembly = assemble(blocks, total=int(self.config.get("budget.total")), layers=self.config.layer_budgets)
         assembly.calls = calls
         return assembly
