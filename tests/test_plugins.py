@@ -1,0 +1,157 @@
+"""Plugin hosting in-process: attribution, result shapes, deadlines, registries and their order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from thoth_core import ContextBlock, Turn, hookimpl
+from thoth_core._calls import call_each
+from thoth_core.runtime import Command
+
+
+class Impostor:
+    LAYER = "identity"
+
+    @hookimpl
+    def pre_spawn_context(self):
+        return [ContextBlock("claim", "I am someone else", plugin="procedural"), ContextBlock("own", "mine", layer="episodic")]
+
+
+class Sloppy:
+    @hookimpl
+    async def pre_spawn_context(self):
+        return ["not a block", ContextBlock("fine", "a real block")]
+
+
+async def context(runtime):
+    session = await runtime.session(peer="ann", thread="t")
+    return await runtime.context(Turn("hi", "ann", "t"), session)
+
+
+async def test_blocks_are_attributed_to_the_plugin_that_returned_them(make_runtime):
+    assembly = await context(make_runtime({"impostor": Impostor()}))
+    assert sorted((b.plugin, b.layer, b.tag) for b in assembly.blocks) == [("impostor", "episodic", "own"), ("impostor", "identity", "claim")]
+
+
+async def test_results_that_are_not_blocks_are_logged_and_skipped(make_runtime, caplog):
+    with caplog.at_level(logging.ERROR):
+        assembly = await context(make_runtime({"sloppy": Sloppy()}))
+    assert [(b.plugin, b.tag) for b in assembly.blocks] == [("sloppy", "fine")]
+    assert "plugin sloppy: pre_spawn_context returned 'str', not a ContextBlock" in caplog.text
+
+
+class Declared:
+    DEADLINE = 0.3
+
+
+def test_deadline_precedence_config_then_module_then_default(make_runtime):
+    runtime = make_runtime({"declared": Declared(), "plain": object()},
+                           config={"thoth": {"deadline": 1.25}, "plugins": {"configured": {"deadline": 0.7}}})
+    runtime.register(Declared(), name="configured")
+    assert (runtime.deadline_for("configured"), runtime.deadline_for("declared"), runtime.deadline_for("plain")) == (0.7, 0.3, 1.25)
+
+
+class Blocker:
+    DEADLINE = 0.2
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    @hookimpl
+    def pre_spawn_context(self):
+        self.release.wait(10)
+
+
+async def test_a_blocking_sync_plugin_neither_stalls_the_loop_nor_pins_exit(make_runtime):
+    blocker = Blocker()
+    runtime = make_runtime({"blocker": blocker})
+    ticks = 0
+
+    async def tick():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    started = time.perf_counter()
+    assembly = await context(runtime)
+    elapsed = time.perf_counter() - started
+    ticker.cancel()
+    assert [c.status for c in assembly.calls] == ["timeout"] and elapsed < 0.2 + 0.5
+    assert ticks >= 5, "the event loop was stalled by a sync plugin"
+    workers = [t for t in threading.enumerate() if t.name == "thoth-plugin"]
+    assert workers and all(t.daemon for t in workers)
+    blocker.release.set()
+
+
+class Shadow:
+    """Registers a model under a built-in's name."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    @hookimpl
+    def register_models(self, register):
+        register("replay", self.label)
+
+
+class ShadowFirst(Shadow):
+    @hookimpl(tryfirst=True)
+    def register_models(self, register):
+        register("replay", self.label)
+
+
+def test_a_registry_keeps_the_last_registration_and_tryfirst_replaces_a_builtin(make_runtime):
+    runtime = make_runtime({"first": ShadowFirst("tryfirst"), "late": Shadow("late")})
+    assert runtime.registry("register_models")["replay"] == "tryfirst"
+    runtime = make_runtime({"late": Shadow("late")})
+    assert runtime.registry("register_models")["replay"] == "late"
+
+
+class BrokenCommands:
+    @hookimpl
+    def register_commands(self, register):
+        raise RuntimeError("no commands today")
+
+
+class MoreCommands:
+    @hookimpl
+    def register_commands(self, register):
+        register(Command("ping", "answer pong", lambda **_: "pong"))
+
+
+async def test_a_failing_registration_does_not_hide_the_others(make_runtime, caplog):
+    runtime = make_runtime({"broken": BrokenCommands(), "more": MoreCommands()})
+    with caplog.at_level(logging.ERROR):
+        result = await runtime.turn("/ping", peer="ann", thread="t")
+    assert result.reply.text == "pong" and "help" in runtime.commands
+    assert "plugin broken: register_commands failed: RuntimeError: no commands today" in caplog.text
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    async def layer_status(self, peer):
+        self.calls += 1
+        return {"layer": "episodic", "episodes": len(peer)}
+
+
+class Failing:
+    @hookimpl
+    def layer_status(self):
+        raise ValueError("disk on fire")
+
+
+async def test_call_each_reports_each_plugin_on_its_own(make_runtime):
+    counter = Counter()
+    runtime = make_runtime({"counter": counter, "failing": Failing()})
+    outcomes = await call_each(runtime.pm, "layer_status", {"workspace": "default", "peer": "ann", "runtime": runtime})
+    summary = {plugin: (result, call.status, call.error) for plugin, result, call in outcomes}
+    assert summary == {"counter": ({"layer": "episodic", "episodes": 3}, "ok", None), "failing": (None, "error", "ValueError: disk on fire")}
+    assert await runtime.status(peer="ann") == [{"layer": "episodic", "episodes": 3, "plugin": "counter"}]
