@@ -186,7 +186,7 @@ def finalize(
             else:
                 passed.setdefault(who, []).append(text)
     clean.update(run_id=run_id, session_id=session.id, user_model_updates=passed, flags=flags)
-    return clean, {who: items for who, items in held.items()}
+    return clean, held
 
 
 async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: str) -> dict[str, Any]:
