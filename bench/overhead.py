@@ -69,7 +69,9 @@ def stats_ms(samples: list[float]) -> dict[str, float]:
 
 
 def make_runtime(home: Path, plugin_class: type[SyncPlugin], count: int) -> Runtime:
-    config = Config(data={"thoth": {"model": "replay"}, "models": {"replay": {"rules": [{"reply": "Fine, thanks for asking."}]}}})
+    config = Config(
+        data={"thoth": {"model": "replay"}, "models": {"replay": {"rules": [{"reply": "Fine, thanks for asking."}]}}}
+    )
     runtime = Runtime(config, autoload=False, home=home)
     for index in range(count):
         runtime.register(plugin_class(index), name=f"noop-{index}")
@@ -144,7 +146,11 @@ def measure_plugin_imports() -> dict[str, float]:
 
     found = {}
     for point in sorted(entry_points(group="thoth"), key=lambda p: p.name):
-        result = subprocess.run([sys.executable, "-c", PLUGIN_IMPORT.format(module=point.value.split(":")[0])], capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-c", PLUGIN_IMPORT.format(module=point.value.split(":")[0])],
+            capture_output=True,
+            text=True,
+        )
         found[point.name] = round(float(result.stdout) * 1000, 1) if result.returncode == 0 else float("nan")
     return found
 

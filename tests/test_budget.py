@@ -88,8 +88,10 @@ def test_truncate_gives_the_longest_prefix_within_the_limit(text, limit):
 
 
 def test_everything_fits_when_the_budget_is_large():
-    given_blocks = [ContextBlock("persona", "You are Thoth.", "procedural", stable=True, plugin="p"),
-                    ContextBlock("episodes", "Ann likes tea.", "episodic", priority=90, plugin="e")]
+    given_blocks = [
+        ContextBlock("persona", "You are Thoth.", "procedural", stable=True, plugin="p"),
+        ContextBlock("episodes", "Ann likes tea.", "episodic", priority=90, plugin="e"),
+    ]
     assembly = assemble(given_blocks, total=6000, layers={"episodic": 1200})
     assert [b.tag for b in assembly.blocks] == ["persona", "episodes"]
     assert assembly.cuts == []
@@ -104,7 +106,12 @@ def test_layer_budget_cut_is_reported_with_its_reason():
     [cut] = assembly.cuts
     assert block_tokens(block) <= 50 and long_text.startswith(block.text)
     assert (cut.plugin, cut.tag, cut.tokens, cut.kept_tokens, cut.reason) == (
-        "episodic", "episodes", block_tokens(given_blocks[0]), block_tokens(block), "layer budget episodic=50")
+        "episodic",
+        "episodes",
+        block_tokens(given_blocks[0]),
+        block_tokens(block),
+        "layer budget episodic=50",
+    )
 
 
 def test_lower_priority_block_is_dropped_first_under_the_total():
@@ -112,7 +119,9 @@ def test_lower_priority_block_is_dropped_first_under_the_total():
     low = ContextBlock("low", "minor " * 30, "identity", priority=10, plugin="b")
     assembly = assemble([low, high], total=block_tokens(high) + 5, layers={})
     assert [b.tag for b in assembly.blocks] == ["high"]
-    assert [(c.tag, c.kept_tokens, c.reason) for c in assembly.cuts] == [("low", 0, f"total budget {block_tokens(high) + 5}")]
+    assert [(c.tag, c.kept_tokens, c.reason) for c in assembly.cuts] == [
+        ("low", 0, f"total budget {block_tokens(high) + 5}")
+    ]
 
 
 def test_token_estimate_counts_words_and_punctuation():
@@ -122,7 +131,12 @@ def test_token_estimate_counts_words_and_punctuation():
 
 
 def test_trim_history_keeps_recent_messages_starting_with_the_user():
-    messages = [Message("user", "one two"), Message("assistant", "three"), Message("user", "four"), Message("assistant", "five")]
+    messages = [
+        Message("user", "one two"),
+        Message("assistant", "three"),
+        Message("user", "four"),
+        Message("assistant", "five"),
+    ]
     assert trim_history(messages, budget=1000) == messages
     recent = trim_history(messages, budget=count_tokens("three four five") + 12)
     assert recent == messages[2:]

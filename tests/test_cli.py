@@ -13,7 +13,11 @@ from thoth_core.budget import block_tokens
 from thoth_core.cli import BUILTIN, cli
 from thoth_core.testing import run_thoth
 
-SUBCOMMANDS = [[name] for name in sorted(BUILTIN) if name != "config"] + [["config"], ["config", "get"], ["config", "set"]]
+SUBCOMMANDS = [[name] for name in sorted(BUILTIN) if name != "config"] + [
+    ["config"],
+    ["config", "get"],
+    ["config", "set"],
+]
 
 
 def command_at(path: list[str]) -> click.Command:
@@ -96,19 +100,31 @@ def invoke(runtime, *args: str):
 
 
 def test_context_prints_the_prompt_and_reports_cuts(make_runtime):
-    runtime = make_runtime({"greeter": Greeter(), "verbose": Verbose()}, config={"budget": {"layers": {"identity": 100}}})
+    runtime = make_runtime(
+        {"greeter": Greeter(), "verbose": Verbose()}, config={"budget": {"layers": {"identity": 100}}}
+    )
     result = invoke(runtime, "context", "hello", "--peer", "ann")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("<greeting>\nGreet ann.\n</greeting>\n\n<rambling>\nword word")
-    assert f"-- cut verbose/rambling: {RAMBLING_TOKENS} -> " in result.stderr and "(layer budget identity=100)" in result.stderr
+    assert (
+        f"-- cut verbose/rambling: {RAMBLING_TOKENS} -> " in result.stderr
+        and "(layer budget identity=100)" in result.stderr
+    )
 
 
 def test_context_json_lists_blocks_cuts_and_calls(make_runtime):
-    runtime = make_runtime({"greeter": Greeter(), "verbose": Verbose()}, config={"budget": {"layers": {"identity": 100}}})
+    runtime = make_runtime(
+        {"greeter": Greeter(), "verbose": Verbose()}, config={"budget": {"layers": {"identity": 100}}}
+    )
     out = json.loads(invoke(runtime, "context", "hello", "--peer", "ann", "--json").stdout)
-    assert [(b["plugin"], b["layer"], b["tag"]) for b in out["blocks"]] == [("greeter", "identity", "greeting"), ("verbose", "identity", "rambling")]
+    assert [(b["plugin"], b["layer"], b["tag"]) for b in out["blocks"]] == [
+        ("greeter", "identity", "greeting"),
+        ("verbose", "identity", "rambling"),
+    ]
     assert sum(b["tokens"] for b in out["blocks"]) == out["tokens"] <= 100
-    assert [(c["plugin"], c["tag"], c["tokens"], c["reason"]) for c in out["cut"]] == [("verbose", "rambling", RAMBLING_TOKENS, "layer budget identity=100")]
+    assert [(c["plugin"], c["tag"], c["tokens"], c["reason"]) for c in out["cut"]] == [
+        ("verbose", "rambling", RAMBLING_TOKENS, "layer budget identity=100")
+    ]
     assert {c["plugin"]: c["status"] for c in out["calls"]} == {"greeter": "ok", "verbose": "ok"}
 
 
@@ -122,7 +138,9 @@ async def test_runtime_forget_fans_out_and_deletes(make_runtime):
 
 
 def test_forget_command_prints_the_combined_receipt(make_runtime):
-    runtime = make_runtime({"episodic": Holder("episodes", {("ann", "t1"): 2}), "identity": Holder("facts", {("ann", "t9"): 5})})
+    runtime = make_runtime(
+        {"episodic": Holder("episodes", {("ann", "t1"): 2}), "identity": Holder("facts", {("ann", "t9"): 5})}
+    )
     result = invoke(runtime, "forget", "--peer", "ann")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["Forgot peer ann:", "  episodic: 2 episodes", "  identity: 5 facts"]
@@ -140,11 +158,18 @@ def test_plugins_lists_the_defaults(tmp_path):
 def test_chat_with_an_unknown_frontend_is_a_one_line_error(tmp_path):
     result = run_thoth("chat", "--frontend", "carrier-pigeon", cwd=tmp_path, env={"THOTH_LOAD_PLUGINS": ""})
     assert result.returncode == 2
-    assert result.stderr.strip() == "thoth: error: thoth.toml: thoth.frontend: unknown frontend 'carrier-pigeon'; installed: repl"
+    assert (
+        result.stderr.strip()
+        == "thoth: error: thoth.toml: thoth.frontend: unknown frontend 'carrier-pigeon'; installed: repl"
+    )
 
 
 def test_ask_without_a_model_says_how_to_configure_one(tmp_path):
     result = run_thoth("ask", "hello", cwd=tmp_path, env={"THOTH_LOAD_PLUGINS": ""})
-    assert result.returncode == 2 and "no model is configured" in result.stderr and "thoth config set thoth.model" in result.stderr
+    assert (
+        result.returncode == 2
+        and "no model is configured" in result.stderr
+        and "thoth config set thoth.model" in result.stderr
+    )
     memory = run_thoth("ask", "/whoami", "--peer", "ann", cwd=tmp_path, env={"THOTH_LOAD_PLUGINS": ""})
     assert memory.returncode == 0 and memory.stdout.startswith("peer ann in workspace default")

@@ -27,18 +27,41 @@ def one_error_line(result) -> str:
     [
         ('[thoth\nmodel = "replay"\n', "thoth.toml:1: invalid TOML"),
         ('[thoth]\nmodel = "replay"\nmodel = "x"\n', "thoth.toml:3: invalid TOML"),
-        ('[plugins]\ndisabled = ["no-such-plugin"]\n', "thoth.toml:2: plugins.disabled: unknown plugin 'no-such-plugin'"),
-        ("[plugins.no-such-plugin]\ncolour = 1\n", "thoth.toml:1: plugins.no-such-plugin: unknown plugin 'no-such-plugin'"),
-        ('[thoth]\nworkspace = "w"\ndeadline = "soon"\n', "thoth.toml:3: thoth.deadline: expected a number of seconds, got 'soon'"),
+        (
+            '[plugins]\ndisabled = ["no-such-plugin"]\n',
+            "thoth.toml:2: plugins.disabled: unknown plugin 'no-such-plugin'",
+        ),
+        (
+            "[plugins.no-such-plugin]\ncolour = 1\n",
+            "thoth.toml:1: plugins.no-such-plugin: unknown plugin 'no-such-plugin'",
+        ),
+        (
+            '[thoth]\nworkspace = "w"\ndeadline = "soon"\n',
+            "thoth.toml:3: thoth.deadline: expected a number of seconds, got 'soon'",
+        ),
         ("[budget]\ntotal = true\n", "thoth.toml:2: budget.total: expected an integer, got True"),
-        ('[budget.layers]\nepisodic = "lots"\n', "thoth.toml:2: budget.layers.episodic: expected a non-negative integer"),
+        (
+            '[budget.layers]\nepisodic = "lots"\n',
+            "thoth.toml:2: budget.layers.episodic: expected a non-negative integer",
+        ),
         ("[budget.layers]\nsemantic = 10\n", "thoth.toml:2: budget.layers.semantic: unknown layer"),
         ("[plugins.replay]\ndeadline = -1\n", "thoth.toml:2: plugins.replay.deadline: expected a positive number"),
         ("[budget]\nlayers = 5\n", "thoth.toml:2: budget.layers: expected a table of per-layer token budgets"),
         ("[models]\nreplay = 5\n", "thoth.toml:2: models.replay: expected a table"),
     ],
-    ids=["syntax", "duplicate-key", "unknown-disabled", "unknown-table", "wrong-type", "bool-for-int", "layer-type",
-         "unknown-layer", "bad-deadline", "layers-not-a-table", "model-not-a-table"],
+    ids=[
+        "syntax",
+        "duplicate-key",
+        "unknown-disabled",
+        "unknown-table",
+        "wrong-type",
+        "bool-for-int",
+        "layer-type",
+        "unknown-layer",
+        "bad-deadline",
+        "layers-not-a-table",
+        "model-not-a-table",
+    ],
 )
 @pytest.mark.parametrize("command", [["plugins"], ["context", "hi", "--peer", "ann"]], ids=["plugins", "context"])
 def test_malformed_config_exits_2_with_one_line_naming_file_and_key(tmp_path, toml, expected, command):
@@ -49,7 +72,9 @@ def test_malformed_config_exits_2_with_one_line_naming_file_and_key(tmp_path, to
 
 def test_thoth_config_names_the_file(tmp_path):
     (tmp_path / "elsewhere.toml").write_text("[thoth]\nmax_tokens = 1.5\n")
-    line = one_error_line(run_thoth("plugins", cwd=tmp_path, env={**NO_PLUGINS, "THOTH_CONFIG": str(tmp_path / "elsewhere.toml")}))
+    line = one_error_line(
+        run_thoth("plugins", cwd=tmp_path, env={**NO_PLUGINS, "THOTH_CONFIG": str(tmp_path / "elsewhere.toml")})
+    )
     assert f"{tmp_path / 'elsewhere.toml'}:2: thoth.max_tokens: expected an integer" in line
     line = one_error_line(run_thoth("plugins", cwd=tmp_path, env={"THOTH_CONFIG": str(tmp_path / "missing.toml")}))
     assert "missing.toml: config file not found" in line
@@ -67,7 +92,11 @@ def test_config_set_then_get_round_trips_through_the_file(tmp_path):
     assert run_thoth("config", "set", "plugins.replay.greeting", "Hello there", cwd=tmp_path).returncode == 0
     assert run_thoth("config", "set", "budget.layers.episodic", "300", cwd=tmp_path).returncode == 0
     written = tomllib.loads((tmp_path / "thoth.toml").read_text())
-    assert written == {"thoth": {"deadline": 1.5}, "plugins": {"replay": {"greeting": "Hello there"}}, "budget": {"layers": {"episodic": 300}}}
+    assert written == {
+        "thoth": {"deadline": 1.5},
+        "plugins": {"replay": {"greeting": "Hello there"}},
+        "budget": {"layers": {"episodic": 300}},
+    }
     assert run_thoth("config", "get", "thoth.deadline", cwd=tmp_path).stdout == "1.5\n"
     assert run_thoth("config", "get", "plugins.replay.greeting", cwd=tmp_path).stdout == "Hello there\n"
     layers = run_thoth("config", "get", "budget.layers", cwd=tmp_path).stdout
@@ -95,7 +124,17 @@ def test_config_get_shows_secret_references_not_secrets(tmp_path):
 def test_secret_references_resolve_from_env_and_file(tmp_path, monkeypatch):
     monkeypatch.setenv("HELLO_TOKEN", "from-env")
     (tmp_path / "token").write_text("from-file\n")
-    config = Config(data={"plugins": {"hello": {"token": {"$env": "HELLO_TOKEN"}, "nested": {"key": {"$file": str(tmp_path / "token")}}, "plain": 3}}})
+    config = Config(
+        data={
+            "plugins": {
+                "hello": {
+                    "token": {"$env": "HELLO_TOKEN"},
+                    "nested": {"key": {"$file": str(tmp_path / "token")}},
+                    "plain": 3,
+                }
+            }
+        }
+    )
     assert config.plugin("hello") == {"token": "from-env", "nested": {"key": "from-file"}, "plain": 3}
     assert config.get("plugins.hello.token") == {"$env": "HELLO_TOKEN"}  # the raw config keeps the reference
 
@@ -131,7 +170,9 @@ def test_disabled_in_config_blocks_the_plugin():
 
 def test_config_set_on_a_file_with_a_syntax_error_names_the_line(tmp_path):
     (tmp_path / "thoth.toml").write_text("[thoth]\ndeadline = = 2\n")
-    assert "thoth.toml:2: invalid TOML" in one_error_line(run_thoth("config", "set", "thoth.deadline", "3", cwd=tmp_path))
+    assert "thoth.toml:2: invalid TOML" in one_error_line(
+        run_thoth("config", "set", "thoth.deadline", "3", cwd=tmp_path)
+    )
 
 
 def test_config_set_can_repair_a_wrong_value(tmp_path):

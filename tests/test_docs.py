@@ -60,7 +60,9 @@ def test_every_section_documents_each_argument_and_has_an_example_that_registers
         pm.add_hookspecs(hookspecs)
         pm.register(module)
         pm.check_pending()
-        assert name in {caller.name for caller in pm.get_hookcallers(module) or []}, f"{name}: the example does not implement it"
+        assert name in {caller.name for caller in pm.get_hookcallers(module) or []}, (
+            f"{name}: the example does not implement it"
+        )
 
 
 def tutorial_files() -> dict[str, str]:
@@ -69,19 +71,29 @@ def tutorial_files() -> dict[str, str]:
 
 
 def test_the_tutorial_shows_every_file_of_the_example():
-    shipped = {str(p.relative_to(EXAMPLE)) for p in EXAMPLE.rglob("*") if p.is_file() and p.suffix in (".py", ".toml") and "__pycache__" not in p.parts}
+    shipped = {
+        str(p.relative_to(EXAMPLE))
+        for p in EXAMPLE.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".toml") and "__pycache__" not in p.parts
+    }
     assert set(tutorial_files()) == shipped
 
 
 @pytest.mark.parametrize("path", sorted(tutorial_files()))
 def test_the_tutorial_files_are_the_example_files(path):
-    assert tutorial_files()[path] == (EXAMPLE / path).read_text(), f"docs/writing-plugins.md and examples/thoth-hello/{path} differ"
+    assert tutorial_files()[path] == (EXAMPLE / path).read_text(), (
+        f"docs/writing-plugins.md and examples/thoth-hello/{path} differ"
+    )
 
 
 def test_the_example_passes_its_own_tests():
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(EXAMPLE / "tests")],
-        cwd=EXAMPLE, env={**_clean_env(), "PYTHONPATH": str(EXAMPLE)}, capture_output=True, text=True, timeout=120,
+        cwd=EXAMPLE,
+        env={**_clean_env(), "PYTHONPATH": str(EXAMPLE)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout

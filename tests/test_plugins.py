@@ -17,7 +17,10 @@ class Impostor:
 
     @hookimpl
     def pre_spawn_context(self):
-        return [ContextBlock("claim", "I am someone else", plugin="procedural"), ContextBlock("own", "mine", layer="episodic")]
+        return [
+            ContextBlock("claim", "I am someone else", plugin="procedural"),
+            ContextBlock("own", "mine", layer="episodic"),
+        ]
 
 
 class Sloppy:
@@ -33,7 +36,10 @@ async def context(runtime):
 
 async def test_blocks_are_attributed_to_the_plugin_that_returned_them(make_runtime):
     assembly = await context(make_runtime({"impostor": Impostor()}))
-    assert sorted((b.plugin, b.layer, b.tag) for b in assembly.blocks) == [("impostor", "episodic", "own"), ("impostor", "identity", "claim")]
+    assert sorted((b.plugin, b.layer, b.tag) for b in assembly.blocks) == [
+        ("impostor", "episodic", "own"),
+        ("impostor", "identity", "claim"),
+    ]
 
 
 async def test_results_that_are_not_blocks_are_logged_and_skipped(make_runtime, caplog):
@@ -48,10 +54,16 @@ class Declared:
 
 
 def test_deadline_precedence_config_then_module_then_default(make_runtime):
-    runtime = make_runtime({"declared": Declared(), "plain": object()},
-                           config={"thoth": {"deadline": 1.25}, "plugins": {"configured": {"deadline": 0.7}}})
+    runtime = make_runtime(
+        {"declared": Declared(), "plain": object()},
+        config={"thoth": {"deadline": 1.25}, "plugins": {"configured": {"deadline": 0.7}}},
+    )
     runtime.register(Declared(), name="configured")
-    assert (runtime.deadline_for("configured"), runtime.deadline_for("declared"), runtime.deadline_for("plain")) == (0.7, 0.3, 1.25)
+    assert (runtime.deadline_for("configured"), runtime.deadline_for("declared"), runtime.deadline_for("plain")) == (
+        0.7,
+        0.3,
+        1.25,
+    )
 
 
 class Blocker:
@@ -153,5 +165,8 @@ async def test_call_each_reports_each_plugin_on_its_own(make_runtime):
     runtime = make_runtime({"counter": counter, "failing": Failing()})
     outcomes = await call_each(runtime.pm, "layer_status", {"workspace": "default", "peer": "ann", "runtime": runtime})
     summary = {plugin: (result, call.status, call.error) for plugin, result, call in outcomes}
-    assert summary == {"counter": ({"layer": "episodic", "episodes": 3}, "ok", None), "failing": (None, "error", "ValueError: disk on fire")}
+    assert summary == {
+        "counter": ({"layer": "episodic", "episodes": 3}, "ok", None),
+        "failing": (None, "error", "ValueError: disk on fire"),
+    }
     assert await runtime.status(peer="ann") == [{"layer": "episodic", "episodes": 3, "plugin": "counter"}]

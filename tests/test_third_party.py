@@ -24,7 +24,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "thoth-hello"
 DEADLINE = 0.5
 
 FAKES = {
-    "raiser": '''
+    "raiser": """
 from thoth_core import hookimpl
 
 @hookimpl
@@ -34,53 +34,53 @@ def pre_spawn_context(turn):
 @hookimpl
 def forget(peer):
     raise RuntimeError("raiser cannot forget")
-''',
-    "sleeper": '''
+""",
+    "sleeper": """
 import time
 from thoth_core import hookimpl
 
 @hookimpl
 def pre_spawn_context(turn):
     time.sleep(30)
-''',
-    "asleeper": '''
+""",
+    "asleeper": """
 import asyncio
 from thoth_core import hookimpl
 
 @hookimpl
 async def pre_spawn_context(turn):
     await asyncio.sleep(30)
-''',
-    "keeper_a": '''
+""",
+    "keeper_a": """
 from thoth_core import hookimpl
 
 @hookimpl
 def forget(peer, thread, workspace):
     if (workspace, peer) == ("default", "ann"):
         return {"episodes": 3 if thread is None else 1}
-''',
-    "typo_hook": '''
+""",
+    "typo_hook": """
 from thoth_core import hookimpl
 
 @hookimpl
 def pre_spawn_contxt(turn):
     pass
-''',
-    "typo_arg": '''
+""",
+    "typo_arg": """
 from thoth_core import hookimpl
 
 @hookimpl
 def pre_spawn_context(turnn):
     pass
-''',
-    "keeper_b": '''
+""",
+    "keeper_b": """
 from thoth_core import hookimpl
 
 @hookimpl
 async def forget(peer, thread):
     if peer == "ann" and thread is None:
         return {"facts": 2, "notes": 1}
-''',
+""",
 }
 
 
@@ -90,7 +90,18 @@ def site(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("site")
     source = tmp_path_factory.mktemp("src") / "thoth-hello"  # a copy: building writes build/ and *.egg-info
     shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", "--target", str(target), str(source)]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--target",
+        str(target),
+        str(source),
+    ]
     installed = subprocess.run(pip, capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr
     package = target / "thoth_test_fakes"
@@ -101,7 +112,9 @@ def site(tmp_path_factory) -> Path:
     info = target / "thoth_test_fakes-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thoth-test-fakes\nVersion: 0.1\n")
-    points = [f"{name.replace('_', '-')} = thoth_test_fakes.{name}" for name in FAKES] + ["broken = thoth_test_fakes.missing"]
+    points = [f"{name.replace('_', '-')} = thoth_test_fakes.{name}" for name in FAKES] + [
+        "broken = thoth_test_fakes.missing"
+    ]
     (info / "entry_points.txt").write_text("[thoth]\n" + "\n".join(points) + "\n")
     return target
 
@@ -121,8 +134,14 @@ def test_the_example_is_discovered_with_its_distribution_and_hooks(site, tmp_pat
     result = thoth(site, tmp_path, "plugins", "--json", load="hello")
     assert result.returncode == 0, result.stderr
     rows = {row["name"]: row for row in json.loads(result.stdout)}
-    assert rows["hello"] == {"name": "hello", "distribution": "thoth-hello", "version": "0.1", "enabled": True,
-                             "error": None, "hooks": ["pre_spawn_context", "register_commands"]}
+    assert rows["hello"] == {
+        "name": "hello",
+        "distribution": "thoth-hello",
+        "version": "0.1",
+        "enabled": True,
+        "error": None,
+        "hooks": ["pre_spawn_context", "register_commands"],
+    }
     assert {"replay", "commands"} <= set(rows) and rows["replay"]["distribution"] == "thoth-core"
 
 
@@ -154,13 +173,17 @@ def test_its_slash_command_works_without_a_model(site, tmp_path):
 
 def test_the_allow_list_loads_only_what_it_names(site, tmp_path):
     none = {row["name"] for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="").stdout)}
-    some = {row["name"] for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello, keeper-a").stdout)}
+    some = {
+        row["name"] for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello, keeper-a").stdout)
+    }
     assert "hello" not in none and none <= {"anthropic", "claude-cli", "replay", "commands", "repl"}
     assert some == none | {"hello", "keeper-a"}
 
 
 def test_a_plugin_that_cannot_be_imported_is_reported_not_fatal(site, tmp_path):
-    rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello,broken").stdout)}
+    rows = {
+        row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello,broken").stdout)
+    }
     assert rows["broken"]["enabled"] is False and "ModuleNotFoundError" in rows["broken"]["error"]
     assert rows["hello"]["enabled"] is True
 
@@ -174,7 +197,9 @@ def test_a_plugin_with_a_misspelt_hook_or_argument_is_reported_not_fatal(site, t
 
 
 def test_raising_and_sleeping_plugins_do_not_stop_the_turn(site, tmp_path):
-    (tmp_path / "thoth.toml").write_text(f"[plugins.sleeper]\ndeadline = {DEADLINE}\n[plugins.asleeper]\ndeadline = {DEADLINE}\n")
+    (tmp_path / "thoth.toml").write_text(
+        f"[plugins.sleeper]\ndeadline = {DEADLINE}\n[plugins.asleeper]\ndeadline = {DEADLINE}\n"
+    )
     started = time.perf_counter()
     context_json(site, tmp_path, load="hello")
     baseline = time.perf_counter() - started  # start-up and one context run without the bad plugins
@@ -223,7 +248,10 @@ def test_doctor_reports_what_is_wrong(site, tmp_path):
     assert result.returncode == 1
     assert lines[0] == "ok  config: no thoth.toml, using defaults"
     assert any(line.startswith("BAD plugin broken: failed to load: ModuleNotFoundError") for line in lines)
-    assert "BAD plugin working (essential) is not loaded: pip install -e plugins/working or add it to THOTH_LOAD_PLUGINS" in lines
+    assert (
+        "BAD plugin working (essential) is not loaded: pip install -e plugins/working or add it to THOTH_LOAD_PLUGINS"
+        in lines
+    )
     assert any(line.startswith("ok  storage: ") and line.endswith("is writable") for line in lines)
     assert any(line.startswith("BAD model: no model is configured") for line in lines)
     assert lines[-1] == f"{sum(line.startswith('BAD') for line in lines)} problem(s) found."
