@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
-from thoth_core import Session
 from thoth_reflection import plugin as reflection
+
+from thoth_core import Session
 
 
 def result(**over):
