@@ -16,7 +16,7 @@ from thoth_slack.serve import socket_mode_handler, start
 from thoth_slack.testing import FakeSocketMode, event_body, mention, signed
 
 from thoth_core import hookimpl
-from thoth_core.cli import cli
+from thoth_core.cli import ThothGroup
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_plugin_registers_frontend_command_and_cli(make_runtime):
     runtime = make_runtime({"slack": thoth_slack.plugin})
     assert "slack" in runtime.registry("register_frontends")
     assert "new" in runtime.commands
-    result = CliRunner().invoke(cli, ["slack", "--help"])
+    result = CliRunner().invoke(ThothGroup("thoth"), ["slack", "--help"])  # a fresh group loads plugin commands
     assert result.exit_code == 0 and "--http PORT" in result.output
 
 
@@ -102,7 +102,7 @@ def test_thoth_slack_with_a_literal_token_exits_2(tmp_path, monkeypatch):
     (tmp_path / "thoth.toml").write_text('[plugins.slack]\nbot_token = "xoxb-literal"\n')
     monkeypatch.setenv("THOTH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("THOTH_LOAD_PLUGINS", "slack")
-    result = CliRunner().invoke(cli, ["slack"])
+    result = CliRunner().invoke(ThothGroup("thoth"), ["slack"])
     assert result.exit_code == 2
     assert "thoth.toml:2: plugins.slack.bot_token: tokens are not kept in the file" in result.output
 
