@@ -58,7 +58,9 @@ class HonchoBackend(IdentityBackend):
         self._known: set[tuple[str, str, str]] = set()  # (honcho workspace, kind, id) created on the server
         self._pending: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thoth-identity-honcho")
+        # Pre-spawn calls get their own threads, so slow background writes never delay a turn.
+        self._dialectic_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thoth-identity-dialectic")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thoth-identity-writes")  # in order
         self._futures: set[Future[Any]] = set()
 
     # --- clients ------------------------------------------------------------------------
@@ -105,7 +107,8 @@ class HonchoBackend(IdentityBackend):
         loop = asyncio.get_running_loop()
         try:
             answer = await asyncio.wait_for(
-                loop.run_in_executor(self._executor, self._dialectic, turn.workspace, turn.peer, turn.text), timeout
+                loop.run_in_executor(self._dialectic_executor, self._dialectic, turn.workspace, turn.peer, turn.text),
+                timeout,
             )
         except Exception as exc:  # noqa: BLE001 - slow, down or rate-limited: the turn goes on
             return self._fallback(turn, facts, exc)
@@ -295,6 +298,7 @@ class HonchoBackend(IdentityBackend):
     def close(self) -> None:
         """Finish background writes and close the SDK clients."""
         self._executor.shutdown(wait=True)
+        self._dialectic_executor.shutdown(wait=True)
         for honcho in self._clients.values():
             honcho._http.close()  # the SDK offers no public close for its sync client
         super().close()
