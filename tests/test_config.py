@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
+from importlib.metadata import entry_points
 
 import pytest
 
@@ -185,3 +187,16 @@ def test_config_set_refuses_to_disable_an_essential_plugin(tmp_path):
     line = one_error_line(run_thoth("config", "set", "plugins.disabled", '["procedural"]', cwd=tmp_path))
     assert "plugins.disabled: plugin 'procedural' is essential" in line
     assert not (tmp_path / "thoth.toml").exists()
+
+
+INSTALLED = {point.name for point in entry_points(group="thoth")}
+
+
+@pytest.mark.parametrize(("variable", "name"), sorted(ENV_SWITCHES.items()))
+def test_env_switches_disable_the_installed_layer_in_the_real_cli(tmp_path, variable, name):
+    if name not in INSTALLED:
+        pytest.skip(f"plugin {name} is not installed")
+    result = run_thoth("plugins", "--json", cwd=tmp_path, env={variable: "1", "THOTH_LOAD_PLUGINS": name})
+    assert result.returncode == 0, result.stderr
+    [row] = [row for row in json.loads(result.stdout) if row["name"] == name]
+    assert (row["enabled"], row["hooks"]) == (False, [])
