@@ -91,3 +91,13 @@ def test_forget_one_thread_keeps_facts_and_other_threads(tmp_path):
 
 def test_query_terms_drop_stopwords_and_short_words():
     assert query_terms("What do you know about my boat, the BOAT?") == ["boat"]
+
+
+def test_relevant_facts_put_the_name_and_matches_first_and_cap_the_rest():
+    from thoth_identity.render import relevant_facts
+
+    facts = [{"predicate": "name", "object": "Ann", "valid_from": 1.0}]
+    facts += [{"predicate": f"pet_{i}", "object": f"animal {i}", "valid_from": float(i)} for i in range(20)]
+    facts += [{"predicate": "sister", "object": "Maria", "valid_from": 0.5}]
+    chosen = relevant_facts(facts, "How is Maria doing?", others=3)
+    assert [f["predicate"] for f in chosen] == ["name", "sister", "pet_19", "pet_18", "pet_17"]

@@ -12,17 +12,20 @@ from .store import query_terms
 
 TAG = "user-model"
 PRIORITY = 70
+OTHER_FACTS = 10  # facts unrelated to the message that still come along
 
 
-def relevant_facts(facts: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
-    """Facts ordered for a message: the name first, then those sharing words with it, then the rest."""
+def relevant_facts(facts: list[dict[str, Any]], text: str, *, others: int = OTHER_FACTS) -> list[dict[str, Any]]:
+    """Facts for a message: the name, those sharing words with it, then at most `others` of the rest (newest)."""
     terms = set(query_terms(text))
 
-    def order(fact: dict[str, Any]) -> tuple[bool, bool, float]:
+    def relevant(fact: dict[str, Any]) -> bool:
         words = set(query_terms(f"{fact['predicate'].replace('_', ' ')} {fact['object']}"))
-        return (fact["predicate"] != "name", not (words & terms), -fact["valid_from"])
+        return fact["predicate"] == "name" or bool(words & terms)
 
-    return sorted(facts, key=order)
+    ordered = sorted(facts, key=lambda f: (f["predicate"] != "name", not relevant(f), -f["valid_from"]))
+    chosen = [f for f in ordered if relevant(f)]
+    return chosen + [f for f in ordered if not relevant(f)][:others]
 
 
 def user_model_block(
