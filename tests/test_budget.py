@@ -141,3 +141,15 @@ def test_trim_history_keeps_recent_messages_starting_with_the_user():
     recent = trim_history(messages, budget=count_tokens("three four five") + 12)
     assert recent == messages[2:]
     assert trim_history(messages, budget=0) == []
+
+
+MESSAGES = st.lists(st.builds(Message, st.sampled_from(["user", "assistant"]), TEXTS), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(MESSAGES, st.integers(min_value=0, max_value=300))
+def test_trimmed_history_is_a_recent_suffix_within_budget_starting_with_the_user(messages, budget):
+    kept = trim_history(messages, budget)
+    assert kept == messages[len(messages) - len(kept) :]
+    assert sum(count_tokens(m.content) + 4 for m in kept) <= budget
+    assert not kept or kept[0].role == "user"
