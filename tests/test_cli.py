@@ -10,9 +10,10 @@ from click.testing import CliRunner
 
 from thoth_core import ContextBlock, hookimpl
 from thoth_core.budget import block_tokens
-from thoth_core.cli import BUILTIN, cli
+from thoth_core.cli import cli
 from thoth_core.testing import run_thoth
 
+BUILTIN = set(cli.commands)
 SUBCOMMANDS = [[name] for name in sorted(BUILTIN) if name != "config"] + [
     ["config"],
     ["config", "get"],

@@ -18,34 +18,29 @@ from .errors import ThothError
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-BUILTIN = {"ask", "chat", "config", "context", "doctor", "forget", "plugins"}
-
-
 class ThothGroup(click.Group):
-    """A click group that loads plugin subcommands only when they are asked for."""
+    """A click group that loads plugin subcommands only when they are asked for, once per invocation."""
 
-    _plugins_loaded = False
+    def plugin_commands(self, ctx: click.Context) -> dict[str, click.Command]:
+        """Subcommands the installed plugins add, for this invocation's config and environment."""
+        if "thoth.plugin_commands" not in ctx.meta:
+            from ._calls import call_sync
+            from .plugins import make_plugin_manager
 
-    def _load_plugin_commands(self) -> None:
-        if self._plugins_loaded:
-            return
-        self._plugins_loaded = True
-        from ._calls import call_sync
-        from .plugins import make_plugin_manager
-
-        call_sync(make_plugin_manager(load_config()), "register_cli_commands", cli=self)
+            group = click.Group()
+            ctx.meta["thoth.plugin_commands"] = group.commands
+            call_sync(make_plugin_manager(load_config()), "register_cli_commands", cli=group)
+        return ctx.meta["thoth.plugin_commands"]  # type: ignore[no-any-return]
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         try:
-            self._load_plugin_commands()
+            extra = self.plugin_commands(ctx)
         except ThothError:
-            pass  # help still lists the built-in commands; running one reports the error
-        return super().list_commands(ctx)
+            extra = {}  # help still lists the built-in commands; running one reports the error
+        return sorted({*super().list_commands(ctx), *extra})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in BUILTIN:
-            self._load_plugin_commands()
-        return super().get_command(ctx, name)
+        return super().get_command(ctx, name) or self.plugin_commands(ctx).get(name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
