@@ -88,6 +88,7 @@ class MiniLMEmbedder:
             tokenizer.enable_truncation(self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-wait on a shared machine
             if self.threads:
                 options.intra_op_num_threads = self.threads
             self._tokenizer = tokenizer

@@ -44,7 +44,7 @@ class Settings:
     tau_days: float = 14.0
     recency_weight: float = 0.3
     prefilter_newest: int = 0
-    fusion: str = "rrf"
+    fusion: str = "score"
     related_k: int = 3
     retention_days: float = 0.0
 
@@ -71,9 +71,9 @@ class Settings:
             if key in table and not isinstance(table[key], str):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a name, got {table[key]!r}")
             setattr(settings, key, table.get(key, getattr(settings, key)))
-        if table.get("fusion", "rrf") not in ("rrf", "score"):
-            raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected \"rrf\" or \"score\", got {table['fusion']!r}")
-        settings.fusion = table.get("fusion", "rrf")
+        if table.get("fusion", settings.fusion) not in ("rrf", "score"):
+            raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected \"score\" or \"rrf\", got {table['fusion']!r}")
+        settings.fusion = table.get("fusion", settings.fusion)
         return settings
 
 

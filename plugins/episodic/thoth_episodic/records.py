@@ -74,7 +74,7 @@ class Query:
     tau_days: float = 14.0
     recency_weight: float = 0.3
     newest: int | None = None
-    fusion: str = "rrf"
+    fusion: str = "score"
 
 
 @dataclass

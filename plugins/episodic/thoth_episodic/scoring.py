@@ -1,9 +1,13 @@
 """Ranking shared by every backend: fuse dense and BM25 candidates, then weight by recency.
 
 A backend finds the best candidates per signal over the whole scope (cosine similarity of
-the embeddings; BM25 of the indexed text) and hands both lists to `rank`. Fusion is
-reciprocal-rank fusion by default (`fusion = "rrf"`: each list contributes 1/(60 + rank),
-so neither signal's scale matters), or `"score"`: the mean of the min-max normalised scores.
+the embeddings; BM25 of the indexed text) and hands both lists to `rank`. Fusion is by
+default `"score"`: the mean of each signal's min-max normalised score over its candidates, so
+a confident signal (a rare word matched, a near-duplicate meaning) outweighs a flat one;
+`"rrf"` is reciprocal-rank fusion (each list adds 1/(60 + rank)), which discards how much
+better the first candidate was than the tenth (on LoCoMo dev it recalls clearly less).
+The dense text of an episode starts with the end of its neighbour context (the previous
+turn of its thread), so a short answer ("Yes, last Friday!") carries what it answers.
 Recency multiplies the fused score by `1 - w + w * exp(-age / tau)`: with weight w = 0.3 an
 old episode keeps at least 70 % of its relevance, so the whole store stays searchable;
 tau = 0 (or w = 0) turns recency off.
@@ -15,6 +19,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from datetime import UTC, datetime
 
 from .records import Episode, Hit, Query
@@ -63,10 +68,11 @@ def index_text(episode: Episode) -> str:
     return "\n".join(part for part in (episode.user, episode.assistant, episode.summary) if part)
 
 
-def embed_text(episode: Episode, max_chars: int = 1000) -> str:
-    """The text the dense embedding is computed from: the turn itself (reply shortened)."""
+def embed_text(episode: Episode, max_chars: int = 1000, context_chars: int = 200) -> str:
+    """The text the dense embedding is computed from: the end of the neighbour context, then the turn."""
     reply = episode.assistant[: max_chars // 2]
-    return (episode.user + ("\n" + reply if reply else ""))[:max_chars]
+    own = (episode.user + ("\n" + reply if reply else ""))[:max_chars]
+    return f"{episode.context[-context_chars:]}\n{own}" if episode.context else own
 
 
 def recency_factor(age_days: float, tau_days: float, weight: float) -> float:
@@ -76,7 +82,8 @@ def recency_factor(age_days: float, tau_days: float, weight: float) -> float:
     return 1.0 - weight + weight * math.exp(-max(age_days, 0.0) / tau_days)
 
 
-def _normalised(scores: dict[str, float]) -> dict[str, float]:
+def _normalised(scores: dict[Any, float]) -> dict[Any, float]:
+    """Scores min-max mapped onto [0, 1] (all 1 when they are equal)."""
     if not scores:
         return {}
     low, high = min(scores.values()), max(scores.values())
@@ -95,7 +102,7 @@ def rank(
     lexical_rank = {key: i + 1 for i, (key, _) in enumerate(lexical)}
     dense_score, lexical_score = dict(dense), dict(lexical)
     keys = list(dict.fromkeys([k for k, _ in dense] + [k for k, _ in lexical]))
-    if query.fusion == "score":
+    if query.fusion != "rrf":
         nd, nl = _normalised(dense_score), _normalised(lexical_score)
         parts = int(bool(dense)) + int(bool(lexical)) or 1
         fused = {k: (nd.get(k, 0.0) + nl.get(k, 0.0)) / parts for k in keys}

@@ -1,0 +1,164 @@
+"""LoCoMo turn-level recall of the episodic plugin; prints JSON.
+
+    python bench/locomo_recall.py --data ../shared/data/locomo/locomo-dev.json [--k 1,5,10,25] [--json]
+
+Each dialog turn goes through the plugin's real write path (`post_turn_write`) as an episode
+of peer = the conversation id, dated by its session (turns a second apart, in order);
+the user text is `Speaker: text` (plus `[shares PHOTO]` when a photo caption is given).
+Each question is answered by the real recall path restricted to its own conversation, as of
+the day after the last session. Reports, overall and per category (1 multi-hop, 2 temporal,
+3 open-domain, 4 single-hop, 5 adversarial): R@k (mean fraction of evidence turns in the
+top k, the LoCoMo paper's Table 3 measure), all@k, any@k, MRR, and timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from thoth_core.testing import make_test_runtime
+from thoth_core.types import Reply, Session, Turn
+from thoth_episodic import plugin
+from thoth_episodic.memory import memory_for
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+WORKSPACE = "locomo"
+
+
+def session_time(text: str) -> float:
+    """`1:56 pm on 8 May, 2023` as unix seconds (UTC)."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+
+
+def evidence_ids(raw: list[str]) -> list[str]:
+    """Repaired dia ids: `D:11:26` -> `D11:26`, `D30:05` -> `D30:5`, several per string split."""
+    found = []
+    for item in raw:
+        for part in re.split(r"[;\s,]+", item):
+            match = re.match(r"D:?(\d+):0*(\d+)$", part.strip())
+            if match:
+                found.append(f"D{int(match.group(1))}:{int(match.group(2))}")
+    return list(dict.fromkeys(found))
+
+
+def turns_of(sample: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    """(time, turn) of every dialog turn, in order."""
+    conversation = sample["conversation"]
+    sessions = sorted((int(k.split("_")[1]), k) for k in conversation if re.fullmatch(r"session_\d+", k))
+    out = []
+    for _, key in sessions:
+        start = session_time(conversation[f"{key}_date_time"])
+        out += [(start + i, turn) for i, turn in enumerate(conversation[key])]
+    return out
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """The episode's user text for one dialog turn."""
+    caption = f" [shares {turn['blip_caption']}]" if turn.get("blip_caption") else ""
+    return f"{turn['speaker']}: {turn['text']}{caption}"
+
+
+async def ingest(runtime: Any, sample: dict[str, Any]) -> tuple[int, float]:
+    """Write every turn of a conversation through post_turn_write; returns (turns, seconds)."""
+    peer = sample["sample_id"]
+    session = Session(WORKSPACE, peer, peer, runtime=runtime)
+    started = time.perf_counter()
+    turns = turns_of(sample)
+    for at, turn in turns:
+        plugin.post_turn_write(
+            turn=Turn(turn_text(turn), peer, peer, WORKSPACE, id=f"{peer}/{turn['dia_id']}", created_at=at),
+            reply=Reply(text="", model="locomo"),
+            session=session,
+        )
+    return len(turns), time.perf_counter() - started
+
+
+def score(ranked: list[str], evidence: list[str], ks: list[int]) -> dict[str, float]:
+    """R@k, all@k, any@k per k, and reciprocal rank, for one question."""
+    out: dict[str, float] = {}
+    for k in ks:
+        found = len(set(ranked[:k]) & set(evidence))
+        out[f"R@{k}"] = found / len(evidence)
+        out[f"all@{k}"] = float(found == len(evidence))
+        out[f"any@{k}"] = float(found > 0)
+    first = next((i for i, dia in enumerate(ranked, 1) if dia in evidence), None)
+    out["MRR"] = 1 / first if first else 0.0
+    return out
+
+
+def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Means over questions, in percent (MRR as a fraction)."""
+    out: dict[str, float] = {}
+    for key in rows[0] if rows else []:
+        mean = statistics.fmean(row[key] for row in rows)
+        out[key] = round(mean, 4) if key == "MRR" else round(100 * mean, 2)
+    return out | {"questions": len(rows)}
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    ks = sorted(int(k) for k in args.k.split(","))
+    data = json.loads(Path(args.data).read_text())
+    settings: dict[str, Any] = dict(item.split("=", 1) for item in args.set)
+    settings = {k: json.loads(v) if v[:1].isdigit() or v[:1] in "-[{" else v for k, v in settings.items()}
+    with tempfile.TemporaryDirectory() as home:
+        runtime = make_test_runtime(Path(home), {"episodic": plugin}, config={"plugins": {"episodic": settings}})
+        memory = memory_for(runtime)
+        memory.embed(["warm up"])
+        turns, ingest_seconds, query_ms = 0, 0.0, []
+        per_category: dict[int, list[dict[str, float]]] = {c: [] for c in CATEGORIES}
+        skipped = 0
+        for sample in data:
+            n, seconds = await ingest(runtime, sample)
+            turns, ingest_seconds = turns + n, ingest_seconds + seconds
+            peer = sample["sample_id"]
+            now = max(at for at, _ in turns_of(sample)) + 86400
+            for qa in sample["qa"]:
+                evidence = evidence_ids(qa.get("evidence", []))
+                if not evidence:
+                    skipped += 1
+                    continue
+                started = time.perf_counter()
+                hits = memory.recall(qa["question"], workspace=WORKSPACE, peer=peer, k=max(ks + [50]), now=now)
+                query_ms.append(1000 * (time.perf_counter() - started))
+                ranked = [h.episode.turn_id.split("/", 1)[1] for h in hits]
+                per_category[int(qa["category"])].append(score(ranked, evidence, ks))
+        await runtime.aclose()
+    everything = [row for rows in per_category.values() for row in rows]
+    return {
+        "benchmark": "locomo_recall",
+        "data": str(args.data),
+        "settings": dict(memory.settings.__dict__),
+        "conversations": len(data),
+        "turns": turns,
+        "skipped_questions_without_evidence": skipped,
+        "overall": summarise(everything),
+        "overall_excluding_adversarial": summarise([r for c, rows in per_category.items() if c != 5 for r in rows]),
+        "per_category": {f"{c} {name}": summarise(per_category[c]) for c, name in CATEGORIES.items()},
+        "ingest": {"seconds": round(ingest_seconds, 2), "turns_per_second": round(turns / ingest_seconds, 1)},
+        "query_ms": {"median": round(statistics.median(query_ms), 2), "p95": round(statistics.quantiles(query_ms, n=20)[18], 2)},
+    }
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="a LoCoMo-format JSON file")
+    parser.add_argument("--k", default="1,5,10,25", help="comma-separated cut-offs")
+    parser.add_argument("--json", action="store_true", help="compact JSON (default: indented)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [plugins.episodic] setting, e.g. fusion=score")
+    args = parser.parse_args()
+    result = asyncio.run(main(args))
+    json.dump(result, sys.stdout, indent=None if args.json else 2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    cli()
