@@ -1,0 +1,169 @@
+"""Pilot tests of the chat: streaming, loading indicator, banners, history, completion, threads, feedback."""
+
+from __future__ import annotations
+
+from thoth_tui.chat import ChatMessage
+from thoth_tui.prompt import Prompt
+
+
+def messages(app, role=None):
+    return [m for m in app.query(ChatMessage) if role is None or m.role == role]
+
+
+async def test_reply_streams_as_markdown(make_app, wait, send):
+    app = make_app(replies=[{"match": "hello", "reply": "Hi **Ann**, here is a list:\n\n- one\n- two"}])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(app, pilot, "hello")
+        [user] = messages(app, "user")
+        [reply] = messages(app, "assistant")
+        assert user.text == "hello"
+        assert reply.text == "Hi **Ann**, here is a list:\n\n- one\n- two"
+        assert reply.turn_id and reply.turn_id == user.turn_id
+        assert not reply.loading
+        rendered = reply.query_one("Markdown")
+        assert [b.__class__.__name__ for b in rendered.children][:2] == ["MarkdownParagraph", "MarkdownBulletList"]
+        assert app.session.history[-1].content == reply.text
+
+
+async def test_loading_indicator_until_the_first_token(make_app, gate, wait):
+    app = make_app({"gate": gate}, config={"thoth": {"model": "gated"}})
+    async with app.run_test() as pilot:
+        app.query_one(Prompt).value = "are you there"
+        await pilot.press("enter")
+        await pilot.pause()
+        [reply] = messages(app, "assistant")
+        assert reply.loading and reply.text == ""
+        await pilot.press(*"typing")
+        assert app.query_one(Prompt).value == "typing"
+        gate.model.release.set()
+        await wait(app, pilot)
+        assert not reply.loading
+        assert reply.text == "**Done** waiting."
+
+
+async def test_missing_model_shows_a_banner_with_the_fix(make_app, wait, send):
+    app = make_app(config={"thoth": {"model": ""}})
+    async with app.run_test() as pilot:
+        banner = app.query_one("#banner")
+        assert banner.has_class("shown")
+        assert "ANTHROPIC_API_KEY" in str(banner.render())
+        await send(app, pilot, "/whoami")
+        assert "peer ann" in messages(app, "command")[-1].text
+        await send(app, pilot, "hello")
+        assert messages(app, "assistant") == []
+        assert "no model is configured" in messages(app, "error")[-1].text
+
+
+async def test_input_history_and_command_completion(make_app, wait):
+    app = make_app(replies=[{"reply": "ok"}])
+    async with app.run_test() as pilot:
+        prompt = app.query_one(Prompt)
+        for text in ("first", "second"):
+            await pilot.press(*text, "enter")
+            await wait(app, pilot)
+        await pilot.press("up")
+        assert prompt.value == "second"
+        await pilot.press("up", "up")
+        assert prompt.value == "first"
+        await pilot.press("down")
+        assert prompt.value == "second"
+        await pilot.press("down")
+        assert prompt.value == ""
+        await pilot.press(*"/who")
+        await pilot.pause()
+        completions = app.query_one("#completions")
+        assert completions.display and "/whoami" in str(completions.render())
+        await pilot.press("tab")
+        assert prompt.value == "/whoami "
+        await pilot.press("enter")
+        await wait(app, pilot)
+        assert "thread t1" in messages(app, "command")[-1].text
+    assert (app.runtime.home / "tui" / "history.txt").read_text().splitlines() == ["first", "second", "/whoami"]
+
+
+async def test_new_thread_by_key_and_by_command(make_app, sessions, wait, send):
+    app = make_app({"sessions": sessions}, replies=[{"reply": "ok"}])
+    async with app.run_test() as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+n")
+        await wait(app, pilot)
+        second = app.thread
+        assert second != "t1" and messages(app, "user") == []
+        await send(app, pilot, "/new")
+        assert app.thread not in ("t1", second)
+        await app.runtime.drain()
+        assert sessions.ended == [("t1", "new"), (second, "new")]
+        assert app.sub_title.startswith(f"ann · thread {app.thread}")
+
+
+async def test_quit_ends_the_session(make_app, sessions, wait, send):
+    app = make_app({"sessions": sessions}, replies=[{"reply": "ok"}])
+    async with app.run_test() as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert sessions.ended == [("t1", "exit")]
+
+
+async def test_feedback_keys_on_a_selected_message(make_app, recorder, wait, send):
+    app = make_app({"recorder": recorder}, replies=[{"reply": "Paris is the capital."}])
+    async with app.run_test() as pilot:
+        await send(app, pilot, "capital of France?")
+        [reply] = messages(app, "assistant")
+        await pilot.press("ctrl+o")
+        assert app.focused is reply
+        for key in "rfi":
+            await pilot.press(key)
+            await wait(app, pilot)
+        await pilot.press("up")
+        assert app.focused is messages(app, "user")[0]
+        await pilot.press("a")
+        await wait(app, pilot)
+        notices = [m.text for m in messages(app, "notice")]
+    kinds = [(c["kind"], c["turn_id"], c["text"]) for c in recorder.calls]
+    assert kinds == [("remember", reply.turn_id, "Paris is the capital."), ("forget", reply.turn_id, "Paris is the capital."),
+                     ("identity", reply.turn_id, "Paris is the capital."), ("approve", reply.turn_id, "capital of France?")]
+    assert {c["actor"] for c in recorder.calls} == {"ann"}
+    assert reply.reactions == ["remember", "forget", "identity"]
+    assert ":brain: noted remember" in notices
+
+
+async def test_notifications_show_and_their_items_can_be_approved(make_app, queue, wait):
+    item = queue.add("deploy-checklist")
+    app = make_app({"queue": queue})
+    async with app.run_test() as pilot:
+        app.runtime.notify("approval_requested", item_id=item, text="New skill draft: deploy-checklist")
+        await app.runtime.drain()
+        await pilot.pause()
+        notice = messages(app, "notice")[-1]
+        assert notice.item_id == item and "deploy-checklist" in notice.text
+        await pilot.press("ctrl+o", "a")
+        await wait(app, pilot)
+        assert "approved skill:deploy-checklist" in messages(app, "notice")[-1].text
+        assert notice.reactions == ["approve"]
+    assert queue.decisions == [(item, "approve", "ann", None)]
+
+
+async def test_a_model_that_fails_shows_the_failure_banner(make_app, wait, send):
+    class Broken:
+        name = "broken"
+
+        async def stream(self, request):
+            raise ConnectionError("connection refused")
+            yield ""
+
+    class Provider:
+        from thoth_core import hookimpl
+
+        @hookimpl
+        def register_models(self, register):
+            register("broken", lambda runtime, options: Broken())
+
+    app = make_app({"provider": Provider()}, config={"thoth": {"model": "broken"}})
+    async with app.run_test() as pilot:
+        assert not app.query_one("#banner").has_class("shown")
+        await send(app, pilot, "hello")
+        banner = str(app.query_one("#banner").render())
+        assert "Model failed: model broken failed: ConnectionError: connection refused" in banner
+        assert "thoth doctor" in banner
+        assert messages(app, "assistant") == []

@@ -1,0 +1,183 @@
+"""Pilot tests of the layers panel, the approvals view, slash commands and the command palette."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import OptionList, TextArea
+
+from thoth_core.budget import block_tokens
+from thoth_core.plugins import PluginInfo
+from thoth_tui.approvals import ApprovalsScreen
+from thoth_tui.chat import ChatMessage
+from thoth_tui.layers import LayersPanel, layer_views
+
+
+def panel_text(app) -> str:
+    return str(app.query_one("#layers-body").render())
+
+
+async def test_layers_panel_after_a_turn(make_app, stand_ins, queue, wait, send):
+    queue.add("weekly-report")
+    app = make_app({**stand_ins, "queue": queue}, replies=[{"reply": "ok"}])
+    app.runtime.pm.thoth_info["reflection"] = PluginInfo("reflection", "thoth-reflection", "0.1.0", enabled=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.query_one(LayersPanel).has_class("shown")  # wide enough to start open
+        before = panel_text(app)
+        assert "last turn" not in before and "pending approvals: 1" in before
+        await send(app, pilot, "hello")
+        text = panel_text(app)
+    assembly = app.runtime.last.assembly
+    card = next(b for b in assembly.blocks if b.tag == "peer-card")
+    [cut] = assembly.cuts
+    lines = text.splitlines()
+    order = [next(i for i, line in enumerate(lines) if line.startswith(f"L{n} ")) for n in range(1, 6)]
+    assert order == sorted(order)
+    assert "L1 working  not installed" in text
+    assert "L5 reflection  disabled" in text
+    assert "facts 3, observations 2" in text and "episodes 12" in text
+    assert f"<peer-card> {block_tokens(card)}" in text
+    assert cut.tokens > 1200 >= cut.kept_tokens > 1000
+    assert f"cut recalled-episodes {cut.tokens}->{cut.kept_tokens} (layer budget episodic=1200)" in text
+    assert "pending approvals: 1" in text
+    identity = lines.index("L2 identity")
+    assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)} tokens in ") and lines[identity + 2].endswith(" ms")
+
+
+async def test_layer_views_report_failures_and_other_plugins(make_runtime, stand_ins):
+    from thoth_core import ContextBlock, hookimpl
+
+    class Failing:
+        LAYER = "episodic"
+
+        @hookimpl
+        async def pre_spawn_context(self):
+            raise RuntimeError("index is gone")
+
+    class Board:
+        @hookimpl
+        async def pre_spawn_context(self):
+            return ContextBlock(tag="board", text="deploy frozen")
+
+    runtime = make_runtime({"identity": stand_ins["identity"], "failing": Failing(), "board": Board()})
+    await runtime.turn("hi", peer="ann", thread="t")
+    views = {v.layer: v for v in layer_views(runtime, await runtime.status(peer="ann"))}
+    assert list(views) == ["working", "identity", "episodic", "procedural", "reflection", "other"]
+    assert views["episodic"].failures == ["failing error"] and views["episodic"].plugins == ["failing"]
+    assert views["other"].blocks == [("board", block_tokens(ContextBlock("board", "deploy frozen")))]
+    assert views["identity"].counts == {"facts": 3, "observations": 2}
+
+
+async def test_layers_panel_toggles_and_fits_80_columns(make_app, stand_ins, wait):
+    app = make_app(stand_ins)
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = app.query_one(LayersPanel)
+        assert not panel.has_class("shown")
+        await pilot.press("f2")
+        await wait(app, pilot)
+        assert panel.has_class("shown") and panel.region.right <= 80
+        assert "L2 identity" in panel_text(app)
+        assert app.query_one("#prompt").region.bottom <= 23
+
+
+async def test_approving_a_pending_draft(make_app, queue, wait):
+    first = queue.add("deploy-checklist", flags=["injection"])
+    second = queue.add("release-notes")
+    app = make_app({"queue": queue})
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f3")
+        await wait(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ApprovalsScreen)
+        assert screen.query_one(OptionList).option_count == 2
+        meta = str(screen.query_one("#approval-meta").render())
+        assert "skill:deploy-checklist" in meta and "flags: ['injection']" in meta and "session: s-123" in meta
+        await pilot.press("down")
+        await pilot.press("a")
+        await wait(app, pilot)
+        assert queue.decisions == [(second, "approve", "ann", None)]
+        assert screen.query_one(OptionList).option_count == 1
+        assert "approved skill:release-notes" in str(screen.query_one("#approval-status").render())
+        await pilot.press("e")
+        await pilot.pause()  # the edit worker waits for the editor screen, so no wait() here
+        editor = app.screen.query_one(TextArea)
+        editor.text = "# Steps\n\n1. check twice"
+        await pilot.press("ctrl+s")
+        await wait(app, pilot)
+        assert queue.decisions[-1] == (first, "edit", "ann", "# Steps\n\n1. check twice")
+        await pilot.press("x")
+        await wait(app, pilot)
+        assert queue.decisions[-1] == (first, "reject", "ann", None)
+        assert "Nothing is waiting" in str(screen.query_one("#approval-meta").render())
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ApprovalsScreen)
+
+
+async def test_a_refused_decision_is_shown_and_the_item_stays(make_app, queue_factory, wait):
+    queue = queue_factory(founders=("bob",))
+    item = queue.add("deploy-checklist")
+    app = make_app({"queue": queue})
+    async with app.run_test() as pilot:
+        await pilot.press("f3")
+        await wait(app, pilot)
+        await pilot.press("a")
+        await wait(app, pilot)
+        assert "ann is not a founder" in str(app.screen.query_one("#approval-status").render())
+        assert app.screen.query_one(OptionList).option_count == 1
+    assert queue.decisions == [] and item in queue.items
+
+
+CORE_COMMANDS = ["help", "done", "whoami", "layers", "approvals", "approve", "reject", "forget"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("/help", "/new - start a new thread"),
+        ("/whoami", "peer ann in workspace default, thread t1"),
+        ("/layers", "episodic: episodes 12"),
+        ("/approvals", "skill:weekly-report  [skill] skill draft weekly-report"),
+        ("/approve skill:weekly-report", "approved skill:weekly-report"),
+        ("/reject skill:weekly-report too vague", "rejected skill:weekly-report"),
+        ("/forget", "Forgot this thread."),
+        ("/recall deploy", "recalled: deploy"),
+        ("/done", "Session ended"),
+        ("/nonsense", "unknown command /nonsense"),
+    ],
+)
+async def test_each_slash_command(make_app, stand_ins, queue, wait, typed, expected, send):
+    queue.add("weekly-report")
+    app = make_app({**stand_ins, "queue": queue})
+    async with app.run_test() as pilot:
+        await send(app, pilot, typed)
+        shown = [m.text for m in app.query(ChatMessage)]
+        thread = app.thread
+    assert any(expected in text for text in shown), shown
+    if typed == "/done":
+        assert thread != "t1"  # a finished session's conversation continues in a new thread
+
+
+async def test_plugin_commands_complete_and_are_in_help(make_app, stand_ins, wait):
+    app = make_app(stand_ins)
+    async with app.run_test() as pilot:
+        await pilot.press(*"/rec", "tab")
+        assert app.query_one("#prompt").value == "/recall "
+        table = app.command_table()
+        assert set(CORE_COMMANDS) | {"recall", "new"} <= set(table)
+
+
+async def test_palette_lists_every_action(make_app, stand_ins, wait):
+    app = make_app(stand_ins)
+    async with app.run_test(size=(100, 30)) as pilot:
+        titles = [title for title, _, _ in app.palette_actions()]
+        bound = {b.action for b in app.BINDINGS}
+        assert {"New thread", "Layers panel", "Approvals", "Select last message", "Quit"} <= set(titles)
+        assert bound == {"new_thread", "toggle_layers", "approvals", "select_last", "quit"}
+        assert {f"/{name}" for name in app.command_table()} <= set(titles)
+        assert {f"React {kind}" for kind in ("approve", "reject", "remember", "forget", "identity")} <= set(titles)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Approvals")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait(app, pilot)
+        assert isinstance(app.screen, ApprovalsScreen)

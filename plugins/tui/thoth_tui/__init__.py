@@ -1,0 +1,1 @@
+"""Thoth's Textual terminal frontend."""

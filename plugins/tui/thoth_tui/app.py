@@ -1,0 +1,301 @@
+"""The Thoth terminal app: chat with streaming replies, layers panel, approvals, commands.
+
+All runtime calls run on the app's event loop: turns in a worker (so typing goes on while a
+reply streams), everything else awaited from handlers. The `notify` hook reaches the running
+app through `runtime.plugin_state("tui", ...)`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer, Header, Input, Static
+
+from thoth_core import ModelError, ModelNotConfigured, ThothError
+from thoth_core._calls import call_each
+from thoth_core.types import new_id
+
+from .approvals import ApprovalsScreen
+from .chat import REACTIONS, ChatMessage
+from .layers import LayersPanel
+from .palette import ThothCommands
+from .prompt import Completions, History, Prompt
+
+TICK_SECONDS = 60.0
+WIDE = 100  # the layers panel starts open at this width or more
+
+FRONTEND_COMMANDS = {"new": ("", "start a new thread (TUI; also ctrl+n)")}
+
+
+class Attached:
+    """The app currently running on a runtime, for the notify hook."""
+
+    app: ThothApp | None = None
+
+
+def banner_text(exc: ThothError) -> str:
+    """What the banner says about a model problem, with how to fix it."""
+    if isinstance(exc, ModelNotConfigured):
+        return f"Model missing: {exc}"
+    if isinstance(exc, ModelError):
+        return (
+            f"Model failed: {exc}\nFix: start the model server or check ANTHROPIC_BASE_URL and [models] in thoth.toml; "
+            "`thoth doctor` checks it. Slash commands still work."
+        )
+    return f"Model problem: {exc}"
+
+
+class ThothApp(App[None]):
+    """Chat with Thoth; F2 layers, F3 approvals, ctrl+n new thread, ctrl+p every action."""
+
+    CSS_PATH = "tui.tcss"
+    TITLE = "Thoth"
+    COMMANDS = App.COMMANDS | {ThothCommands}
+    BINDINGS = [
+        Binding("ctrl+n", "new_thread", "New thread"),
+        Binding("f2", "toggle_layers", "Layers"),
+        Binding("f3", "approvals", "Approvals"),
+        Binding("ctrl+o", "select_last", "Select message"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, runtime: Any, *, peer: str, thread: str) -> None:
+        super().__init__()
+        self.runtime = runtime
+        self.peer = peer
+        self.thread = thread
+        self.session: Any = None
+        self.busy = False
+        self.selected: ChatMessage | None = None
+        self.history = History(runtime.home / "tui" / "history.txt")
+
+    # --- layout and start -------------------------------------------------------------
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Header()
+        yield Static(id="banner")
+        with Horizontal(id="main"):
+            yield VerticalScroll(id="chat")
+            yield LayersPanel(id="layers")
+        yield Completions(id="completions")
+        yield Prompt(self.history, lambda: list(self.command_table()), placeholder="Message Thoth, or /help", id="prompt")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.runtime.plugin_state("tui", Attached).app = self
+        self.session = await self.runtime.session(peer=self.peer, thread=self.thread)
+        self.update_title()
+        try:
+            self.runtime.model()
+        except ThothError as exc:
+            self.show_banner(exc)
+        self.query_one("#layers").set_class(self.size.width >= WIDE, "shown")
+        self.query_one("#chat", VerticalScroll).anchor()
+        await self.add(ChatMessage("notice", f"Thread {self.thread}. /help lists commands; F2 layers, F3 approvals, ctrl+o selects a message, ctrl+p every action."))
+        await self.refresh_layers()
+        self.set_interval(TICK_SECONDS, self.tick)
+        self.query_one(Prompt).focus()
+
+    def update_title(self) -> None:
+        """Header: who, which thread, which model."""
+        self.sub_title = f"{self.peer} · thread {self.thread} · model {self.runtime.model_name() or 'none'}"
+
+    def command_table(self) -> dict[str, tuple[str, str]]:
+        """Every slash command: name -> (usage, help), the runtime's and the TUI's own."""
+        table = {name: (c.usage, c.help) for name, c in self.runtime.commands.items()}
+        return {**table, **FRONTEND_COMMANDS}
+
+    # --- chat -------------------------------------------------------------------------
+
+    async def add(self, message: ChatMessage) -> ChatMessage:
+        """Append a message to the conversation."""
+        await self.query_one("#chat", VerticalScroll).mount(message)
+        return message
+
+    def show_banner(self, exc: ThothError) -> None:
+        banner = self.query_one("#banner", Static)
+        banner.update(banner_text(exc))
+        banner.add_class("shown")
+
+    def hide_banner(self) -> None:
+        self.query_one("#banner").remove_class("shown")
+
+    @on(Input.Changed, "#prompt")
+    def complete(self, event: Input.Changed) -> None:
+        self.query_one(Completions).show(event.value, self.command_table())
+
+    @on(Input.Submitted, "#prompt")
+    async def submit(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.busy:
+            self.notify("Still answering the last message.", severity="warning")
+            return
+        event.input.value = ""
+        self.history.add(text)
+        if text.split()[0] == "/new":
+            await self.action_new_thread()
+            return
+        self.busy = True
+        self.send(text)
+
+    @work(group="turn")
+    async def send(self, text: str) -> None:
+        """Run one turn (or slash command) and show the reply as it streams."""
+        try:
+            user = await self.add(ChatMessage("user", text))
+            name = text[1:].partition(" ")[0] if text.startswith("/") else None
+            if name is not None:
+                await self.run_command(name, text)
+            else:
+                await self.ask(user, text)
+            await self.refresh_layers()
+        finally:
+            self.busy = False
+
+    async def run_command(self, name: str, text: str) -> None:
+        if name not in self.runtime.commands:
+            await self.add(ChatMessage("error", f"unknown command /{name}; /help lists them"))
+            return
+        result = await self.runtime.turn(text, peer=self.peer, thread=self.thread)
+        output = result.reply.text
+        if name == "help":
+            output += "".join(f"\n/{n} - {h}" for n, (_, h) in FRONTEND_COMMANDS.items())
+        self.session = result.session
+        if name == "done":
+            await self.new_thread()  # the ended session's conversation is over
+        await self.add(ChatMessage("command", output))
+
+    async def ask(self, user: ChatMessage, text: str) -> None:
+        reply = ChatMessage("assistant")
+        reply.add_class("pending")
+        await self.add(reply)
+        reply.loading = True
+        try:
+            result = await self.runtime.turn(text, peer=self.peer, thread=self.thread, on_delta=reply.append)
+        except ThothError as exc:
+            await reply.remove()
+            await self.add(ChatMessage("error", str(exc)))
+            self.show_banner(exc)
+            return
+        turn = next((t for t in reversed(result.session.transcript) if t.get("type") == "turn"), {})
+        user.turn_id = turn.get("turn_id")
+        await reply.finish(user.turn_id)
+        self.session = result.session
+        self.hide_banner()
+
+    async def new_thread(self) -> None:
+        """Start a fresh thread (and session) with an empty conversation."""
+        self.thread = f"tui-{new_id()[:8]}"
+        await self.query_one("#chat", VerticalScroll).remove_children()
+        self.session = await self.runtime.session(peer=self.peer, thread=self.thread)
+        self.update_title()
+        await self.add(ChatMessage("notice", f"New thread {self.thread}."))
+
+    # --- feedback and notifications ---------------------------------------------------
+
+    def on_descendant_focus(self, event: Any) -> None:
+        if isinstance(event.widget, ChatMessage):
+            self.selected = event.widget
+
+    async def on_chat_message_reacted(self, event: ChatMessage.Reacted) -> None:
+        await self.react(event.message, event.kind)
+
+    async def react(self, message: ChatMessage, kind: str) -> None:
+        """Apply a feedback key: approve/reject an item by id, else the layers' feedback hook."""
+        try:
+            if kind in ("approve", "reject") and message.item_id:
+                outcome = await self.runtime.decide(message.item_id, kind, actor=self.peer, reason=f"{kind} in the TUI")
+                said = [str(outcome.get("message", f"{kind}: {message.item_id}"))]
+            else:
+                session = await self.runtime.session(peer=self.peer, thread=self.thread)
+                results = await self.runtime.feedback(kind, turn_id=message.turn_id or "", text=message.text, actor=self.peer, session=session)
+                said = [str(r.get("message", r)) for r in results]
+        except ThothError as exc:
+            await self.add(ChatMessage("error", str(exc)))
+            return
+        message.add_reaction(kind)
+        await self.add(ChatMessage("notice", f":{REACTIONS[kind]}: " + ("; ".join(said) or f"no layer acted on {kind}")))
+        await self.refresh_layers()
+
+    async def show_notice(self, event: str, payload: dict[str, Any]) -> None:
+        """Show something a plugin told people (`notify` hook)."""
+        text = str(payload.get("text", ""))
+        await self.add(ChatMessage("notice", f"{event}: {text}", item_id=payload.get("item_id")))
+        self.notify(text or event, title=event)
+        await self.refresh_layers()
+
+    async def tick(self) -> None:
+        """Every minute: end idle sessions and deliver due check-ins."""
+        await self.runtime.reap_idle()
+        for _, found, _ in await call_each(self.runtime.pm, "due_check_ins", {"now": time.time(), "runtime": self.runtime}):
+            for check_in in found or []:
+                await self.show_notice("check_in", check_in)
+
+    # --- actions ----------------------------------------------------------------------
+
+    async def refresh_layers(self) -> None:
+        panel = self.query_one(LayersPanel)
+        if panel.has_class("shown"):
+            await panel.refresh_from(self.runtime, peer=self.peer, workspace=self.session.workspace)
+
+    async def action_toggle_layers(self) -> None:
+        self.query_one(LayersPanel).toggle_class("shown")
+        await self.refresh_layers()
+
+    def action_approvals(self) -> None:
+        self.push_screen(ApprovalsScreen(self.runtime, actor=self.peer))
+
+    async def action_new_thread(self) -> None:
+        if self.session is not None and not self.session.ended:
+            await self.runtime.end_session(self.session, "new")
+        await self.new_thread()
+
+    def action_select_last(self) -> None:
+        messages = list(self.query(ChatMessage))
+        if messages:
+            messages[-1].focus()
+            messages[-1].scroll_visible()
+
+    async def action_react_selected(self, kind: str) -> None:
+        if self.selected is not None and self.selected.is_attached:
+            await self.react(self.selected, kind)
+        else:
+            self.notify("Select a message first (ctrl+o, then up/down).", severity="warning")
+
+    def fill_prompt(self, text: str) -> None:
+        prompt = self.query_one(Prompt)
+        prompt.value = text
+        prompt.cursor_position = len(text)
+        prompt.focus()
+
+    def palette_actions(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """Every action for the command palette: (title, help, callback)."""
+        actions: list[tuple[str, str, Callable[[], Any]]] = [
+            ("New thread", "end this session and start a new thread (ctrl+n)", self.action_new_thread),
+            ("Layers panel", "show or hide the five layers (F2)", self.action_toggle_layers),
+            ("Approvals", "pending skill drafts and observations (F3)", self.action_approvals),
+            ("Select last message", "then a/x/r/f/i react to it (ctrl+o)", self.action_select_last),
+            ("Quit", "end the session and leave (ctrl+q)", self.action_quit),
+        ]
+        for kind, reaction in REACTIONS.items():
+            actions.append((f"React {kind}", f":{reaction}: on the selected message", lambda kind=kind: self.action_react_selected(kind)))
+        for name, (usage, help_text) in sorted(self.command_table().items()):
+            text = f"/{name} " if usage else f"/{name}"
+            actions.append((f"/{name}", help_text, lambda text=text: self.fill_prompt(text)))
+        return actions
+
+    async def action_quit(self) -> None:
+        """End the session, let background writes finish, close plugin state, leave."""
+        if self.session is not None and not self.session.ended:
+            await self.runtime.end_session(self.session, "exit")
+        await self.runtime.aclose()
+        self.runtime.plugin_state("tui", Attached).app = None
+        self.exit()

@@ -1,0 +1,106 @@
+"""The conversation: one widget per message, streamed Markdown replies, feedback keys."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Markdown, Static
+from textual.widgets._markdown import MarkdownStream
+
+# Feedback kinds and the Slack reactions they match.
+REACTIONS = {
+    "approve": "white_check_mark",
+    "reject": "x",
+    "remember": "brain",
+    "forget": "wastebasket",
+    "identity": "bust_in_silhouette",
+}
+
+LABELS = {"user": "you", "assistant": "thoth", "command": "command", "notice": "notice", "error": "error"}
+
+
+class ChatMessage(Vertical, can_focus=True):
+    """One message; when selected, keys a/x/r/f/i react to it like Slack reactions."""
+
+    BINDINGS = [
+        Binding("a", "react('approve')", "Approve"),
+        Binding("x", "react('reject')", "Reject"),
+        Binding("r", "react('remember')", "Remember"),
+        Binding("f", "react('forget')", "Forget"),
+        Binding("i", "react('identity')", "Identity"),
+        Binding("up", "move(-1)", "Previous", show=False),
+        Binding("down", "move(1)", "Next", show=False),
+        Binding("escape,enter", "back", "Back to input", show=False),
+    ]
+
+    class Reacted(Message):
+        """A person pressed a feedback key on a message."""
+
+        def __init__(self, message: ChatMessage, kind: str) -> None:
+            super().__init__()
+            self.message = message
+            self.kind = kind
+
+    def __init__(self, role: str, text: str = "", *, turn_id: str | None = None, item_id: str | None = None) -> None:
+        super().__init__(classes=role)
+        self.role = role
+        self.text = text
+        self.turn_id = turn_id
+        self.item_id = item_id
+        self.reactions: list[str] = []
+        self._stream: MarkdownStream | None = None
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(self._label(), classes="label")
+        if self.role == "assistant":
+            yield Markdown(self.text, classes="body")
+        else:
+            yield Static(Text(self.text), classes="body")
+
+    def _label(self) -> Text:
+        label = Text(LABELS.get(self.role, self.role), style="bold")
+        if self.item_id:
+            label.append(f"  {self.item_id}", style="italic")
+        for kind in self.reactions:
+            label.append(f"  :{REACTIONS[kind]}:", style="dim")
+        return label
+
+    async def append(self, fragment: str) -> None:
+        """Stream a piece of the reply into the Markdown body."""
+        if self._stream is None:
+            self.loading = False
+            self.remove_class("pending")
+            self._stream = Markdown.get_stream(self.query_one(Markdown))
+        self.text += fragment
+        await self._stream.write(fragment)
+
+    async def finish(self, turn_id: str | None) -> None:
+        """The reply is complete: flush the stream and remember which turn it answers."""
+        self.turn_id = turn_id
+        self.loading = False
+        self.remove_class("pending")
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+
+    def add_reaction(self, kind: str) -> None:
+        """Show that a reaction was applied."""
+        self.reactions.append(kind)
+        self.query_one(".label", Static).update(self._label())
+
+    def action_react(self, kind: str) -> None:
+        self.post_message(self.Reacted(self, kind))
+
+    def action_move(self, step: int) -> None:
+        siblings = list(self.parent.query_children(ChatMessage)) if self.parent else [self]
+        index = siblings.index(self) + step
+        if 0 <= index < len(siblings):
+            siblings[index].focus()
+            siblings[index].scroll_visible()
+        elif step > 0:
+            self.action_back()
+
+    def action_back(self) -> None:
+        self.app.query_one("#prompt").focus()

@@ -1,0 +1,106 @@
+"""The layers panel: the five layers, what each gave the last turn, and their counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from thoth_core import LAYERS
+from thoth_core.budget import block_tokens
+
+HIDDEN_STATUS_KEYS = {"layer", "plugin"}
+
+
+@dataclass
+class LayerView:
+    """What the panel shows for one layer."""
+
+    layer: str
+    state: str  # on, disabled, not installed
+    plugins: list[str] = field(default_factory=list)
+    blocks: list[tuple[str, int]] = field(default_factory=list)  # (tag, tokens)
+    seconds: float | None = None
+    failures: list[str] = field(default_factory=list)
+    cuts: list[str] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]:
+    """The five layers in order (plus `other` when something outside them contributed)."""
+    views = {layer: LayerView(layer, "not installed") for layer in LAYERS}
+    other = LayerView("other", "on")
+    disabled = {name for name, info in runtime.pm.thoth_info.items() if not info.enabled}
+    for name in disabled & set(LAYERS):
+        views[name].state = "disabled"
+    for name, _ in runtime.pm.list_name_plugin():
+        view = views.get(runtime.layer_of(name))
+        if view is not None:
+            view.state = "on"
+            view.plugins.append(name)
+
+    def view_of(layer: str) -> LayerView:
+        return views.get(layer, other)
+
+    assembly = runtime.last.assembly if runtime.last is not None else None
+    if assembly is not None:
+        for block in assembly.blocks:
+            view_of(block.layer).blocks.append((block.tag, block_tokens(block)))
+        for call in assembly.calls:
+            view = view_of(runtime.layer_of(call.plugin))
+            view.seconds = max(view.seconds or 0.0, call.seconds)
+            if call.status != "ok":
+                view.failures.append(f"{call.plugin} {call.status}")
+        for cut in assembly.cuts:
+            view_of(cut.layer).cuts.append(f"{cut.tag} {cut.tokens}->{cut.kept_tokens} ({cut.reason})")
+    for status in statuses:
+        counts = {k: v for k, v in status.items() if k not in HIDDEN_STATUS_KEYS}
+        view_of(str(status.get("layer", runtime.layer_of(status["plugin"])))).counts.update(counts)
+    shown = [views[layer] for layer in LAYERS]
+    if other.blocks or other.cuts or other.counts:
+        shown.append(other)
+    return shown
+
+
+def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
+    """The panel's text: one section per layer."""
+    text = Text()
+    for number, view in enumerate(views, start=1):
+        title = f"L{number} {view.layer}" if view.layer in LAYERS else view.layer
+        style = {"on": "bold", "disabled": "dim strike", "not installed": "dim"}[view.state]
+        text.append(title, style=style)
+        if view.state != "on":
+            text.append(f"  {view.state}", style="italic dim")
+        text.append("\n")
+        if view.counts:
+            text.append("  " + ", ".join(f"{k} {v}" for k, v in view.counts.items()) + "\n")
+        if has_turn and view.state == "on":
+            time = f" in {view.seconds * 1000:.0f} ms" if view.seconds is not None else ""
+            total = sum(tokens for _, tokens in view.blocks)
+            text.append(f"  last turn: {total} tokens{time}\n", style="cyan")
+            for tag, tokens in view.blocks:
+                text.append(f"    <{tag}> {tokens}\n")
+            for cut in view.cuts:
+                text.append(f"    cut {cut}\n", style="yellow")
+            for failure in view.failures:
+                text.append(f"    {failure}\n", style="red")
+    text.append(f"pending approvals: {pending}", style="bold")
+    return text
+
+
+class LayersPanel(VerticalScroll):
+    """A side panel that makes the architecture visible."""
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("Layers", classes="title")
+        yield Static(id="layers-body")
+
+    async def refresh_from(self, runtime: Any, *, peer: str, workspace: str) -> None:
+        """Re-read statuses, approvals and the last turn's assembly."""
+        statuses = await runtime.status(peer=peer, workspace=workspace)
+        pending = len(await runtime.approvals())
+        body = render(layer_views(runtime, statuses), pending=pending, has_turn=runtime.last is not None)
+        self.query_one("#layers-body", Static).update(body)

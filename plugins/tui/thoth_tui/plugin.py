@@ -1,0 +1,29 @@
+"""The `tui` frontend plugin: `thoth chat` starts it; plugin notifications show in it."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+from thoth_core import hookimpl
+
+
+def start(runtime: Any, *, peer: str | None = None, thread: str | None = None) -> None:
+    """Run the terminal app until the person quits."""
+    from .app import ThothApp
+
+    ThothApp(runtime, peer=peer or getpass.getuser(), thread=thread or "tui").run()
+
+
+@hookimpl
+def register_frontends(register):  # type: ignore[no-untyped-def]
+    register("tui", start)
+
+
+@hookimpl
+async def notify(event: str, payload: dict[str, Any], runtime: Any) -> None:
+    from .app import Attached
+
+    app = runtime.plugin_state("tui", Attached).app
+    if app is not None and app.is_running:
+        await app.show_notice(event, payload)
