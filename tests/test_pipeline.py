@@ -114,3 +114,29 @@ async def test_idle_sessions_end(make_runtime):
     ended = await runtime.reap_idle(now=time.time() + 31 * 60)
     await runtime.drain()
     assert len(ended) == 1 and ("end", "idle", 1) in recorder.events
+
+
+class Tooling:
+    def __init__(self):
+        self.calls = []
+
+    @hookimpl
+    def turn_tools(self, turn, session):
+        def lookup(tool_input):
+            self.calls.append((session.peer, tool_input))
+            return f"looked up {tool_input['q']}"
+
+        return [{"name": "lookup", "description": "look something up", "input_schema": {"type": "object"}, "handler": lookup}]
+
+
+async def test_tools_reach_the_request_and_calls_land_in_the_transcript(make_runtime):
+    tooling = Tooling()
+    runtime = make_runtime({"tooling": tooling}, replies=[{"reply": "ok"}])
+    await runtime.turn("hi", peer="ann", thread="t")
+    [tool] = runtime.model().requests[-1].tools
+    assert tool["name"] == "lookup"
+    assert await tool["handler"]({"q": "otters"}) == "looked up otters"
+    session = await runtime.session(peer="ann", thread="t")
+    assert tooling.calls == [("ann", {"q": "otters"})]
+    assert session.transcript[-1] | {"at": 0} == {"type": "tool", "turn_id": session.transcript[0]["turn_id"], "at": 0, "plugin": "tooling",
+                                                 "name": "lookup", "input": {"q": "otters"}, "output": "looked up otters"}

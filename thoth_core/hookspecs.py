@@ -51,6 +51,19 @@ def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | list[Conte
 
 
 @hookspec
+def turn_tools(turn: Turn, session: Session) -> list[dict[str, Any]] | None:
+    """Offer tools to the model for this turn (providers without tool support ignore them).
+
+    Called with `pre_spawn_context`, under the same deadline.
+
+    Returns:
+        Anthropic-style tool definitions (`name`, `description`, `input_schema`) each with a
+        `handler(input) -> str` (plain or async); the runtime records every call in the
+        session transcript.
+    """
+
+
+@hookspec
 def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
     """Record a finished turn; called in the background after the reply reached the user.
 

@@ -51,6 +51,25 @@ class TurnResult:
     session: Session
 
 
+def _recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) -> Callable[[Any], Awaitable[str]]:
+    """Wrap a tool handler so each call lands in the session transcript."""
+    handler = tool["handler"]
+
+    async def call(tool_input: Any) -> str:
+        entry: dict[str, Any] = {"type": "tool", "turn_id": turn.id, "at": time.time(), "plugin": plugin, "name": tool["name"], "input": tool_input}
+        session.transcript.append(entry)
+        try:
+            output = handler(tool_input) if inspect.iscoroutinefunction(handler) else await asyncio.to_thread(handler, tool_input)
+            output = await output if inspect.isawaitable(output) else output
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            raise
+        entry["output"] = str(output)[:2000]
+        return str(output)
+
+    return call
+
+
 def default_home(config: Config) -> Path:
     """Where data lives: `$THOTH_HOME`, `[thoth] home`, else the per-user app dir."""
     if os.environ.get("THOTH_HOME"):
@@ -209,6 +228,18 @@ class Runtime:
         assembly.calls = calls
         return assembly
 
+    async def tools(self, turn: Turn, session: Session) -> list[dict[str, Any]]:
+        """The tools plugins offer for this turn, each handler recording its calls in the transcript."""
+        outcomes = await call_each(self.pm, "turn_tools", {"turn": turn, "session": session}, deadline_for=self.deadline_for)
+        tools = []
+        for plugin, result, _ in outcomes:
+            for tool in result or []:
+                if not isinstance(tool, dict) or not tool.get("name"):
+                    logger.error("plugin %s: turn_tools returned %r, not a tool definition; skipped", plugin, tool)
+                    continue
+                tools.append(dict(tool, handler=_recorded(tool, plugin, turn, session)) if callable(tool.get("handler")) else tool)
+        return tools
+
     async def turn(
         self,
         text: str,
@@ -226,8 +257,9 @@ class Runtime:
             name, _, args = text[1:].partition(" ")
             if name in self.commands:
                 return TurnResult(await self.run_command(name, args.strip(), turn, session), Assembly([]), session)
-        assembly = await self.context(turn, session)
+        assembly, tools = await asyncio.gather(self.context(turn, session), self.tools(turn, session))
         request = ModelRequest(
+            tools=tools,
             system=assembly.blocks,
             messages=trim_history(session.history, int(self.config.get("budget.history"))) + [Message("user", text)],
             max_tokens=int(self.config.get("thoth.max_tokens")),
