@@ -65,6 +65,8 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
         check_plugin_names(config, set(installed) | set(DEFAULT_PLUGINS))
         allowed = os.environ.get("THOTH_LOAD_PLUGINS")
         wanted = set(installed) if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+        for name in sorted(wanted - set(installed)):
+            logger.warning("THOTH_LOAD_PLUGINS names %r, which is not installed; installed: %s", name, ", ".join(sorted(installed)) or "none")
         for name, ep in sorted(installed.items()):
             if name not in wanted:
                 continue
