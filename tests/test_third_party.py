@@ -180,6 +180,13 @@ def test_the_allow_list_loads_only_what_it_names(site, tmp_path):
     assert some == none | {"hello", "keeper-a"}
 
 
+def test_the_allow_list_warns_about_a_name_that_is_not_installed(site, tmp_path):
+    result = thoth(site, tmp_path, "plugins", "--json", load="hello,helo")
+    assert result.returncode == 0
+    assert "THOTH_LOAD_PLUGINS names 'helo', which is not installed" in result.stderr
+    assert "hello" in {row["name"] for row in json.loads(result.stdout)}
+
+
 def test_a_plugin_that_cannot_be_imported_is_reported_not_fatal(site, tmp_path):
     rows = {
         row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load="hello,broken").stdout)
