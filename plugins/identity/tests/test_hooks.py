@@ -16,7 +16,8 @@ async def test_hooks_directly(make_runtime):
     assert await plugin.pre_spawn_context(turn=Turn("hi", "ann", "t"), session=session) is None  # nothing held yet
     done = await plugin.feedback(kind="identity", turn_id="x", text="I live in Oslo", actor="ann", session=session)
     assert done == {"action": "fact", "message": "Remembered: location = Oslo"}
-    assert await plugin.feedback(kind="forget", turn_id="x", text="", actor="ann", session=session) is None
+    assert await plugin.feedback(kind="forget", turn_id="x", text="my name is X", actor="ann", session=session) is None
+    assert await plugin.feedback(kind="remember", turn_id="x", text="  ", actor="ann", session=session) is None
     await plugin.post_turn_write(turn=Turn("I like fjords", "ann", "t"), reply=Reply("nice"), session=session)
     block = await plugin.pre_spawn_context(turn=Turn("where do I live?", "ann", "t"), session=session)
     assert block.tag == "user-model" and "- location: Oslo" in block.text

@@ -59,7 +59,7 @@ async def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
 
 @hookimpl
 async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -> dict[str, Any] | None:
-    if kind not in ("identity", "remember"):
+    if kind not in ("identity", "remember") or not text.strip():
         return None
     backend = backend_for(session.runtime)
     outcome = await asyncio.to_thread(
