@@ -23,7 +23,7 @@ from pathlib import Path
 import thoth_slack.plugin
 from thoth_slack.bridge import SlackBridge
 from thoth_slack.settings import load_settings
-from thoth_slack.testing import FakeSlackAPI, Harness, mention
+from thoth_slack.testing import SECRET, FakeSlackAPI, Harness, mention
 
 from thoth_core.testing import make_test_runtime
 
@@ -78,8 +78,7 @@ def main() -> None:
     parser.add_argument("--model-delay", type=float, default=0.2)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    os.environ.update(SLACK_BOT_TOKEN="xoxb-bench", SLACK_SIGNING_SECRET="bench-secret")
-    os.environ["SLACK_SIGNING_SECRET"] = "test-signing-secret"
+    os.environ.update(SLACK_BOT_TOKEN="xoxb-bench", SLACK_SIGNING_SECRET=SECRET)  # `signed` uses SECRET
     fake = FakeSlackAPI()
     with tempfile.TemporaryDirectory() as home:
         alone = [run(1, args.model_delay, fake, Path(home), 1_700_000_000 + r * 1000)[0] for r in range(args.repeat)]
