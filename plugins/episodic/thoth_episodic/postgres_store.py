@@ -49,6 +49,7 @@ def schema(dim: int) -> str:
     CREATE INDEX IF NOT EXISTS thoth_episodes_scope ON thoth_episodes (workspace, peer, thread, occurred_at);
     CREATE INDEX IF NOT EXISTS thoth_episodes_id ON thoth_episodes (id);
     CREATE INDEX IF NOT EXISTS thoth_episodes_turn ON thoth_episodes (turn_id);
+    CREATE INDEX IF NOT EXISTS thoth_episodes_newest ON thoth_episodes (workspace, peer, occurred_at);
     CREATE INDEX IF NOT EXISTS thoth_episodes_tsv ON thoth_episodes USING gin (tsv);
     """
 
@@ -194,18 +195,18 @@ class PostgresStore:
             scope += (" AND rowid IN (SELECT rowid FROM thoth_episodes WHERE workspace = %(workspace)s AND peer = %(peer)s "
                       "AND superseded_at IS NULL ORDER BY occurred_at DESC LIMIT %(newest)s)")
         params: dict[str, Any] = {"workspace": query.workspace, "peer": query.peer, "as_of": query.as_of, "newest": query.newest, "n": candidate_count(query.k)}
-        dense: list[tuple[int, float]] = []
+        dense: list[tuple[int, float, float]] = []
         if query.vector is not None:
             params["v"] = _vector(query.vector)
-            dense = [(r[0], float(r[1])) for r in self._rows(
-                f"SELECT rowid, 1 - (embedding <=> %(v)s::vector) FROM thoth_episodes WHERE {scope} AND embedding IS NOT NULL "
+            dense = [(r[0], float(r[1]), r[2]) for r in self._rows(
+                f"SELECT rowid, 1 - (embedding <=> %(v)s::vector), occurred_at FROM thoth_episodes WHERE {scope} AND embedding IS NOT NULL "
                 "ORDER BY embedding <=> %(v)s::vector LIMIT %(n)s", params)]
-        lexical: list[tuple[int, float]] = []
+        lexical: list[tuple[int, float, float]] = []
         terms = query_terms(query.text)
         if terms:
             params["q"] = " or ".join(terms)
-            lexical = [(r[0], float(r[1])) for r in self._rows(
-                f"SELECT rowid, ts_rank_cd(tsv, websearch_to_tsquery('english', %(q)s)) AS r FROM thoth_episodes "
+            lexical = [(r[0], float(r[1]), r[2]) for r in self._rows(
+                f"SELECT rowid, ts_rank_cd(tsv, websearch_to_tsquery('english', %(q)s)) AS r, occurred_at FROM thoth_episodes "
                 f"WHERE {scope} AND tsv @@ websearch_to_tsquery('english', %(q)s) ORDER BY r DESC LIMIT %(n)s", params)]
         return rank(query, dense, lexical, self._load_rows)
 

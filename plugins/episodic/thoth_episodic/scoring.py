@@ -93,35 +93,35 @@ def _normalised(scores: dict[Any, float]) -> dict[Any, float]:
 
 def rank(
     query: Query,
-    dense: Sequence[tuple[str, float]],
-    lexical: Sequence[tuple[str, float]],
-    load: Callable[[list[str]], dict[str, Episode]],
+    dense: Sequence[tuple[Any, float, float]],
+    lexical: Sequence[tuple[Any, float, float]],
+    load: Callable[[list[Any]], dict[Any, Episode]],
 ) -> list[Hit]:
-    """Fuse best-first (id, score) lists, weight by recency, and return the top k hits."""
-    dense_rank = {key: i + 1 for i, (key, _) in enumerate(dense)}
-    lexical_rank = {key: i + 1 for i, (key, _) in enumerate(lexical)}
-    dense_score, lexical_score = dict(dense), dict(lexical)
-    keys = list(dict.fromkeys([k for k, _ in dense] + [k for k, _ in lexical]))
-    if query.fusion != "rrf":
+    """Fuse best-first (key, score, occurred_at) lists, weight by recency, load and return the top k."""
+    dense_rank = {key: i + 1 for i, (key, _, _) in enumerate(dense)}
+    lexical_rank = {key: i + 1 for i, (key, _, _) in enumerate(lexical)}
+    dense_score = {key: score for key, score, _ in dense}
+    lexical_score = {key: score for key, score, _ in lexical}
+    occurred = {key: at for key, _, at in [*dense, *lexical]}
+    if query.fusion == "rrf":
+        fused = {k: sum(1 / (RRF_K + ranks[k]) for ranks in (dense_rank, lexical_rank) if k in ranks) for k in occurred}
+    else:
         nd, nl = _normalised(dense_score), _normalised(lexical_score)
         parts = int(bool(dense)) + int(bool(lexical)) or 1
-        fused = {k: (nd.get(k, 0.0) + nl.get(k, 0.0)) / parts for k in keys}
-    else:
-        fused = {k: (1 / (RRF_K + dense_rank[k]) if k in dense_rank else 0.0) + (1 / (RRF_K + lexical_rank[k]) if k in lexical_rank else 0.0) for k in keys}
-    episodes = load(keys)
+        fused = {k: (nd.get(k, 0.0) + nl.get(k, 0.0)) / parts for k in occurred}
     now = query.now if query.now is not None else (query.as_of if query.as_of is not None else time.time())
-    hits = []
-    for key in keys:
-        episode = episodes.get(key)
-        if episode is None:
-            continue
-        age = (now - episode.occurred_at) / DAY
-        factor = recency_factor(age, query.tau_days, query.recency_weight)
-        hits.append(
-            Hit(episode, fused[key] * factor, dense_score.get(key), dense_rank.get(key), lexical_score.get(key), lexical_rank.get(key), factor, age)
-        )
-    hits.sort(key=lambda h: (-h.score, -h.episode.occurred_at))
-    return hits[: query.k]
+    ages = {k: (now - at) / DAY for k, at in occurred.items()}
+    factors = {k: recency_factor(ages[k], query.tau_days, query.recency_weight) for k in occurred}
+    best = sorted(occurred, key=lambda k: (-fused[k] * factors[k], -occurred[k]))
+    hits: list[Hit] = []
+    while best and len(hits) < query.k:
+        batch, best = best[: query.k - len(hits)], best[query.k - len(hits) :]
+        episodes = load(batch)
+        for key in batch:
+            if key in episodes:
+                hits.append(Hit(episodes[key], fused[key] * factors[key], dense_score.get(key), dense_rank.get(key),
+                                lexical_score.get(key), lexical_rank.get(key), factors[key], ages[key]))
+    return hits
 
 
 def candidate_count(k: int) -> int:

@@ -42,6 +42,7 @@ CREATE INDEX IF NOT EXISTS episodes_scope ON episodes (workspace, peer, thread, 
 CREATE INDEX IF NOT EXISTS episodes_id ON episodes (id);
 CREATE INDEX IF NOT EXISTS episodes_turn ON episodes (turn_id);
 CREATE INDEX IF NOT EXISTS episodes_occurred ON episodes (occurred_at);
+CREATE INDEX IF NOT EXISTS episodes_newest ON episodes (workspace, peer, occurred_at);
 CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(scope, body, context, dates, tokenize = 'porter unicode61');
 INSERT OR IGNORE INTO meta VALUES ('generation', '0');
 """
@@ -58,11 +59,13 @@ def scope_token(workspace: str, peer: str) -> str:
     return "s" + hashlib.sha1(f"{workspace}\0{peer}".encode()).hexdigest()[:16]
 
 
+NAMES = [c.strip() for c in COLUMNS.split(",")]
+
+
 def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
     values = list(row)
     values[15] = bool(values[15])
-    names = [c.strip() for c in COLUMNS.split(",")]
-    return Episode(**dict(zip(names, values, strict=True)))
+    return Episode(**dict(zip(NAMES, values, strict=True)))
 
 
 class _VectorCache:
@@ -166,7 +169,7 @@ class SQLiteStore:
         return stored
 
     def _insert(self, episode: Episode, blob: bytes | None) -> None:
-        values = [getattr(episode, c.strip()) for c in COLUMNS.split(",")]
+        values = [getattr(episode, name) for name in NAMES]
         cursor = self._db.execute(f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)})", [*values, blob])
         self._db.execute(
             "INSERT INTO episodes_fts (rowid, scope, body, context, dates) VALUES (?, ?, ?, ?, ?)",
@@ -310,13 +313,17 @@ class SQLiteStore:
                     break
                 self._cache.append(rows)
 
-    def _dense(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+    def _dense(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         cache = self._cache
         if query.vector is None or cache.size == 0:
             return []
         mask = cache.mask(f"{query.workspace}\0{query.peer}", query.as_of)
         if allowed is not None:
-            mask &= np.isin(cache.rowids[: cache.size], allowed)
+            rowids = cache.rowids[: cache.size]  # ascending: rows are appended in rowid order
+            positions = np.clip(np.searchsorted(rowids, allowed), 0, cache.size - 1)
+            keep = np.zeros(cache.size, dtype=bool)
+            keep[positions[rowids[positions] == allowed]] = True
+            mask &= keep
         if not mask.any():
             return []
         scores = cache.matrix[: cache.size] @ np.asarray(query.vector, dtype=np.float32)
@@ -324,9 +331,9 @@ class SQLiteStore:
         n = min(candidate_count(query.k), int(mask.sum()))
         top = np.argpartition(-scores, n - 1)[:n]
         top = top[np.argsort(-scores[top])]
-        return [(int(cache.rowids[i]), float(scores[i])) for i in top]
+        return [(int(cache.rowids[i]), float(scores[i]), float(cache.occurred[i])) for i in top]
 
-    def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+    def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         match = fts_match(query.text)
         if match is None:
             return []
@@ -334,12 +341,12 @@ class SQLiteStore:
         if allowed is not None:
             where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
         sql = (
-            f"SELECT e.rowid, -bm25(episodes_fts, {FTS_WEIGHTS}) FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
+            f"SELECT e.rowid, -bm25(episodes_fts, {FTS_WEIGHTS}), e.occurred_at FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
             f"WHERE episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY bm25(episodes_fts, {FTS_WEIGHTS}) LIMIT ?"
         )
         expression = f'scope : "{scope_token(query.workspace, query.peer)}" AND {{body context dates}} : ({match})'
         with self._lock:
-            return [(int(r[0]), float(r[1])) for r in self._db.execute(sql, [expression, *params, candidate_count(query.k)])]
+            return [(int(r[0]), float(r[1]), float(r[2])) for r in self._db.execute(sql, [expression, *params, candidate_count(query.k)])]
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:

@@ -1,0 +1,221 @@
+"""Episodic recall latency, ingest rate and memory at 10k-1M episodes, against sqlite-vec and FAISS; prints JSON.
+
+    python bench/episodic_latency.py --n 10000,100000,1000000 [--queries 100] [--json]
+
+Needs `pip install 'thoth-episodic[bench]'` (apsw + sqlite-vec, faiss-cpu, psutil).
+Each size runs in its own subprocess (so peak RSS is per size). Synthetic episodes: 2,000
+topics of 30 words (whole words of the WordPiece vocabulary); an episode's text is 14 words of its topic plus 4 others, its
+vector its topic centre plus noise (unit length), so both BM25 and cosine have structure.
+Bulk loads use these vectors; the ingest rate with embeddings is measured separately through
+the real write path (MiniLM on every episode). Queries are perturbed stored vectors (and 4
+topic words). Reported per size: recall median/p95 through `EpisodicMemory.recall` (with the
+MiniLM query embedding) and through the store (vector given), the 200-newest pre-filter,
+and top-10 KNN on the same vectors by sqlite-vec (apsw), FAISS IndexFlatIP and numpy, with
+ratios peer / ours (> 1: ours is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DIM = 384
+TOPICS = 2000
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """Median and p95 in milliseconds."""
+    ms = sorted(1000 * s for s in samples)
+    return {"median_ms": round(statistics.median(ms), 3), "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 3)}
+
+
+def timed(fn: Any, items: list[Any]) -> list[float]:
+    """Seconds per call of fn on each item."""
+    out = []
+    for item in items:
+        started = time.perf_counter()
+        fn(item)
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def _vocabulary() -> list[str]:
+    """Whole English words of the MiniLM WordPiece vocabulary (one token each)."""
+    from thoth_episodic.embedder import model_files
+
+    return (model_files()[1].parent / "vocab.txt").read_text().split()
+
+
+class Synthetic:
+    """Topic-structured texts and vectors, reproducible from a seed."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = np.random.default_rng(seed)
+        vocabulary = [w for w in _vocabulary() if w.isalpha() and len(w) >= 4]
+        picked = self.rng.choice(vocabulary, (TOPICS, 30))
+        self.words = [list(row) for row in picked]
+        centres = self.rng.standard_normal((TOPICS, DIM)).astype(np.float32)
+        self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+
+    def batch(self, n: int) -> tuple[list[str], np.ndarray]:
+        topics = self.rng.integers(0, TOPICS, n)
+        texts = [" ".join(list(self.rng.choice(self.words[t], 14)) + list(self.rng.choice(self.words[self.rng.integers(TOPICS)], 4))) for t in topics]
+        vectors = self.centres[topics] + 0.08 * self.rng.standard_normal((n, DIM)).astype(np.float32)
+        return texts, (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+    def queries(self, vectors: np.ndarray, texts: list[str], count: int) -> list[tuple[str, np.ndarray]]:
+        picks = self.rng.integers(0, len(vectors), count)
+        out = []
+        for i in picks:
+            v = vectors[i] + 0.05 * self.rng.standard_normal(DIM).astype(np.float32)
+            out.append((" ".join(texts[i].split()[:4]), (v / np.linalg.norm(v)).astype(np.float32)))
+        return out
+
+
+def ingest_rate(memory: Any, synthetic: Synthetic, count: int) -> dict[str, float]:
+    """Episodes per second through the real write path, embedding included (one turn at a time, and batched)."""
+    from thoth_episodic.records import Episode
+
+    texts, _ = synthetic.batch(2 * count)
+    started = time.perf_counter()
+    for text in texts[:count]:
+        memory.write(Episode(workspace="ingest", peer="p", thread="t", user=text, assistant="Noted."))
+    one_by_one = count / (time.perf_counter() - started)
+    started = time.perf_counter()
+    memory.write_many([Episode(workspace="ingest", peer="p", thread="t", user=t, assistant="Noted.") for t in texts[count:]])
+    batched = count / (time.perf_counter() - started)
+    return {"per_turn_eps": round(one_by_one, 1), "batched_eps": round(batched, 1), "episodes": count}
+
+
+def sqlite_vec_peer(vectors: np.ndarray, queries: list[np.ndarray], folder: Path) -> tuple[dict[str, float], float]:
+    """Top-10 KNN latency of sqlite-vec (vec0 via apsw) and its load seconds."""
+    import apsw
+    import sqlite_vec
+
+    db = apsw.Connection(str(folder / "vec.db"))
+    db.enable_load_extension(True)
+    db.load_extension(sqlite_vec.loadable_path())
+    db.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}])")
+    started = time.perf_counter()
+    for start in range(0, len(vectors), 10000):
+        with db:
+            db.executemany("INSERT INTO v(rowid, embedding) VALUES (?, ?)", [(start + i + 1, vectors[start + i].tobytes()) for i in range(min(10000, len(vectors) - start))])
+    load = time.perf_counter() - started
+
+    def knn(q: np.ndarray) -> list[Any]:
+        return list(db.execute("SELECT rowid, distance FROM v WHERE embedding MATCH ? AND k = 10", (q.tobytes(),)))
+
+    return percentiles(timed(knn, queries)), load
+
+
+def faiss_peer(vectors: np.ndarray, queries: list[np.ndarray]) -> dict[str, float]:
+    """Top-10 KNN latency of FAISS IndexFlatIP."""
+    import faiss
+
+    index = faiss.IndexFlatIP(DIM)
+    index.add(vectors)
+    return percentiles(timed(lambda q: index.search(q[None, :], 10), queries))
+
+
+def numpy_peer(vectors: np.ndarray, queries: list[np.ndarray]) -> dict[str, float]:
+    """Top-10 KNN latency of a numpy matrix-vector product + argpartition."""
+
+    def knn(q: np.ndarray) -> np.ndarray:
+        scores = vectors @ q
+        top = np.argpartition(-scores, 10)[:10]
+        return top[np.argsort(-scores[top])]
+
+    return percentiles(timed(knn, queries))
+
+
+def one_size(n: int, queries: int, ingest_count: int, peers: bool) -> dict[str, Any]:
+    """Everything for one store size (run in its own process)."""
+    import psutil
+
+    from thoth_core.testing import make_test_runtime
+    from thoth_episodic import plugin
+    from thoth_episodic.memory import memory_for
+    from thoth_episodic.records import Episode, Query
+
+    synthetic = Synthetic()
+    result: dict[str, Any] = {"n": n}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as folder:
+        runtime = make_test_runtime(Path(folder), {"episodic": plugin})
+        memory = memory_for(runtime)
+        memory.embed(["warm up"])
+        if ingest_count:
+            result["ingest_with_embedding"] = ingest_rate(memory, synthetic, ingest_count)
+        all_vectors, sample_texts = [], []
+        started, now = time.perf_counter(), time.time()
+        for start in range(0, n, 20000):
+            texts, vectors = synthetic.batch(min(20000, n - start))
+            episodes = [Episode(workspace="bench", peer="p", thread=f"t{(start + i) // 50}", user=t, occurred_at=now - (n - start - i))
+                        for i, t in enumerate(texts)]
+            memory.store.add(episodes, vectors)
+            all_vectors.append(vectors)
+            sample_texts += texts[:200]
+        result["bulk_load_seconds"] = round(time.perf_counter() - started, 1)
+        vectors = np.concatenate(all_vectors)
+        asked = synthetic.queries(vectors[: len(sample_texts)], sample_texts, queries)
+        started = time.perf_counter()
+        memory.store.search(Query("warm", "bench", "p", k=10, vector=asked[0][1]))
+        result["cache_warm_seconds"] = round(time.perf_counter() - started, 2)
+
+        def store_query(item: tuple[str, np.ndarray], newest: int | None = None) -> Any:
+            return memory.store.search(Query(item[0], "bench", "p", k=10, vector=item[1], newest=newest))
+
+        result["recall_with_query_embedding"] = percentiles(timed(lambda q: memory.recall(q[0], workspace="bench", peer="p", k=10), asked))
+        result["recall_vector_given"] = percentiles(timed(store_query, asked))
+        result["recall_newest_200_prefilter"] = percentiles(timed(lambda q: store_query(q, 200), asked))
+        if peers:
+            qv = [q[1] for q in asked]
+            result["numpy_flat"] = numpy_peer(vectors, qv)
+            result["faiss_flat"] = faiss_peer(vectors, qv)
+            result["sqlite_vec"], result["sqlite_vec_load_seconds"] = sqlite_vec_peer(vectors, qv, Path(folder))
+            ours = result["recall_vector_given"]["median_ms"]
+            result["ratio_peer_over_ours"] = {p: round(result[p]["median_ms"] / ours, 2) for p in ("numpy_flat", "faiss_flat", "sqlite_vec")}
+        result["peak_rss_mb"] = round(max(psutil.Process().memory_info().rss, _peak_rss()) / 2**20)
+        memory.close()
+    return result
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", default="10000,100000", help="comma-separated store sizes")
+    parser.add_argument("--queries", type=int, default=100, help="queries per measurement")
+    parser.add_argument("--ingest", type=int, default=300, help="episodes for the ingest-with-embedding rate (0: skip)")
+    parser.add_argument("--no-peers", action="store_true", help="skip sqlite-vec / FAISS / numpy")
+    parser.add_argument("--json", action="store_true", help="compact JSON")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        json.dump(one_size(args.one, args.queries, args.ingest, not args.no_peers), sys.stdout)
+        return
+    sizes = []
+    for i, n in enumerate(int(x) for x in args.n.split(",")):
+        command = [sys.executable, __file__, "--one", str(n), "--queries", str(args.queries), "--ingest", str(args.ingest if i == 0 else 0)]
+        command += ["--no-peers"] if args.no_peers else []
+        sizes.append(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout))
+    out = {"benchmark": "episodic_latency", "cpus": os.cpu_count(), "load_average": os.getloadavg(), "sizes": sizes}
+    json.dump(out, sys.stdout, indent=None if args.json else 2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
