@@ -194,6 +194,9 @@ def test_persona_observations_are_dms_to_each_founder(make_slack):
     cards = slack.fake.calls_to("chat.postMessage")
     assert [c["channel"] for c in cards] == ["DBOSS", "DCTO"]
     assert all("Ann prefers short answers." in str(c["blocks"]) and "persona:7" in str(c["blocks"]) for c in cards)
+    slack.call(notified(slack.runtime, "persona_observation", item_id="persona:8", text="Ann works late."))
+    assert len(slack.fake.calls_to("conversations.open")) == 2  # DM channels are opened once
+    assert [c["channel"] for c in slack.fake.calls_to("chat.postMessage")[2:]] == ["DBOSS", "DCTO"]
     slack.click(APPROVE, "persona:7", user="UCTO", channel="DCTO", ts=cards[1]["_ts"])
     assert "Only founders" not in str(slack.fake.calls_to("chat.postEphemeral"))
 

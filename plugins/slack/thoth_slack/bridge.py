@@ -194,7 +194,9 @@ class SlackBridge:
         lock = self._locks.setdefault(inbound.thread, asyncio.Lock())
         async with lock:
             ts = await asyncio.to_thread(self.outbox.post, inbound.channel, PLACEHOLDER, thread_ts=inbound.thread_ts)
-            streamer = Streamer(self.outbox, inbound.channel, ts, self.settings.stream_interval)
+            streamer = Streamer(
+                self.outbox, inbound.channel, ts, self.settings.stream_interval, thread_ts=inbound.thread_ts
+            )
             session, turn_id = None, None
             try:
                 result = await self.runtime.turn(
@@ -212,8 +214,10 @@ class SlackBridge:
             except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
                 logger.exception("slack: turn in %s failed", inbound.thread)
                 text = f":warning: the turn failed: {type(exc).__name__}"
-            await streamer.finish(text)
-            self.ledger.add(Posted(inbound.channel, ts, inbound.thread_ts, text, turn_id=turn_id, session=session))
+            for piece_ts in await streamer.finish(text):
+                self.ledger.add(
+                    Posted(inbound.channel, piece_ts, inbound.thread_ts, text, turn_id=turn_id, session=session)
+                )
 
     # --- reactions and buttons ----------------------------------------------------------
 

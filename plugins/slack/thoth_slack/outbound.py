@@ -19,6 +19,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from .cards import pending_card
+from .mrkdwn import split, to_mrkdwn
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class Outbox:
     def __init__(self, client: WebClient, ledger: Ledger) -> None:
         self.client = client
         self.ledger = ledger
+        self._dms: dict[str, str] = {}
 
     def post(
         self, channel: str, text: str, *, thread_ts: str | None = None, blocks: list[dict[str, Any]] | None = None
@@ -95,8 +97,10 @@ class Outbox:
         self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
     def dm_channel(self, user: str) -> str:
-        """The DM channel with a user, opened if needed."""
-        return str(self.client.conversations_open(users=user)["channel"]["id"])
+        """The DM channel with a user, opened once."""
+        if user not in self._dms:
+            self._dms[user] = str(self.client.conversations_open(users=user)["channel"]["id"])
+        return self._dms[user]
 
     def card(self, channel: str, item_id: str, title: str, text: str) -> Posted:
         """Post an approval card and remember it."""
@@ -107,10 +111,10 @@ class Outbox:
 
 
 class Streamer:
-    """Streams a reply into a placeholder message with chat.update, at most once per interval."""
+    """Streams a reply into a placeholder with chat.update, at most once per interval, as escaped mrkdwn."""
 
-    def __init__(self, outbox: Outbox, channel: str, ts: str, interval: float) -> None:
-        self.outbox, self.channel, self.ts, self.interval = outbox, channel, ts, interval
+    def __init__(self, outbox: Outbox, channel: str, ts: str, interval: float, *, thread_ts: str | None = None) -> None:
+        self.outbox, self.channel, self.ts, self.interval, self.thread_ts = outbox, channel, ts, interval, thread_ts
         self.parts: list[str] = []
         self.shown = ""
         self.last = time.monotonic()
@@ -120,16 +124,21 @@ class Streamer:
         self.parts.append(delta)
         if time.monotonic() - self.last >= self.interval:
             try:
-                await self._show("".join(self.parts) + " …")
+                await self._show(split(to_mrkdwn("".join(self.parts)))[0] + " …")
             except SlackApiError as exc:
                 self.interval = max(1.0, self.interval * 2)
                 logger.info(
                     "slack: streaming update skipped (%s); next in %.1fs", exc.response.get("error"), self.interval
                 )
 
-    async def finish(self, text: str) -> None:
-        """Show the whole reply."""
-        await self._show(text or "(empty reply)")
+    async def finish(self, text: str) -> list[str]:
+        """Show the whole reply; a long one continues in more messages. Returns the ts of each."""
+        first, *rest = split(to_mrkdwn(text or "(empty reply)"))
+        await self._show(first)
+        posted = [self.ts]
+        for piece in rest:
+            posted.append(await asyncio.to_thread(self.outbox.post, self.channel, piece, thread_ts=self.thread_ts))
+        return posted
 
     async def _show(self, text: str) -> None:
         if text != self.shown:
