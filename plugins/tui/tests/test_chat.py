@@ -44,6 +44,7 @@ async def test_loading_indicator_until_the_first_token(make_app, gate, wait):
 async def test_missing_model_shows_a_banner_with_the_fix(make_app, wait, send):
     app = make_app(config={"thoth": {"model": ""}})
     async with app.run_test() as pilot:
+        await wait(app, pilot)
         banner = app.query_one("#banner")
         assert banner.has_class("shown")
         assert "ANTHROPIC_API_KEY" in str(banner.render())
@@ -161,6 +162,7 @@ async def test_a_model_that_fails_shows_the_failure_banner(make_app, wait, send)
 
     app = make_app({"provider": Provider()}, config={"thoth": {"model": "broken"}})
     async with app.run_test() as pilot:
+        await wait(app, pilot)
         assert not app.query_one("#banner").has_class("shown")
         await send(app, pilot, "hello")
         banner = str(app.query_one("#banner").render())

@@ -37,7 +37,7 @@ async def test_layers_panel_after_a_turn(make_app, stand_ins, queue, wait, send)
     assert "facts 3, observations 2" in text and "episodes 12" in text
     assert f"<peer-card> {block_tokens(card)}" in text
     assert cut.tokens > 1200 >= cut.kept_tokens > 1000
-    assert f"cut recalled-episodes {cut.tokens}->{cut.kept_tokens} (layer budget episodic=1200)" in text
+    assert f"cut recalled-episodes {cut.tokens}->{cut.kept_tokens}\n      by layer budget episodic=1200" in text
     assert "pending approvals: 1" in text
     identity = lines.index("L2 identity")
     assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)} tokens in ") and lines[identity + 2].endswith(" ms")

@@ -7,6 +7,7 @@ app through `runtime.plugin_state("tui", ...)`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,7 @@ class ThothApp(App[None]):
         self.thread = thread
         self.session: Any = None
         self.busy = False
+        self.model_lock = asyncio.Lock()
         self.selected: ChatMessage | None = None
         self.history = History(runtime.home / "tui" / "history.txt")
 
@@ -91,10 +93,7 @@ class ThothApp(App[None]):
         self.runtime.plugin_state("tui", Attached).app = self
         self.session = await self.runtime.session(peer=self.peer, thread=self.thread)
         self.update_title()
-        try:
-            self.runtime.model()
-        except ThothError as exc:
-            self.show_banner(exc)
+        self.check_model()
         self.query_one("#layers").set_class(self.size.width >= WIDE, "shown")
         self.query_one("#chat", VerticalScroll).anchor()
         await self.add(ChatMessage("notice", f"Thread {self.thread}. /help lists commands; F2 layers, F3 approvals, ctrl+o selects a message, ctrl+p every action."))
@@ -110,6 +109,19 @@ class ThothApp(App[None]):
         """Every slash command: name -> (usage, help), the runtime's and the TUI's own."""
         table = {name: (c.usage, c.help) for name, c in self.runtime.commands.items()}
         return {**table, **FRONTEND_COMMANDS}
+
+    @work(group="model")
+    async def check_model(self) -> None:
+        """Build the model provider off the event loop; a banner says what is wrong with it."""
+        try:
+            await self.ensure_model()
+        except ThothError as exc:
+            self.show_banner(exc)
+
+    async def ensure_model(self) -> None:
+        """The provider, built once in a thread (importing an SDK can take seconds)."""
+        async with self.model_lock:
+            await asyncio.to_thread(self.runtime.model)
 
     # --- chat -------------------------------------------------------------------------
 
@@ -179,6 +191,7 @@ class ThothApp(App[None]):
         await self.add(reply)
         reply.loading = True
         try:
+            await self.ensure_model()
             result = await self.runtime.turn(text, peer=self.peer, thread=self.thread, on_delta=reply.append)
         except ThothError as exc:
             await reply.remove()

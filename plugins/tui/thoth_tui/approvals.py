@@ -90,8 +90,8 @@ class ApprovalsScreen(Screen[None]):
         options = self.query_one(OptionList)
         options.clear_options()
         for item in self.items:
-            flagged = " [red]FLAGGED[/]" if item.get("flags") else ""
-            options.add_option(Option(f"[{escape(str(item.get('kind', '?')))}] {escape(str(item.get('title', item['id'])))}{flagged}", id=item["id"]))
+            flagged = "[red]! [/]" if item.get("flags") else ""
+            options.add_option(Option(flagged + escape(f"{item.get('kind', '?')}: {item.get('title', item['id'])}"), id=item["id"]))
         if self.items:
             options.highlighted = 0
             options.focus()

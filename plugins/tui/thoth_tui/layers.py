@@ -55,7 +55,7 @@ def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]
             if call.status != "ok":
                 view.failures.append(f"{call.plugin} {call.status}")
         for cut in assembly.cuts:
-            view_of(cut.layer).cuts.append(f"{cut.tag} {cut.tokens}->{cut.kept_tokens} ({cut.reason})")
+            view_of(cut.layer).cuts.append(f"{cut.tag} {cut.tokens}->{cut.kept_tokens}\n      by {cut.reason}")
     for status in statuses:
         counts = {k: v for k, v in status.items() if k not in HIDDEN_STATUS_KEYS}
         view_of(str(status.get("layer", runtime.layer_of(status["plugin"])))).counts.update(counts)

@@ -71,7 +71,7 @@ class Prompt(Input):
     BINDINGS = [
         Binding("up", "history_older", "Previous message", show=False),
         Binding("down", "history_newer", "Next message", show=False),
-        Binding("tab", "complete", "Complete command", show=False, priority=True),
+        Binding("tab", "complete", "Complete command", show=False),  # not priority: keys typed before it land first
     ]
 
     def __init__(self, history: History, names: Callable[[], list[str]], **kwargs: object) -> None:
