@@ -10,8 +10,9 @@ Bulk loads use these vectors; the ingest rate with embeddings is measured separa
 the real write path (MiniLM on every episode). Queries are perturbed stored vectors (and 4
 topic words). Reported per size: recall median/p95 through `EpisodicMemory.recall` (with the
 MiniLM query embedding) and through the store (vector given), the 200-newest pre-filter,
-and top-10 KNN on the same vectors by sqlite-vec (apsw), FAISS IndexFlatIP and numpy, with
-ratios peer / ours (> 1: ours is faster).
+the opt-in IVF index (`ann = "ivf"`: build time, latency, and recall@10 of its dense stage
+against exact search), and top-10 KNN on the same vectors by sqlite-vec (apsw), FAISS
+IndexFlatIP and numpy, with ratios peer / ours (> 1: ours is faster).
 """
 
 from __future__ import annotations
@@ -138,7 +139,36 @@ def numpy_peer(vectors: np.ndarray, queries: list[np.ndarray]) -> dict[str, floa
     return percentiles(timed(knn, queries))
 
 
-def one_size(n: int, queries: int, ingest_count: int, peers: bool) -> dict[str, Any]:
+def ivf_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
+    """The opt-in IVF index on the same file: build time, latency, recall@10 of exact dense search."""
+    from thoth_episodic.records import Query
+    from thoth_episodic.sqlite_store import SQLiteStore
+
+    exact_store = memory.store
+    ivf = SQLiteStore(exact_store.path, ann="ivf", ann_min_rows=1)
+    started = time.perf_counter()
+    ivf.search(Query("warm", "bench", "p", k=10, vector=asked[0][1]))
+    build = time.perf_counter() - started
+
+    def dense_top(store: Any, vector: np.ndarray) -> set[int]:
+        return {key for key, _, _ in store._dense(Query("", "bench", "p", k=10, vector=vector), None)[:10]}
+
+    overlap = [len(dense_top(ivf, v) & dense_top(exact_store, v)) / 10 for _, v in asked]
+    search = timed(lambda q: ivf.search(Query(q[0], "bench", "p", k=10, vector=q[1])), asked)
+    with_embedding = timed(lambda q: ivf.search(Query(q[0], "bench", "p", k=10, vector=memory.embed([q[0]])[0])), asked)
+    out = {
+        "build_seconds": round(build, 1),
+        "nprobe": ivf.ann_nprobe,
+        "cells": len(ivf._cache.index.centroids),
+        "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),
+        "recall_vector_given": percentiles(search),
+        "recall_with_query_embedding": percentiles(with_embedding),
+    }
+    ivf.close()
+    return out
+
+
+def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = True) -> dict[str, Any]:
     """Everything for one store size (run in its own process)."""
     import psutil
 
@@ -177,6 +207,8 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool) -> dict[str, 
         result["recall_with_query_embedding"] = percentiles(timed(lambda q: memory.recall(q[0], workspace="bench", peer="p", k=10), asked))
         result["recall_vector_given"] = percentiles(timed(store_query, asked))
         result["recall_newest_200_prefilter"] = percentiles(timed(lambda q: store_query(q, 200), asked))
+        if ann:
+            result["ivf"] = ivf_numbers(memory, asked)
         if peers:
             qv = [q[1] for q in asked]
             result["numpy_flat"] = numpy_peer(vectors, qv)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .ivf import IVFIndex
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, fts_match, index_text, rank
 
@@ -84,6 +85,7 @@ class _VectorCache:
         self.superseded = np.zeros(0)
         self.has_vector = np.zeros(0, dtype=bool)
         self.scope_codes: dict[str, int] = {}
+        self.index: IVFIndex | None = None
 
     def _grow(self, need: int) -> None:
         capacity = len(self.rowids)
@@ -126,8 +128,10 @@ class _VectorCache:
 class SQLiteStore:
     """Episodes in one SQLite file; see the module docstring."""
 
-    def __init__(self, path: Path | str, *, dim: int = 384, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: Path | str, *, dim: int = 384, synchronous: str = "NORMAL", ann: str | None = None,
+                 ann_min_rows: int = 200_000, ann_nprobe: int = 48) -> None:
         self.path = Path(path)
+        self.ann, self.ann_min_rows, self.ann_nprobe = ann, ann_min_rows, ann_nprobe
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.dim = dim
         self._lock = threading.RLock()
@@ -326,12 +330,31 @@ class SQLiteStore:
             mask &= keep
         if not mask.any():
             return []
-        scores = cache.matrix[: cache.size] @ np.asarray(query.vector, dtype=np.float32)
-        scores[~mask] = -np.inf
-        n = min(candidate_count(query.k), int(mask.sum()))
+        vector = np.asarray(query.vector, dtype=np.float32)
+        if self.ann == "ivf" and cache.size >= self.ann_min_rows:
+            positions, scores = self._approximate(vector)
+            keep = mask[positions]
+            positions, scores = positions[keep], scores[keep]
+        else:
+            positions = np.flatnonzero(mask)
+            scores = (cache.matrix[: cache.size] @ vector)[positions]
+        if not len(positions):
+            return []
+        n = min(candidate_count(query.k), len(positions))
         top = np.argpartition(-scores, n - 1)[:n]
         top = top[np.argsort(-scores[top])]
-        return [(int(cache.rowids[i]), float(scores[i]), float(cache.occurred[i])) for i in top]
+        return [(int(cache.rowids[positions[i]]), float(scores[i]), float(cache.occurred[positions[i]])) for i in top]
+
+    def _approximate(self, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Candidates from the IVF cells (built or rebuilt as needed) plus the rows added since."""
+        cache = self._cache
+        if cache.index is None or cache.size - cache.index.size > cache.index.size // 4:
+            cache.index = IVFIndex(cache.matrix[: cache.size])
+        positions, scores = cache.index.search(vector, self.ann_nprobe)
+        if cache.size > cache.index.size:
+            positions = np.concatenate([positions, np.arange(cache.index.size, cache.size)])
+            scores = np.concatenate([scores, cache.matrix[cache.index.size : cache.size] @ vector])
+        return positions, scores
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         match = fts_match(query.text)
@@ -383,4 +406,11 @@ _AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND 
 def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
     """Factory registered as `sqlite`: `[plugins.episodic] path` (default $THOTH_HOME/episodic/episodes.db)."""
     path = Path(options.get("path") or Path(runtime.home) / "episodic" / "episodes.db")
-    return SQLiteStore(path, synchronous=str(options.get("synchronous", "NORMAL")).upper())
+    ann = options.get("ann") or None
+    if ann not in (None, "ivf"):
+        raise runtime.config.error("plugins.episodic.ann", f"expected \"ivf\" (or leave it out for exact search), got {ann!r}")
+    synchronous = str(options.get("synchronous", "NORMAL")).upper()
+    if synchronous not in ("NORMAL", "FULL", "EXTRA"):
+        raise runtime.config.error("plugins.episodic.synchronous", f"expected NORMAL, FULL or EXTRA, got {synchronous!r}")
+    return SQLiteStore(path, synchronous=synchronous, ann=ann, ann_min_rows=int(options.get("ann_min_rows", 200_000)),
+                       ann_nprobe=int(options.get("ann_nprobe", 48)))
