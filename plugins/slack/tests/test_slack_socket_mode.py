@@ -177,3 +177,27 @@ def test_start_serves_http_when_given_a_port(make_runtime, fake_slack):
         stop.set()
         runner.join(20)
     assert not runner.is_alive()
+
+
+def test_thoth_slack_command_end_to_end_stops_on_sigterm(tmp_path, fake_slack, socket_server):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "thoth.toml").write_text(
+        '[thoth]\nmodel = "replay"\n\n[models.replay]\nrules = [{ reply = "from the CLI" }]\n\n'
+        f'[plugins.slack]\nbot_token = {{ "$env" = "SLACK_BOT_TOKEN" }}\napp_token = {{ "$env" = "SLACK_APP_TOKEN" }}\n'
+        f'api_url = "{fake_slack.url}"\n'
+    )
+    env = dict(os.environ, THOTH_HOME=str(tmp_path / "home"), THOTH_LOAD_PLUGINS="slack")
+    command = [sys.executable, "-c", "from thoth_core.cli import main; main()", "slack"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        socket_server.wait_for_ack(socket_server.push(event_body(mention("hello"))), timeout=30)
+        fake_slack.wait_for("chat.update", lambda p: p["text"] == "from the CLI")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert "connected in Socket Mode as <@UBOT>" in stderr
