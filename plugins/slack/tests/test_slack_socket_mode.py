@@ -15,7 +15,7 @@ from thoth_slack.cards import APPROVE
 from thoth_slack.serve import socket_mode_handler, start
 from thoth_slack.testing import FakeSocketMode, event_body, mention, signed
 
-from thoth_core import hookimpl
+from thoth_core import ThothError, hookimpl
 from thoth_core.cli import ThothGroup
 
 
@@ -201,3 +201,18 @@ def test_thoth_slack_command_end_to_end_stops_on_sigterm(tmp_path, fake_slack, s
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     assert "connected in Socket Mode as <@UBOT>" in stderr
+
+
+@pytest.mark.parametrize(("method", "key"), [("auth.test", "bot_token"), ("apps.connections.open", "app_token")])
+def test_a_refused_token_is_a_one_line_error(make_runtime, fake_slack, method, key):
+    fake_slack.errors[method] = "invalid_auth"
+    runtime = make_runtime({"slack": thoth_slack.plugin}, config=_config(fake_slack))
+    with pytest.raises(ThothError, match=rf"^Slack refused the token in plugins.slack.{key}: invalid_auth$"):
+        start(runtime, stop=threading.Event())
+
+
+def test_an_unreachable_slack_is_a_one_line_error(make_runtime, fake_slack):
+    fake_slack.close()
+    runtime = make_runtime({"slack": thoth_slack.plugin}, config=_config(fake_slack))
+    with pytest.raises(ThothError, match=r"^cannot reach the Slack Web API \(\[plugins.slack\] api_url\)"):
+        start(runtime, stop=threading.Event())

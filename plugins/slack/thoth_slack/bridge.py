@@ -13,11 +13,13 @@ import logging
 import re
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
@@ -85,7 +87,7 @@ class SlackBridge:
         self.ledger = Ledger()
         self.outbox = Outbox(self.client, self.ledger)
         self.loop = LoopThread()
-        self.bot_user = str(self.client.auth_test()["user_id"])
+        self.bot_user = str(slack_call(self.client.auth_test, "plugins.slack.bot_token")["user_id"])
         self.threads: set[str] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._ticker: Any = None
@@ -332,6 +334,16 @@ class SlackBridge:
 
 
 TITLES = {"skill": "Skill draft waiting for approval", "persona": "Persona observation"}
+
+
+def slack_call(method: Callable[[], Any], key: str) -> Any:
+    """Call the Web API at start-up; a refusal or an unreachable Slack is a one-line ThothError."""
+    try:
+        return method()
+    except SlackApiError as exc:
+        raise ThothError(f"Slack refused the token in {key}: {exc.response.get('error')}") from exc
+    except OSError as exc:
+        raise ThothError(f"cannot reach the Slack Web API ([plugins.slack] api_url): {exc}") from exc
 
 
 class _Holder:

@@ -14,7 +14,7 @@ import click
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-from .bridge import SlackBridge
+from .bridge import SlackBridge, slack_call
 from .settings import load_settings
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def start(
 def _connect(bridge: SlackBridge) -> Callable[[], None]:
     """Open the Socket Mode connection; returns how to close it."""
     handler = socket_mode_handler(bridge)
-    handler.connect()
+    slack_call(handler.connect, "plugins.slack.app_token")
     click.echo(f"thoth slack: connected in Socket Mode as <@{bridge.bot_user}>; Ctrl-C to stop", err=True)
     return handler.close
 

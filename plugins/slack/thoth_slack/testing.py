@@ -39,6 +39,7 @@ class FakeSlackAPI:
         self.calls: list[tuple[str, dict[str, Any], dict[str, str]]] = []
         self.socket_url = ""
         self.rate_limited: dict[str, int] = {}  # method -> how many next calls get 429
+        self.errors: dict[str, str] = {}  # method -> the Slack error it answers, e.g. invalid_auth
         self.refused: list[str] = []
         self._lock = threading.Condition()
         self._counter = 0
@@ -73,12 +74,15 @@ class FakeSlackAPI:
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def respond(self, method: str, params: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and body: 429 `ratelimited` while `rate_limited[method]` counts down."""
+        """The HTTP status and body: 429 while `rate_limited[method]` counts down; `errors[method]` as Slack errors."""
         with self._lock:
             if self.rate_limited.get(method, 0) > 0:
                 self.rate_limited[method] -= 1
                 self.refused.append(method)
                 return 429, {"ok": False, "error": "ratelimited"}
+            if method in self.errors:
+                self.refused.append(method)
+                return 200, {"ok": False, "error": self.errors[method]}
         return 200, self.answer(method, params, headers)
 
     def answer(self, method: str, params: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
