@@ -1,7 +1,5 @@
 """Test helpers for the Slack frontend: fake Slack servers on 127.0.0.1 and signed inbound requests.
 
-Fake servers: the Web API (records every call) and Socket Mode.
-
 The Web API fake speaks Slack's wire format (form or JSON bodies, `{"ok": true, ...}`
 answers) so the real `WebClient` talks to it unchanged. The Socket Mode fake is a real
 websocket server: it greets with `hello`, pushes envelopes and records the client's acks.
@@ -250,6 +248,7 @@ def mention(
     ts: str = "1700000000.000100",
     thread_ts: str | None = None,
 ) -> dict[str, Any]:
+    """An app_mention event: a person wrote `@Thoth text` in a channel."""
     event = {"type": "app_mention", "user": user, "text": f"<@UBOT> {text}", "channel": channel, "ts": ts, "team": TEAM}
     if thread_ts:
         event["thread_ts"] = thread_ts
@@ -259,6 +258,7 @@ def mention(
 def dm(
     text: str, *, user: str = "UANN", channel: str = "DANN", ts: str = "1700000001.000100", **extra: Any
 ) -> dict[str, Any]:
+    """A message event in a direct message with the agent."""
     return {
         "type": "message",
         "channel_type": "im",
