@@ -71,14 +71,14 @@ class Synthetic:
     def batch(self, n: int) -> tuple[list[str], np.ndarray]:
         topics = self.rng.integers(0, TOPICS, n)
         texts = [" ".join(list(self.rng.choice(self.words[t], 14)) + list(self.rng.choice(self.words[self.rng.integers(TOPICS)], 4))) for t in topics]
-        vectors = self.centres[topics] + 0.08 * self.rng.standard_normal((n, DIM)).astype(np.float32)
+        vectors = self.centres[topics] + 0.04 * self.rng.standard_normal((n, DIM)).astype(np.float32)
         return texts, (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
     def queries(self, vectors: np.ndarray, texts: list[str], count: int) -> list[tuple[str, np.ndarray]]:
         picks = self.rng.integers(0, len(vectors), count)
         out = []
         for i in picks:
-            v = vectors[i] + 0.05 * self.rng.standard_normal(DIM).astype(np.float32)
+            v = vectors[i] + 0.04 * self.rng.standard_normal(DIM).astype(np.float32)
             out.append((" ".join(texts[i].split()[:4]), (v / np.linalg.norm(v)).astype(np.float32)))
         return out
 
@@ -158,7 +158,7 @@ def ivf_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, A
     with_embedding = timed(lambda q: ivf.search(Query(q[0], "bench", "p", k=10, vector=memory.embed([q[0]])[0])), asked)
     out = {
         "build_seconds": round(build, 1),
-        "nprobe": ivf.ann_nprobe,
+        "nprobe": ivf.ann_nprobe or -(-len(ivf._cache.index.centroids) // 10),
         "cells": len(ivf._cache.index.centroids),
         "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),
         "recall_vector_given": percentiles(search),

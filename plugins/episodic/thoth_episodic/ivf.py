@@ -4,7 +4,7 @@
 holds `ann_min_rows` rows (default 200,000; below that exact search is fast enough).
 sqrt(n) centroids are trained by spherical k-means on a sample; every row is assigned to
 its nearest centroid and a copy of the matrix is kept sorted by cell, so probing the
-`nprobe` best cells reads contiguous slices. Rows added after the build are searched
+`nprobe` best cells (default: a tenth of them) reads contiguous slices. Rows added after the build are searched
 exactly until they exceed a quarter of the index, which triggers a rebuild.
 `bench/episodic_latency.py` reports its recall against exact search.
 """

@@ -99,6 +99,7 @@ class EpisodicMemory:
         self._store: EpisodeStore | None = None
         self._embedder: Embedder | None = None
         self._embedder_failed = False
+        self._warming = False
         self._lock = threading.Lock()
         self.last_retire = 0.0
 
@@ -146,6 +147,12 @@ class EpisodicMemory:
                     logger.warning("%s; episodic recall uses BM25 alone until it is installed", exc)
                 self._embedder_failed, self._embedder = True, None
             return None
+
+    def warm_up(self) -> None:
+        """Load the embedder in a background thread so the first recall does not wait for it."""
+        if not self._warming and not self._embedder_failed:
+            self._warming = True
+            threading.Thread(target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True).start()
 
     # --- writing ----------------------------------------------------------------------
 

@@ -47,6 +47,12 @@ def register_embedders(register: Callable[..., None]) -> None:
 
 
 @hookimpl
+def session_start(session: Session) -> None:
+    """Start loading the embedder, so the thread's first turn does not wait for the model."""
+    memory_for(session.runtime).warm_up()
+
+
+@hookimpl
 def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
     """Store the answered turn as an episode (runs after the reply was sent)."""
     if reply.error or turn.error:

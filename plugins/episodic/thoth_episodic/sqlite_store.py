@@ -13,6 +13,7 @@ process being killed, which `tests/test_crash.py` checks with SIGKILL.
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 import threading
 import time
@@ -129,7 +130,7 @@ class SQLiteStore:
     """Episodes in one SQLite file; see the module docstring."""
 
     def __init__(self, path: Path | str, *, dim: int = 384, synchronous: str = "NORMAL", ann: str | None = None,
-                 ann_min_rows: int = 200_000, ann_nprobe: int = 48) -> None:
+                 ann_min_rows: int = 200_000, ann_nprobe: int = 0) -> None:
         self.path = Path(path)
         self.ann, self.ann_min_rows, self.ann_nprobe = ann, ann_min_rows, ann_nprobe
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -350,7 +351,7 @@ class SQLiteStore:
         cache = self._cache
         if cache.index is None or cache.size - cache.index.size > cache.index.size // 4:
             cache.index = IVFIndex(cache.matrix[: cache.size])
-        positions, scores = cache.index.search(vector, self.ann_nprobe)
+        positions, scores = cache.index.search(vector, self.ann_nprobe or math.ceil(len(cache.index.centroids) / 10))
         if cache.size > cache.index.size:
             positions = np.concatenate([positions, np.arange(cache.index.size, cache.size)])
             scores = np.concatenate([scores, cache.matrix[cache.index.size : cache.size] @ vector])
@@ -413,4 +414,4 @@ def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
     if synchronous not in ("NORMAL", "FULL", "EXTRA"):
         raise runtime.config.error("plugins.episodic.synchronous", f"expected NORMAL, FULL or EXTRA, got {synchronous!r}")
     return SQLiteStore(path, synchronous=synchronous, ann=ann, ann_min_rows=int(options.get("ann_min_rows", 200_000)),
-                       ann_nprobe=int(options.get("ann_nprobe", 48)))
+                       ann_nprobe=int(options.get("ann_nprobe", 0)))
