@@ -235,3 +235,14 @@ def test_neighbour_turns_are_indexed_with_each_episode(make_runtime):
     assert memory.store.get(first.id).context == "I went climbing."
     vector = memory.embed(["x"])
     assert vector is not None and vector.shape == (1, 384) and np.isclose(np.linalg.norm(vector), 1.0)
+
+
+async def test_prefilter_setting_limits_recall_to_the_newest_episodes(make_runtime, thoth_home):
+    old = old_episode("The spare key is under the blue flowerpot.", 300)
+    newer = [old_episode(f"Weather chat number {i}.", 1 + i / 100) for i in range(5)]
+    for prefilter, found in ((0, True), (3, False)):
+        runtime = make_runtime({"episodic": plugin}, config={"plugins": {"episodic": {"prefilter_newest": prefilter, "path": str(thoth_home / f"{prefilter}.db")}}})
+        memory = memory_for(runtime)
+        memory.write_many([Episode.from_dict(e.to_dict()) for e in [old, *newer]])
+        hits = memory.recall("where is the spare key?", workspace="default", peer="ann", k=3)
+        assert (old.id in {h.episode.id for h in hits}) is found

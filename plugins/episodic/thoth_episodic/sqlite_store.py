@@ -405,8 +405,8 @@ _AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND 
 
 
 def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
-    """Factory registered as `sqlite`: `[plugins.episodic] path` (default $THOTH_HOME/episodic/episodes.db)."""
-    path = Path(options.get("path") or Path(runtime.home) / "episodic" / "episodes.db")
+    """Factory registered as `sqlite`: `[plugins.episodic] path`, relative to $THOTH_HOME (default episodic/episodes.db)."""
+    path = Path(runtime.home) / str(options.get("path") or "episodic/episodes.db")  # an absolute path stays as it is
     ann = options.get("ann") or None
     if ann not in (None, "ivf"):
         raise runtime.config.error("plugins.episodic.ann", f"expected \"ivf\" (or leave it out for exact search), got {ann!r}")
