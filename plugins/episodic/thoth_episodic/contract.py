@@ -202,3 +202,9 @@ class StoreContract:
             assert store.search(query("kayak", unit(9))) == []
         finally:
             other.close()
+
+    def test_episodes_stream_oldest_first_across_pages(self, store: EpisodeStore) -> None:
+        items = [episode(f"entry {i}", days_ago=i / 100) for i in range(1200)]
+        store.add(items)
+        listed = list(store.episodes(workspace="w", peer="ann"))
+        assert [e.id for e in listed] == [e.id for e in reversed(items)]

@@ -150,16 +150,17 @@ class PostgresStore:
         where = [AS_OF if as_of is not None else "superseded_at IS NULL"]
         where += ["workspace = %(workspace)s"] if workspace is not None else []
         where += ["peer = %(peer)s"] if peer is not None else []
-        last = 0
+        last: tuple[float, int] = (float("-inf"), 0)
         while True:
             rows = self._rows(
-                f"SELECT rowid, {COLUMNS} FROM thoth_episodes WHERE rowid > %(last)s AND {' AND '.join(where)} ORDER BY rowid LIMIT 1000",
-                {"last": last, "workspace": workspace, "peer": peer, "as_of": as_of},
+                f"SELECT occurred_at, rowid, {COLUMNS} FROM thoth_episodes WHERE (occurred_at, rowid) > (%(at)s, %(last)s) "
+                f"AND {' AND '.join(where)} ORDER BY occurred_at, rowid LIMIT 1000",
+                {"at": last[0], "last": last[1], "workspace": workspace, "peer": peer, "as_of": as_of},
             )
             if not rows:
                 return
-            last = rows[-1][0]
-            yield from sorted((_episode(r[1:]) for r in rows), key=lambda e: e.occurred_at)
+            last = (rows[-1][0], rows[-1][1])
+            yield from (_episode(r[2:]) for r in rows)
 
     def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
         """The newest current episode of a thread."""

@@ -264,16 +264,18 @@ class SQLiteStore:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        last = 0
+        last: tuple[float, int] = (float("-inf"), 0)
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT rowid, {COLUMNS} FROM episodes WHERE rowid > ? AND {' AND '.join(where)} ORDER BY rowid LIMIT 1000", [last, *params]
+                    f"SELECT occurred_at, rowid, {COLUMNS} FROM episodes WHERE (occurred_at, rowid) > (?, ?) AND {' AND '.join(where)} "
+                    "ORDER BY occurred_at, rowid LIMIT 1000",
+                    [*last, *params],
                 ).fetchall()
             if not rows:
                 return
-            last = rows[-1][0]
-            yield from sorted((_episode(r[1:]) for r in rows), key=lambda e: e.occurred_at)
+            last = (rows[-1][0], rows[-1][1])
+            yield from (_episode(r[2:]) for r in rows)
 
     def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
         """The newest current episode of a thread."""
