@@ -183,8 +183,9 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
         flags=flags,
     )
     warning = f" FLAGGED ({', '.join(flags)}): read it closely." if flags else ""
+    summary = " ".join(str(skill.get("description", "")).split()).rstrip(".")
     text = (
-        f"Reflection drafted a new skill {path.name}: {' '.join(str(skill.get('description', '')).split())}.{warning} "
+        f"Reflection drafted a new skill {path.name}: {summary}.{warning} "
         f"Approve with /approve skill:{path.name} or reject with /reject skill:{path.name} REASON."
     )
     runtime.notify(
