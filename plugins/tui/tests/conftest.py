@@ -6,18 +6,28 @@ import asyncio
 from typing import Any
 
 import pytest
+from thoth_tui import plugin as tui_plugin
+from thoth_tui.app import ThothApp
 
 from thoth_core import ContextBlock, ThothError, hookimpl
 from thoth_core.runtime import Command
-from thoth_tui import plugin as tui_plugin
-from thoth_tui.app import ThothApp
 
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch, tmp_path):
     """No model, config or plugin switches from the environment; run in a temp dir."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "THOTH_CONFIG", "THOTH_LOAD_PLUGINS", "THOTH_TRACE_PLUGINS",
-                 "HONCHO_DISABLED", "EPISODIC_DISABLED", "REFLECTION_DISABLED", "HONCHO_URL", "HONCHO_API_KEY"):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "THOTH_CONFIG",
+        "THOTH_LOAD_PLUGINS",
+        "THOTH_TRACE_PLUGINS",
+        "HONCHO_DISABLED",
+        "EPISODIC_DISABLED",
+        "REFLECTION_DISABLED",
+        "HONCHO_URL",
+        "HONCHO_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
 
@@ -51,7 +61,9 @@ class EpisodicStandIn:
 
     @hookimpl
     def register_commands(self, register):
-        register(Command("recall", "search past episodes", lambda args, **_: f"recalled: {args or 'nothing'}", usage="QUERY"))
+        register(
+            Command("recall", "search past episodes", lambda args, **_: f"recalled: {args or 'nothing'}", usage="QUERY")
+        )
 
 
 class Queue:
@@ -64,9 +76,15 @@ class Queue:
 
     def add(self, slug: str, body: str = "# Steps\n\n1. do it", flags: list[str] | None = None) -> str:
         item_id = f"skill:{slug}"
-        self.items[item_id] = {"id": item_id, "kind": "skill", "title": f"skill draft {slug}", "body": body,
-                               "source": {"session": "s-123", "run_id": "r-9"}, "flags": flags or [],
-                               "created_at": "2026-11-21T23:00:00Z"}
+        self.items[item_id] = {
+            "id": item_id,
+            "kind": "skill",
+            "title": f"skill draft {slug}",
+            "body": body,
+            "source": {"session": "s-123", "run_id": "r-9"},
+            "flags": flags or [],
+            "created_at": "2026-11-21T23:00:00Z",
+        }
         return item_id
 
     @hookimpl
@@ -170,7 +188,9 @@ def gate():
 def make_app(make_runtime):
     """Factory: a ThothApp on a test runtime with the tui plugin and the given plugins."""
 
-    def factory(plugins: dict[str, object] | None = None, *, peer: str = "ann", thread: str = "t1", **kwargs: Any) -> ThothApp:
+    def factory(
+        plugins: dict[str, object] | None = None, *, peer: str = "ann", thread: str = "t1", **kwargs: Any
+    ) -> ThothApp:
         runtime = make_runtime({"tui": tui_plugin, **(plugins or {})}, **kwargs)
         return ThothApp(runtime, peer=peer, thread=thread)
 

@@ -9,8 +9,10 @@ from thoth_tui.chat import ChatMessage
 
 
 def anthropic_config(url: str) -> dict:
-    return {"thoth": {"model": "anthropic"},
-            "models": {"anthropic": {"base_url": url, "api_key": "test-key", "max_retries": 0, "timeout": 10}}}
+    return {
+        "thoth": {"model": "anthropic"},
+        "models": {"anthropic": {"base_url": url, "api_key": "test-key", "max_retries": 0, "timeout": 10}},
+    }
 
 
 def closed_port_url() -> str:
@@ -43,7 +45,9 @@ async def test_reply_streams_from_the_messages_api(make_app, fake_anthropic, wai
         await until(pilot, lambda: any(m.role == "assistant" and m.text for m in app.query(ChatMessage)))
         [reply] = [m for m in app.query(ChatMessage) if m.role == "assistant"]
         partial = reply.text
-        assert partial and reply_text.startswith(partial) and partial != reply_text  # shown before the reply is complete
+        assert (
+            partial and reply_text.startswith(partial) and partial != reply_text
+        )  # shown before the reply is complete
         assert not reply.loading
         pause.set()
         await wait(app, pilot)

@@ -122,8 +122,12 @@ async def test_feedback_keys_on_a_selected_message(make_app, recorder, wait, sen
         await wait(app, pilot)
         notices = [m.text for m in messages(app, "notice")]
     kinds = [(c["kind"], c["turn_id"], c["text"]) for c in recorder.calls]
-    assert kinds == [("remember", reply.turn_id, "Paris is the capital."), ("forget", reply.turn_id, "Paris is the capital."),
-                     ("identity", reply.turn_id, "Paris is the capital."), ("approve", reply.turn_id, "capital of France?")]
+    assert kinds == [
+        ("remember", reply.turn_id, "Paris is the capital."),
+        ("forget", reply.turn_id, "Paris is the capital."),
+        ("identity", reply.turn_id, "Paris is the capital."),
+        ("approve", reply.turn_id, "capital of France?"),
+    ]
     assert {c["actor"] for c in recorder.calls} == {"ann"}
     assert reply.reactions == ["remember", "forget", "identity"]
     assert ":brain: noted remember" in notices
@@ -169,3 +173,28 @@ async def test_a_model_that_fails_shows_the_failure_banner(make_app, wait, send)
         assert "Model failed: model broken failed: ConnectionError: connection refused" in banner
         assert "thoth doctor" in banner
         assert messages(app, "assistant") == []
+
+
+async def test_every_minute_idle_sessions_end_and_check_ins_show(make_app, sessions, wait):
+    from thoth_core import hookimpl
+
+    class CheckIns:
+        def __init__(self):
+            self.due = [{"workspace": "default", "peer": "ann", "thread": "t1", "text": "How did the deploy go?"}]
+
+        @hookimpl
+        async def due_check_ins(self, now):
+            due, self.due = self.due, []
+            return due
+
+    app = make_app({"sessions": sessions, "check-ins": CheckIns()}, config={"thoth": {"idle_minutes": 0.0001}})
+    async with app.run_test() as pilot:
+        await wait(app, pilot)
+        app.session.last_active -= 60
+        await app.tick()
+        await app.runtime.drain()
+        await pilot.pause()
+        assert sessions.ended == [("t1", "idle")]
+        assert "check_in: How did the deploy go?" in messages(app, "notice")[-1].text
+        await app.tick()
+        assert len([m for m in messages(app, "notice") if "deploy" in m.text]) == 1

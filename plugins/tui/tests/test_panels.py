@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import OptionList, TextArea
-
-from thoth_core.budget import block_tokens
-from thoth_core.plugins import PluginInfo
 from thoth_tui.approvals import ApprovalsScreen
 from thoth_tui.chat import ChatMessage
 from thoth_tui.layers import LayersPanel, layer_views
+
+from thoth_core.budget import block_tokens
+from thoth_core.plugins import PluginInfo
 
 
 def panel_text(app) -> str:
@@ -40,7 +40,9 @@ async def test_layers_panel_after_a_turn(make_app, stand_ins, queue, wait, send)
     assert f"cut recalled-episodes {cut.tokens}->{cut.kept_tokens}\n      by layer budget episodic=1200" in text
     assert "pending approvals: 1" in text
     identity = lines.index("L2 identity")
-    assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)} tokens in ") and lines[identity + 2].endswith(" ms")
+    assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)} tokens in ") and lines[
+        identity + 2
+    ].endswith(" ms")
 
 
 async def test_layer_views_report_failures_and_other_plugins(make_runtime, stand_ins):

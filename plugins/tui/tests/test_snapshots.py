@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from thoth_tui import plugin as tui_plugin
 from thoth_tui.app import ThothApp
 
-REPLY = "## Plan\n\nHere is what I would do, **Ann**:\n\n1. check the logs\n2. restart the worker\n\n`systemctl restart worker`"
+REPLY = (
+    "## Plan\n\nHere is what I would do, **Ann**:\n\n"
+    "1. check the logs\n2. restart the worker\n\n`systemctl restart worker`"
+)
 
 
 @pytest.fixture
@@ -57,7 +59,9 @@ def test_layers_panel_after_a_turn(snap_compare, app_with, stand_ins, queue):
 
 
 def test_approvals_view(snap_compare, app_with, queue):
-    queue.add("deploy-checklist", body="# Deploy checklist\n\n1. freeze merges\n2. tag the release", flags=["injection"])
+    queue.add(
+        "deploy-checklist", body="# Deploy checklist\n\n1. freeze merges\n2. tag the release", flags=["injection"]
+    )
     queue.add("release-notes")
     app = app_with({"queue": queue})
 

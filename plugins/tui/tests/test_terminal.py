@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux); the real-terminal test needs it")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux); the real-terminal test needs it"
+)
 
 
 class Terminal:
@@ -25,11 +27,26 @@ class Terminal:
     def tmux(self, *args: str) -> str:
         # COLUMNS/LINES (pytest may set them) would override the terminal's real size.
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True, timeout=20, env=env).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True, timeout=20, env=env
+        ).stdout
 
     def start(self, command: str, env: dict[str, str]) -> None:
         options = [item for name, value in env.items() for item in ("-e", f"{name}={value}")]
-        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "chat", "-x", str(self.size[0]), "-y", str(self.size[1]), *options, command)
+        self.tmux(
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "chat",
+            "-x",
+            str(self.size[0]),
+            "-y",
+            str(self.size[1]),
+            *options,
+            command,
+        )
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", "chat")
@@ -61,8 +78,13 @@ def terminal():
 def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
     fake_anthropic.replies = [{"match": "hello", "reply": "Hello from **Claude**, streamed."}]
     thoth = Path(sys.executable).with_name("thoth")
-    env = {"THOTH_HOME": str(tmp_path / "home"), "ANTHROPIC_BASE_URL": fake_anthropic.url, "ANTHROPIC_API_KEY": "test-key",
-           "TERM": "xterm-256color", "THOTH_CONFIG": str(tmp_path / "thoth.toml")}
+    env = {
+        "THOTH_HOME": str(tmp_path / "home"),
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "TERM": "xterm-256color",
+        "THOTH_CONFIG": str(tmp_path / "thoth.toml"),
+    }
     (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "anthropic"\n\n[models.anthropic]\nmax_retries = 0\n')
     terminal.start(f"cd {tmp_path} && {thoth} chat --peer ann --thread tmux; echo EXITED $?; sleep 60", env)
 
@@ -75,7 +97,7 @@ def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
     assert "hello there" in screen
 
     terminal.keys("/hel", "Tab", "Enter")
-    terminal.wait_for("/new - start a new thread")
+    terminal.wait_for("/whoami - who and where you are")
 
     terminal.keys("C-q")
     terminal.wait_for("EXITED 0")

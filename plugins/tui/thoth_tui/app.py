@@ -31,6 +31,7 @@ from .prompt import Completions, History, Prompt
 TICK_SECONDS = 60.0
 WIDE = 100  # the layers panel starts open at this width or more
 
+WELCOME = "/help lists commands; F2 layers, F3 approvals, ctrl+o selects a message, ctrl+p every action."
 FRONTEND_COMMANDS = {"new": ("", "start a new thread (TUI; also ctrl+n)")}
 
 
@@ -86,7 +87,9 @@ class ThothApp(App[None]):
             yield VerticalScroll(id="chat")
             yield LayersPanel(id="layers")
         yield Completions(id="completions")
-        yield Prompt(self.history, lambda: list(self.command_table()), placeholder="Message Thoth, or /help", id="prompt")
+        yield Prompt(
+            self.history, lambda: list(self.command_table()), placeholder="Message Thoth, or /help", id="prompt"
+        )
         yield Footer()
 
     async def on_mount(self) -> None:
@@ -96,7 +99,7 @@ class ThothApp(App[None]):
         self.check_model()
         self.query_one("#layers").set_class(self.size.width >= WIDE, "shown")
         self.query_one("#chat", VerticalScroll).anchor()
-        await self.add(ChatMessage("notice", f"Thread {self.thread}. /help lists commands; F2 layers, F3 approvals, ctrl+o selects a message, ctrl+p every action."))
+        await self.add(ChatMessage("notice", f"Thread {self.thread}. {WELCOME}"))
         await self.refresh_layers()
         self.set_interval(TICK_SECONDS, self.tick)
         self.query_one(Prompt).focus()
@@ -179,7 +182,9 @@ class ThothApp(App[None]):
         result = await self.runtime.turn(text, peer=self.peer, thread=self.thread)
         output = result.reply.text
         if name == "help":
-            output += "".join(f"\n/{n} - {h}" for n, (_, h) in FRONTEND_COMMANDS.items())
+            output += "".join(
+                f"\n/{n} - {h}" for n, (_, h) in FRONTEND_COMMANDS.items() if n not in self.runtime.commands
+            )
         self.session = result.session
         if name == "done":
             await self.new_thread()  # the ended session's conversation is over
@@ -229,13 +234,17 @@ class ThothApp(App[None]):
                 said = [str(outcome.get("message", f"{kind}: {message.item_id}"))]
             else:
                 session = await self.runtime.session(peer=self.peer, thread=self.thread)
-                results = await self.runtime.feedback(kind, turn_id=message.turn_id or "", text=message.text, actor=self.peer, session=session)
+                results = await self.runtime.feedback(
+                    kind, turn_id=message.turn_id or "", text=message.text, actor=self.peer, session=session
+                )
                 said = [str(r.get("message", r)) for r in results]
         except ThothError as exc:
             await self.add(ChatMessage("error", str(exc)))
             return
         message.add_reaction(kind)
-        await self.add(ChatMessage("notice", f":{REACTIONS[kind]}: " + ("; ".join(said) or f"no layer acted on {kind}")))
+        await self.add(
+            ChatMessage("notice", f":{REACTIONS[kind]}: " + ("; ".join(said) or f"no layer acted on {kind}"))
+        )
         await self.refresh_layers()
 
     async def show_notice(self, event: str, payload: dict[str, Any]) -> None:
@@ -248,7 +257,9 @@ class ThothApp(App[None]):
     async def tick(self) -> None:
         """Every minute: end idle sessions and deliver due check-ins."""
         await self.runtime.reap_idle()
-        for _, found, _ in await call_each(self.runtime.pm, "due_check_ins", {"now": time.time(), "runtime": self.runtime}):
+        for _, found, _ in await call_each(
+            self.runtime.pm, "due_check_ins", {"now": time.time(), "runtime": self.runtime}
+        ):
             for check_in in found or []:
                 await self.show_notice("check_in", check_in)
 
@@ -299,7 +310,13 @@ class ThothApp(App[None]):
             ("Quit", "end the session and leave (ctrl+q)", self.action_quit),
         ]
         for kind, reaction in REACTIONS.items():
-            actions.append((f"React {kind}", f":{reaction}: on the selected message", lambda kind=kind: self.action_react_selected(kind)))
+            actions.append(
+                (
+                    f"React {kind}",
+                    f":{reaction}: on the selected message",
+                    lambda kind=kind: self.action_react_selected(kind),
+                )
+            )
         for name, (usage, help_text) in sorted(self.command_table().items()):
             text = f"/{name} " if usage else f"/{name}"
             actions.append((f"/{name}", help_text, lambda text=text: self.fill_prompt(text)))

@@ -91,7 +91,9 @@ class ApprovalsScreen(Screen[None]):
         options.clear_options()
         for item in self.items:
             flagged = "[red]! [/]" if item.get("flags") else ""
-            options.add_option(Option(flagged + escape(f"{item.get('kind', '?')}: {item.get('title', item['id'])}"), id=item["id"]))
+            options.add_option(
+                Option(flagged + escape(f"{item.get('kind', '?')}: {item.get('title', item['id'])}"), id=item["id"])
+            )
         if self.items:
             options.highlighted = 0
             options.focus()
@@ -108,7 +110,10 @@ class ApprovalsScreen(Screen[None]):
             meta.update("Nothing is waiting for approval.")
             await body.update("")
             return
-        lines = [f"[b]{escape(item['id'])}[/b]  {escape(str(item.get('kind', '')))}", escape(str(item.get("title", "")))]
+        lines = [
+            f"[b]{escape(item['id'])}[/b]  {escape(str(item.get('kind', '')))}",
+            escape(str(item.get("title", ""))),
+        ]
         if item.get("flags"):
             lines.append(f"[red]flags: {escape(str(item['flags']))} - review before approving[/]")
         lines += source_lines(item.get("source"))
@@ -132,7 +137,9 @@ class ApprovalsScreen(Screen[None]):
             return
         status = self.query_one("#approval-status", Static)
         try:
-            outcome = await self.runtime.decide(item["id"], decision, actor=self.actor, reason=f"{decision} in the TUI", text=text)
+            outcome = await self.runtime.decide(
+                item["id"], decision, actor=self.actor, reason=f"{decision} in the TUI", text=text
+            )
             status.update(escape(str(outcome.get("message", f"{decision}: {item['id']}"))))
         except ThothError as exc:
             status.update(f"[red]{escape(str(exc))}[/]")

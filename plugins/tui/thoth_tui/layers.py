@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from thoth_core import LAYERS
 from thoth_core.budget import block_tokens
 
 HIDDEN_STATUS_KEYS = {"layer", "plugin"}
+WIDTH = 34  # the panel's text width: 40 columns less border, padding and a scrollbar
 
 
 @dataclass
@@ -76,7 +78,8 @@ def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
             text.append(f"  {view.state}", style="italic dim")
         text.append("\n")
         if view.counts:
-            text.append("  " + ", ".join(f"{k} {v}" for k, v in view.counts.items()) + "\n")
+            counts = ", ".join(f"{k} {v}" for k, v in view.counts.items())
+            text.append("\n".join(textwrap.wrap(counts, WIDTH, initial_indent="  ", subsequent_indent="  ")) + "\n")
         if has_turn and view.state == "on":
             time = f" in {view.seconds * 1000:.0f} ms" if view.seconds is not None else ""
             total = sum(tokens for _, tokens in view.blocks)

@@ -110,7 +110,10 @@ class Completions(Static):
         """List matches of value among commands (name -> (usage, help)); hide when none."""
         matches = matching_commands(value, list(commands))
         self.display = bool(matches)
-        lines = [escape(f"/{name} {commands[name][0]}".rstrip()) + f"  [dim]{escape(commands[name][1])}[/]" for name in matches[:6]]
+        lines = [
+            escape(f"/{name} {commands[name][0]}".rstrip()) + f"  [dim]{escape(commands[name][1])}[/]"
+            for name in matches[:6]
+        ]
         if len(matches) > 6:
             lines.append(f"[dim]... {len(matches) - 6} more; tab completes[/]")
         self.update("\n".join(lines))

@@ -1,0 +1,65 @@
+"""The TUI over the real first-party layers (skipped where a layer is not installed)."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import OptionList
+from thoth_tui.approvals import ApprovalsScreen
+from thoth_tui.chat import ChatMessage
+
+
+def installed(module: str):
+    return pytest.importorskip(module, reason=f"{module} is not installed")
+
+
+def last_text(app) -> str:
+    return list(app.query(ChatMessage))[-1].text
+
+
+async def test_approving_a_real_skill_draft(make_app, tmp_path, wait):
+    procedural = installed("thoth_procedural.plugin")
+    drafts = installed("thoth_procedural.drafts")
+    app = make_app({"procedural": procedural}, root=tmp_path)
+    drafts.write_draft(
+        app.runtime,
+        name="weekly-report",
+        description="Write the weekly report from the board",
+        body="1. read the board\n2. summarise",
+        source={"session_id": "s-1", "run_id": "r-1"},
+        flags=[],
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f3")
+        await wait(app, pilot)
+        assert isinstance(app.screen, ApprovalsScreen)
+        assert "skill:weekly-report" in str(app.screen.query_one("#approval-meta").render())
+        await pilot.press("a")
+        await wait(app, pilot)
+        assert app.screen.query_one(OptionList).option_count == 0
+    skill = tmp_path / ".claude" / "skills" / "weekly-report" / "SKILL.md"
+    assert skill.exists() and "summarise" in skill.read_text()
+    assert not (tmp_path / ".claude" / "skill-drafts" / "weekly-report").exists()
+
+
+async def test_layer_commands_and_reactions(make_app, tmp_path, wait, send):
+    plugins = {name: installed(f"thoth_{name}.plugin") for name in ("identity", "episodic", "procedural")}
+    app = make_app(plugins, root=tmp_path, replies=[{"reply": "Noted: you like green tea."}])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await send(app, pilot, "/remember my name is Ada")
+        assert "Ada" in last_text(app) and "failed" not in last_text(app)
+        await send(app, pilot, "/skills")
+        assert "failed" not in last_text(app)
+        await send(app, pilot, "I like green tea")
+        await app.runtime.drain()
+        await send(app, pilot, "/recall tea")
+        assert "green tea" in last_text(app)
+        await pilot.press("ctrl+o", "up", "up")  # the assistant's reply to "I like green tea"
+        selected = app.focused
+        assert selected.role == "assistant"
+        await pilot.press("f")
+        await wait(app, pilot)
+        assert "forgot the episode of turn" in last_text(app)
+        status = {s["layer"]: s for s in await app.runtime.status(peer="ann")}
+        assert status["episodic"]["episodes"] == 0
+        layers = str(app.query_one("#layers-body").render())
+        assert "L2 identity" in layers and "L5 reflection  not installed" in layers
