@@ -140,3 +140,18 @@ async def test_tools_reach_the_request_and_calls_land_in_the_transcript(make_run
     assert tooling.calls == [("ann", {"q": "otters"})]
     assert session.transcript[-1] | {"at": 0} == {"type": "tool", "turn_id": session.transcript[0]["turn_id"], "at": 0, "plugin": "tooling",
                                                  "name": "lookup", "input": {"q": "otters"}, "output": "looked up otters"}
+
+
+class HungWriter:
+    @hookimpl
+    async def post_turn_write(self):
+        await asyncio.sleep(60)
+
+
+async def test_a_hung_background_write_is_cut_off_at_its_deadline(make_runtime):
+    runtime = make_runtime({"hung": HungWriter(), "recorder": Recorder()}, config={"plugins": {"hung": {"background_deadline": 0.2}}})
+    await runtime.turn("hi", peer="ann", thread="t")
+    started = time.perf_counter()
+    await runtime.drain()
+    assert time.perf_counter() - started < 5
+    assert runtime.pm.get_plugin("recorder").events[0][0] == "write"

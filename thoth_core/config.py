@@ -21,7 +21,7 @@ from .types import LAYERS
 ESSENTIAL = frozenset({"working", "procedural"})
 
 DEFAULTS: dict[str, Any] = {
-    "thoth": {"workspace": "default", "deadline": 2.0, "idle_minutes": 30.0, "max_tokens": 1024},
+    "thoth": {"workspace": "default", "deadline": 2.0, "background_deadline": 300.0, "idle_minutes": 30.0, "max_tokens": 1024},
     "budget": {
         "total": 6000,
         "history": 4000,
@@ -36,6 +36,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.model": (str, "a model provider name"),
     "thoth.frontend": (str, "a frontend name"),
     "thoth.deadline": ((int, float), "a number of seconds"),
+    "thoth.background_deadline": ((int, float), "a number of seconds"),
     "thoth.idle_minutes": ((int, float), "a number of minutes"),
     "thoth.max_tokens": (int, "an integer"),
     "thoth.home": (str, "a path"),
@@ -147,7 +148,7 @@ def validate(config: Config) -> None:
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
             raise config.error(key, f"expected {description}, got {value!r}")
-    for key in ("thoth.deadline", "thoth.idle_minutes", "thoth.max_tokens", "budget.total", "budget.history"):
+    for key in ("thoth.deadline", "thoth.background_deadline", "thoth.idle_minutes", "thoth.max_tokens", "budget.total", "budget.history"):
         if config.get(key) is not None and config.get(key) <= 0:
             raise config.error(key, f"must be positive, got {config.get(key)!r}")
     for key, value in config.get("budget.layers", {}).items():
@@ -168,9 +169,10 @@ def validate(config: Config) -> None:
             continue
         if not isinstance(table, dict):
             raise config.error(f"plugins.{name}", "expected a table")
-        deadline = table.get("deadline")
-        if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0):
-            raise config.error(f"plugins.{name}.deadline", f"expected a positive number of seconds, got {deadline!r}")
+        for key in ("deadline", "background_deadline"):
+            value = table.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise config.error(f"plugins.{name}.{key}", f"expected a positive number of seconds, got {value!r}")
 
 
 def check_plugin_names(config: Config, known: set[str]) -> None:

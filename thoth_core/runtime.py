@@ -129,6 +129,11 @@ class Runtime:
         declared = getattr(self.pm.get_plugin(plugin), "DEADLINE", None)
         return float(declared if declared is not None else self.config.get("thoth.deadline"))
 
+    def background_deadline(self, plugin: str) -> float:
+        """Seconds a plugin's background work (post-turn write, session end, notify) may take."""
+        configured = self.config.get(f"plugins.{plugin}.background_deadline")
+        return float(configured if configured is not None else self.config.get("thoth.background_deadline"))
+
     def layer_of(self, plugin: str) -> str:
         """The layer a plugin declares with a module-level LAYER, else `other`."""
         return str(getattr(self.pm.get_plugin(plugin), "LAYER", "other"))
@@ -190,7 +195,7 @@ class Runtime:
         if session is None:
             session = Session(*key, home=self.home, runtime=self)
             self.sessions[key] = session
-            await call_each(self.pm, "session_start", {"session": session})
+            await call_each(self.pm, "session_start", {"session": session}, deadline_for=self.deadline_for)
         return session
 
     async def end_session(self, session: Session, reason: str) -> None:
@@ -199,7 +204,7 @@ class Runtime:
             return
         session.ended = True
         self.sessions.pop(session.key, None)
-        self.background(call_each(self.pm, "session_end", {"session": session, "reason": reason}))
+        self.background(call_each(self.pm, "session_end", {"session": session, "reason": reason}, deadline_for=self.background_deadline))
 
     async def reap_idle(self, now: float | None = None) -> list[Session]:
         """End sessions idle longer than `[thoth] idle_minutes`; returns them."""
@@ -268,7 +273,8 @@ class Runtime:
         session.record(turn, reply)
         result = TurnResult(reply, assembly, session)
         self.last = result
-        self.background(call_each(self.pm, "post_turn_write", {"turn": turn, "reply": reply, "session": session}))
+        kwargs = {"turn": turn, "reply": reply, "session": session}
+        self.background(call_each(self.pm, "post_turn_write", kwargs, deadline_for=self.background_deadline))
         return result
 
     async def _ask(self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None) -> Reply:
@@ -349,7 +355,8 @@ class Runtime:
 
     def notify(self, event: str, **payload: Any) -> None:
         """Tell the frontends about something, in the background."""
-        self.background(call_each(self.pm, "notify", {"event": event, "payload": payload, "runtime": self}))
+        kwargs = {"event": event, "payload": payload, "runtime": self}
+        self.background(call_each(self.pm, "notify", kwargs, deadline_for=self.background_deadline))
 
     # --- background work --------------------------------------------------------------
 

@@ -34,7 +34,7 @@ class ReplayModel:
             rules = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{path}: cannot load replay script: {exc}") from exc
-        if not isinstance(rules, list) or not all(isinstance(r, dict) and "reply" in r for r in rules):
+        if not valid_rules(rules):
             raise ConfigError(f"{path}: a replay script is a list of objects with a 'reply'")
         return cls(rules, delay=delay)
 
@@ -61,9 +61,16 @@ class ReplayModel:
         yield Usage(input_tokens=count_tokens(prompt), output_tokens=count_tokens(text), cost_usd=0.0)
 
 
+def valid_rules(rules: Any) -> bool:
+    """Rules are a list of objects that each have a reply."""
+    return isinstance(rules, list) and all(isinstance(r, dict) and "reply" in r for r in rules)
+
+
 def make_replay(runtime: Any, options: dict[str, Any]) -> ReplayModel:
     """Build the provider from `[models.replay]`: `file` (required), `delay` seconds per word."""
     if "rules" in options:
+        if not valid_rules(options["rules"]):
+            raise runtime.config.error("models.replay.rules", "expected a list of tables, each with a 'reply'")
         return ReplayModel(list(options["rules"]), delay=float(options.get("delay", 0)))
     if not options.get("file"):
         raise runtime.config.error("models.replay.file", "the replay provider needs a script file")
