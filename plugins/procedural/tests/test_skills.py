@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import importlib.util
 import subprocess
 import sys
@@ -117,3 +119,22 @@ def test_the_scaffold_script_of_write_thoth_plugin_makes_an_importable_plugin(tm
         [sys.executable, str(script), "demo-layer", "episodic", "--root", str(tmp_path)], capture_output=True, text=True
     )
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+async def test_a_tool_calling_model_loads_a_skill_by_itself(runtime_at, skill, fake_anthropic):
+    skill("rollback-deploy", body=BODY)
+    fake_anthropic.replies = [
+        {"match": "rollback", "tool_use": {"name": "load_skill", "input": {"slug": "rollback-deploy"}}, "once": True},
+        "Following the rollback skill.",
+    ]
+    models = {"anthropic": {"base_url": fake_anthropic.url, "api_key": "test-key"}}
+    runtime = runtime_at(config={"thoth": {"model": "anthropic"}, "models": models})
+    result = await runtime.turn("How do I rollback the deploy?", peer="ann", thread="t")
+    assert result.reply.text.endswith("Following the rollback skill.")
+    first, second = fake_anthropic.messages_requests[-2:]
+    assert [t["name"] for t in first.body["tools"]] == ["load_skill"]
+    tool_result = second.body["messages"][-1]["content"][0]
+    assert tool_result["type"] == "tool_result" and BODY in json.dumps(tool_result)
+    [call] = [e for e in result.session.transcript if e["type"] == "tool"]
+    assert (call["plugin"], call["name"], call["input"]) == ("procedural", "load_skill", {"slug": "rollback-deploy"})
+    await runtime.aclose()

@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import strictyaml
 
 from thoth_core import ThothError
 
@@ -83,6 +82,8 @@ class Decision:
 
 def render_skill_md(slug: str, description: str, body: str, *, license: str) -> str:
     """SKILL.md text: agentskills.io frontmatter (safely quoted), then the body."""
+    import strictyaml  # imported here: it costs ~30 ms, too much for `thoth --help`
+
     front = strictyaml.as_document({"name": slug, "description": description, "license": license}).as_yaml()
     return f"---\n{front}---\n\n{body.strip()}\n"
 

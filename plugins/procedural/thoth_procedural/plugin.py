@@ -22,6 +22,7 @@ from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexio
 from .persona import PersonaError, load_persona
 from .settings import Settings
 from .skills import discover, load_skill, skill_block
+from .tools import load_skill_tool, run_load_skill
 from .validate import SkillError
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 LAYER = "procedural"
 CONTEXT_KEY = "procedural.context"
 SKILL_KEY = "procedural.skill"
+TOOL_KEY = "procedural.tool"
 
 
 @dataclass
@@ -96,6 +98,16 @@ def pre_spawn_context(turn: Turn, session: Session) -> list[ContextBlock]:
         if block is not None:
             blocks.append(block)
     return blocks
+
+
+@hookimpl
+def turn_tools(session: Session) -> list[dict[str, Any]] | None:
+    """`load_skill`, so a tool-calling model can open a skill of the index by itself."""
+    runtime = session.runtime
+    tool = session.scratch.get(TOOL_KEY) or session.scratch.setdefault(TOOL_KEY, load_skill_tool(runtime))
+    if not tool["input_schema"]["properties"]["slug"]["enum"]:
+        return None
+    return [dict(tool, handler=lambda tool_input: run_load_skill(runtime, tool_input))]
 
 
 async def _skills_command(runtime: Any, **_: Any) -> str:

@@ -1,9 +1,4 @@
-"""The `load_skill` tool for providers that call tools: its definition and what running it returns.
-
-The core does not yet let plugins add tools to `ModelRequest.tools` or run tool calls, so
-nothing offers this to a model today; a core hook that collects tool definitions per turn
-and a tool-use loop in the runtime would let the procedural plugin plug these two in as is.
-"""
+"""The `load_skill` tool, offered through the core's `turn_tools` hook to providers that call tools."""
 
 from __future__ import annotations
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import strictyaml
 
 from thoth_core import ThothError
 
@@ -71,6 +70,8 @@ def parse_frontmatter(text: str, *, source: Path | str) -> tuple[dict[str, Any],
     parts = text.split("---", 2)
     if len(parts) < 3:
         raise SkillError(f"{source}: malformed frontmatter: no closing '---'")
+    import strictyaml  # imported here: it costs ~30 ms, too much for `thoth --help`
+
     try:
         data = strictyaml.load(parts[1]).data if parts[1].strip() else {}
     except strictyaml.YAMLError as exc:
