@@ -114,6 +114,32 @@ async def test_approving_a_pending_draft(make_app, queue, wait):
         assert not isinstance(app.screen, ApprovalsScreen)
 
 
+def test_item_sources_link_to_transcripts(tmp_path):
+    from thoth_tui.approvals import describe
+
+    transcript = tmp_path / "working" / "transcripts" / "2026-11-21" / "s-123.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text("{}\n")
+    episodes = [f"turn-{i}" for i in range(6)]
+    item = {
+        "id": "persona:7",
+        "kind": "persona",
+        "title": "prefers short answers",
+        "flags": [],
+        "source": {"session": "s-123", "run": "r-1", "episodes": episodes, "missing": None},
+    }
+    text = describe(item, tmp_path)
+    assert text.plain.splitlines() == [
+        "persona:7  persona",
+        "prefers short answers",
+        "session: s-123  transcript",
+        "run: r-1",
+        "episodes: turn-0, turn-1, turn-2, turn-3 (+2 more)",
+    ]
+    assert [span.style.link for span in text.spans if getattr(span.style, "link", None)] == [transcript.as_uri()]
+    assert "transcript" not in describe({**item, "source": {"session": "s-999"}}, tmp_path).plain
+
+
 async def test_a_refused_decision_is_shown_and_the_item_stays(make_app, queue_factory, wait):
     queue = queue_factory(founders=("bob",))
     item = queue.add("deploy-checklist")
@@ -176,6 +202,12 @@ async def test_palette_lists_every_action(make_app, stand_ins, wait):
         assert bound == {"new_thread", "toggle_layers", "approvals", "select_last", "quit"}
         assert {f"/{name}" for name in app.command_table()} <= set(titles)
         assert {f"React {kind}" for kind in ("approve", "reject", "remember", "forget", "identity")} <= set(titles)
+        actions = {title: run for title, _, run in app.palette_actions()}
+        await actions["/whoami"]()  # a command without arguments runs at once
+        await wait(app, pilot)
+        assert "peer ann" in list(app.query(ChatMessage))[-1].text
+        actions["/recall"]()  # one that needs arguments is put in the message box
+        assert app.query_one("#prompt").value == "/recall "
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"Approvals")

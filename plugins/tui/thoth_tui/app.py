@@ -147,19 +147,24 @@ class ThothApp(App[None]):
 
     @on(Input.Submitted, "#prompt")
     async def submit(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
+        if await self.run_text(event.value):
+            event.input.value = ""
+
+    async def run_text(self, text: str) -> bool:
+        """Send a message or slash command; False when nothing was sent (empty, or still busy)."""
+        text = text.strip()
         if not text:
-            return
+            return False
         if self.busy:
             self.notify("Still answering the last message.", severity="warning")
-            return
-        event.input.value = ""
+            return False
         self.history.add(text)
         if text.split()[0] == "/new":
             await self.action_new_thread()
-            return
+            return True
         self.busy = True
         self.send(text)
+        return True
 
     @work(group="turn")
     async def send(self, text: str) -> None:
@@ -318,12 +323,15 @@ class ThothApp(App[None]):
                 )
             )
         for name, (usage, help_text) in sorted(self.command_table().items()):
-            text = f"/{name} " if usage else f"/{name}"
-            actions.append((f"/{name}", help_text, lambda text=text: self.fill_prompt(text)))
+            run: Callable[[], Any] = (
+                (lambda n=name: self.fill_prompt(f"/{n} ")) if usage else (lambda n=name: self.run_text(f"/{n}"))
+            )
+            actions.append((f"/{name}", help_text, run))
         return actions
 
     async def action_quit(self) -> None:
         """End the session, let background writes finish, close plugin state, leave."""
+        self.notify("Ending the session; finishing background work...", timeout=30)
         if self.session is not None and not self.session.ended:
             await self.runtime.end_session(self.session, "exit")
         await self.runtime.aclose()

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
+from rich.style import Style
+from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -15,22 +17,43 @@ from textual.widgets.option_list import Option
 
 from thoth_core import ThothError
 
+SESSION_KEYS = ("session", "session_id")
+MAX_IDS = 4
 
-def source_lines(source: Any) -> list[str]:
-    """Where an item came from, as markup lines; existing paths become file links."""
-    items = source.items() if isinstance(source, dict) else [("source", source)] if source else []
-    lines = []
-    for key, value in items:
-        values = value if isinstance(value, list) else [value]
-        shown = []
-        for one in values:
-            path = Path(str(one))
-            if path.is_absolute() and path.exists():
-                shown.append(f"[link={path.as_uri()}]{escape(str(one))}[/link]")
-            else:
-                shown.append(escape(str(one)))
-        lines.append(f"{escape(str(key))}: {', '.join(shown)}")
-    return lines
+
+def transcript_of(home: Path, session_id: str) -> Path | None:
+    """The working layer's transcript of a session, if it is on disk."""
+    found = sorted((home / "working" / "transcripts").glob(f"*/{session_id}.jsonl"))
+    return found[0] if found else None
+
+
+def describe(item: dict[str, Any], home: Path) -> Text:
+    """An item's id, title, flags and source; sessions link to their transcripts, paths to themselves."""
+    text = Text()
+    text.append(str(item["id"]), style="bold")
+    text.append(f"  {item.get('kind', '')}\n{item.get('title', '')}\n")
+    if item.get("flags"):
+        text.append(f"flags: {item['flags']} - review before approving\n", style="red")
+    source = item.get("source")
+    entries = source.items() if isinstance(source, dict) else [("source", source)] if source else []
+    for key, value in entries:
+        if value in (None, "", []):
+            continue
+        text.append(f"{key}: ")
+        if isinstance(value, list):
+            more = f" (+{len(value) - MAX_IDS} more)" if len(value) > MAX_IDS else ""
+            text.append(", ".join(str(v) for v in value[:MAX_IDS]) + more + "\n")
+            continue
+        text.append(str(value))
+        link = transcript_of(home, str(value)) if key in SESSION_KEYS else Path(str(value))
+        if link is not None and link.is_absolute() and link.exists():
+            text.append("  ")
+            label = "transcript" if key in SESSION_KEYS else "open"
+            text.append(label, style=Style(link=link.as_uri(), underline=True))
+        text.append("\n")
+    if item.get("created_at"):
+        text.append(f"created {item['created_at']}", style="dim")
+    return text
 
 
 class EditScreen(ModalScreen[str | None]):
@@ -110,16 +133,7 @@ class ApprovalsScreen(Screen[None]):
             meta.update("Nothing is waiting for approval.")
             await body.update("")
             return
-        lines = [
-            f"[b]{escape(item['id'])}[/b]  {escape(str(item.get('kind', '')))}",
-            escape(str(item.get("title", ""))),
-        ]
-        if item.get("flags"):
-            lines.append(f"[red]flags: {escape(str(item['flags']))} - review before approving[/]")
-        lines += source_lines(item.get("source"))
-        if item.get("created_at"):
-            lines.append(f"created {escape(str(item['created_at']))}")
-        meta.update("\n".join(lines))
+        meta.update(describe(item, self.runtime.home))
         await body.update(str(item.get("body", "")))
 
     async def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
