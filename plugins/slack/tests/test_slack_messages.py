@@ -108,7 +108,9 @@ def test_slash_commands_and_new_session(make_slack):
     slack.send(dm("hello again", ts="1.4"))
     [second] = slack.runtime.sessions.values()
     assert second.id != first.id and second.thread == "DANN"
+    slack.send(dm("/help", ts="1.5"))
     texts = slack.replies("DANN")
+    assert "/whoami - who and where you are" in texts[-1] and "/new - end this session" in texts[-1]
     assert texts[1].startswith("peer UANN in workspace T1, thread DANN") and texts[2].startswith(
         "Started a new session"
     )

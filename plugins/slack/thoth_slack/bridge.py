@@ -50,6 +50,7 @@ ITEM_ID = re.compile(r"\b(?:skill|persona|note|knowledge):[A-Za-z0-9][\w.-]*")
 PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 TICK_SECONDS = 60.0
+NEW_HELP = "end this session; the next message starts a fresh one (Slack)"
 
 
 def _not_token_skipped(record: logging.LogRecord) -> bool:
@@ -201,16 +202,7 @@ class SlackBridge:
             )
             session, turn_id = None, None
             try:
-                result = await self.runtime.turn(
-                    inbound.text,
-                    peer=inbound.user,
-                    thread=inbound.thread,
-                    workspace=inbound.team,
-                    on_delta=streamer.add,
-                )
-                text, session = result.reply.text, result.session
-                if result.reply.model != "command" and session.transcript:
-                    turn_id = session.transcript[-1].get("turn_id")
+                text, session, turn_id = await self._turn(inbound, streamer)
             except ThothError as exc:
                 text = f":warning: {exc}"
             except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
@@ -220,6 +212,23 @@ class SlackBridge:
                 self.ledger.add(
                     Posted(inbound.channel, piece_ts, inbound.thread_ts, text, turn_id=turn_id, session=session)
                 )
+
+    async def _turn(self, inbound: Inbound, streamer: Streamer) -> tuple[str, Any, str | None]:
+        """The reply text, session and turn id (None for commands); `/new` is this frontend's own command."""
+        command = inbound.text.split(maxsplit=1)[0]
+        if command == "/new":
+            session = self.runtime.sessions.get((inbound.team, inbound.user, inbound.thread))
+            if session is not None:
+                await self.runtime.end_session(session, "new")
+            return "Started a new session: the next message begins fresh.", None, None
+        result = await self.runtime.turn(
+            inbound.text, peer=inbound.user, thread=inbound.thread, workspace=inbound.team, on_delta=streamer.add
+        )
+        if result.reply.model == "command":
+            extra = f"\n/new - {NEW_HELP}" if command == "/help" and "new" not in self.runtime.commands else ""
+            return result.reply.text + extra, result.session, None
+        transcript = result.session.transcript
+        return result.reply.text, result.session, transcript[-1].get("turn_id") if transcript else None
 
     # --- reactions and buttons ----------------------------------------------------------
 

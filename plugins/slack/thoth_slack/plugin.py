@@ -1,20 +1,12 @@
-"""The `slack` frontend: `thoth slack [--http PORT]`, the `/new` command, and Slack delivery of notifications."""
+"""The `slack` frontend: `thoth slack [--http PORT]` and Slack delivery of notifications."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import click
 
 from thoth_core import hookimpl
-from thoth_core.runtime import Command
 
 LAYER = "frontend"  # not a memory layer: it contributes no context
-
-
-async def _new(runtime: Any, session: Any, **_: Any) -> str:
-    await runtime.end_session(session, "new")
-    return "Started a new session: the next message begins fresh."
 
 
 @hookimpl
@@ -22,11 +14,6 @@ def register_frontends(register):  # type: ignore[no-untyped-def]
     from .serve import start
 
     register("slack", start)
-
-
-@hookimpl
-def register_commands(register):  # type: ignore[no-untyped-def]
-    register(Command("new", "end this session and start a fresh one", _new))
 
 
 @hookimpl
