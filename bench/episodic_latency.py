@@ -4,7 +4,8 @@
 
 Needs `pip install 'thoth-episodic[bench]'` (apsw + sqlite-vec, faiss-cpu, psutil).
 Each size runs in its own subprocess (so peak RSS is per size). Synthetic episodes: 2,000
-topics of 30 words (whole words of the WordPiece vocabulary); an episode's text is 14 words of its topic plus 4 others, its
+topics of 30 words (whole words of the WordPiece vocabulary); an episode's text is 14 words
+of its topic plus 4 others, its
 vector its topic centre plus noise (unit length), so both BM25 and cosine have structure.
 Bulk loads use these vectors; the ingest rate with embeddings is measured separately through
 the real write path (MiniLM on every episode). Queries are perturbed stored vectors (and 4
@@ -70,7 +71,13 @@ class Synthetic:
 
     def batch(self, n: int) -> tuple[list[str], np.ndarray]:
         topics = self.rng.integers(0, TOPICS, n)
-        texts = [" ".join(list(self.rng.choice(self.words[t], 14)) + list(self.rng.choice(self.words[self.rng.integers(TOPICS)], 4))) for t in topics]
+        texts = [
+            " ".join(
+                list(self.rng.choice(self.words[t], 14))
+                + list(self.rng.choice(self.words[self.rng.integers(TOPICS)], 4))
+            )
+            for t in topics
+        ]
         vectors = self.centres[topics] + 0.04 * self.rng.standard_normal((n, DIM)).astype(np.float32)
         return texts, (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
@@ -93,7 +100,9 @@ def ingest_rate(memory: Any, synthetic: Synthetic, count: int) -> dict[str, floa
         memory.write(Episode(workspace="ingest", peer="p", thread="t", user=text, assistant="Noted."))
     one_by_one = count / (time.perf_counter() - started)
     started = time.perf_counter()
-    memory.write_many([Episode(workspace="ingest", peer="p", thread="t", user=t, assistant="Noted.") for t in texts[count:]])
+    memory.write_many(
+        [Episode(workspace="ingest", peer="p", thread="t", user=t, assistant="Noted.") for t in texts[count:]]
+    )
     batched = count / (time.perf_counter() - started)
     return {"per_turn_eps": round(one_by_one, 1), "batched_eps": round(batched, 1), "episodes": count}
 
@@ -110,7 +119,10 @@ def sqlite_vec_peer(vectors: np.ndarray, queries: list[np.ndarray], folder: Path
     started = time.perf_counter()
     for start in range(0, len(vectors), 10000):
         with db:
-            db.executemany("INSERT INTO v(rowid, embedding) VALUES (?, ?)", [(start + i + 1, vectors[start + i].tobytes()) for i in range(min(10000, len(vectors) - start))])
+            db.executemany(
+                "INSERT INTO v(rowid, embedding) VALUES (?, ?)",
+                [(start + i + 1, vectors[start + i].tobytes()) for i in range(min(10000, len(vectors) - start))],
+            )
     load = time.perf_counter() - started
 
     def knn(q: np.ndarray) -> list[Any]:
@@ -171,11 +183,11 @@ def ivf_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, A
 def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = True) -> dict[str, Any]:
     """Everything for one store size (run in its own process)."""
     import psutil
-
-    from thoth_core.testing import make_test_runtime
     from thoth_episodic import plugin
     from thoth_episodic.memory import memory_for
     from thoth_episodic.records import Episode, Query
+
+    from thoth_core.testing import make_test_runtime
 
     synthetic = Synthetic()
     result: dict[str, Any] = {"n": n}
@@ -189,8 +201,16 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = T
         started, now = time.perf_counter(), time.time()
         for start in range(0, n, 20000):
             texts, vectors = synthetic.batch(min(20000, n - start))
-            episodes = [Episode(workspace="bench", peer="p", thread=f"t{(start + i) // 50}", user=t, occurred_at=now - (n - start - i))
-                        for i, t in enumerate(texts)]
+            episodes = [
+                Episode(
+                    workspace="bench",
+                    peer="p",
+                    thread=f"t{(start + i) // 50}",
+                    user=t,
+                    occurred_at=now - (n - start - i),
+                )
+                for i, t in enumerate(texts)
+            ]
             memory.store.add(episodes, vectors)
             all_vectors.append(vectors)
             sample_texts += texts[:200]
@@ -204,7 +224,9 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = T
         def store_query(item: tuple[str, np.ndarray], newest: int | None = None) -> Any:
             return memory.store.search(Query(item[0], "bench", "p", k=10, vector=item[1], newest=newest))
 
-        result["recall_with_query_embedding"] = percentiles(timed(lambda q: memory.recall(q[0], workspace="bench", peer="p", k=10), asked))
+        result["recall_with_query_embedding"] = percentiles(
+            timed(lambda q: memory.recall(q[0], workspace="bench", peer="p", k=10), asked)
+        )
         result["recall_vector_given"] = percentiles(timed(store_query, asked))
         result["recall_newest_200_prefilter"] = percentiles(timed(lambda q: store_query(q, 200), asked))
         if ann:
@@ -215,7 +237,9 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = T
             result["faiss_flat"] = faiss_peer(vectors, qv)
             result["sqlite_vec"], result["sqlite_vec_load_seconds"] = sqlite_vec_peer(vectors, qv, Path(folder))
             ours = result["recall_vector_given"]["median_ms"]
-            result["ratio_peer_over_ours"] = {p: round(result[p]["median_ms"] / ours, 2) for p in ("numpy_flat", "faiss_flat", "sqlite_vec")}
+            result["ratio_peer_over_ours"] = {
+                p: round(result[p]["median_ms"] / ours, 2) for p in ("numpy_flat", "faiss_flat", "sqlite_vec")
+            }
         result["peak_rss_mb"] = round(max(psutil.Process().memory_info().rss, _peak_rss()) / 2**20)
         memory.close()
     return result
@@ -241,7 +265,16 @@ def main() -> None:
         return
     sizes = []
     for i, n in enumerate(int(x) for x in args.n.split(",")):
-        command = [sys.executable, __file__, "--one", str(n), "--queries", str(args.queries), "--ingest", str(args.ingest if i == 0 else 0)]
+        command = [
+            sys.executable,
+            __file__,
+            "--one",
+            str(n),
+            "--queries",
+            str(args.queries),
+            "--ingest",
+            str(args.ingest if i == 0 else 0),
+        ]
         command += ["--no-peers"] if args.no_peers else []
         sizes.append(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout))
     out = {"benchmark": "episodic_latency", "cpus": os.cpu_count(), "load_average": os.getloadavg(), "sizes": sizes}

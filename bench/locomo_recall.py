@@ -25,10 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from thoth_core.testing import make_test_runtime
-from thoth_core.types import Reply, Session, Turn
 from thoth_episodic import plugin
 from thoth_episodic.memory import memory_for
+
+from thoth_core.testing import make_test_runtime
+from thoth_core.types import Reply, Session, Turn
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 WORKSPACE = "locomo"
@@ -144,7 +145,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "overall_excluding_adversarial": summarise([r for c, rows in per_category.items() if c != 5 for r in rows]),
         "per_category": {f"{c} {name}": summarise(per_category[c]) for c, name in CATEGORIES.items()},
         "ingest": {"seconds": round(ingest_seconds, 2), "turns_per_second": round(turns / ingest_seconds, 1)},
-        "query_ms": {"median": round(statistics.median(query_ms), 2), "p95": round(statistics.quantiles(query_ms, n=20)[18], 2)},
+        "query_ms": {
+            "median": round(statistics.median(query_ms), 2),
+            "p95": round(statistics.quantiles(query_ms, n=20)[18], 2),
+        },
     }
 
 
@@ -153,7 +157,13 @@ def cli() -> None:
     parser.add_argument("--data", required=True, help="a LoCoMo-format JSON file")
     parser.add_argument("--k", default="1,5,10,25", help="comma-separated cut-offs")
     parser.add_argument("--json", action="store_true", help="compact JSON (default: indented)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a [plugins.episodic] setting, e.g. fusion=score")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [plugins.episodic] setting, e.g. fusion=score",
+    )
     args = parser.parse_args()
     result = asyncio.run(main(args))
     json.dump(result, sys.stdout, indent=None if args.json else 2)

@@ -6,21 +6,26 @@ import sys
 import threading
 from pathlib import Path
 
-from thoth_core.testing import make_test_runtime
 from thoth_episodic import plugin
 from thoth_episodic.memory import memory_for
 from thoth_episodic.records import Episode
 
+from thoth_core.testing import make_test_runtime
+
 
 def main(home: str, synchronous: str) -> None:
-    runtime = make_test_runtime(Path(home), {"episodic": plugin}, config={"plugins": {"episodic": {"synchronous": synchronous}}})
+    runtime = make_test_runtime(
+        Path(home), {"episodic": plugin}, config={"plugins": {"episodic": {"synchronous": synchronous}}}
+    )
     memory = memory_for(runtime)
     memory.embed(["warm up"])
     out = threading.Lock()
 
     def burst(worker: int) -> None:
         for i in range(100_000):
-            episode = memory.write(Episode(workspace="default", peer="ann", thread=f"w{worker}", user=f"burst {worker} note {i} " * 5))
+            episode = memory.write(
+                Episode(workspace="default", peer="ann", thread=f"w{worker}", user=f"burst {worker} note {i} " * 5)
+            )
             with out:
                 sys.stdout.write(episode.id + "\n")
                 sys.stdout.flush()

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from thoth_core.cli import cli
-from thoth_core.testing import make_test_runtime
 from thoth_episodic import plugin
 from thoth_episodic.memory import memory_for
 from thoth_episodic.records import Episode
+
+from thoth_core.cli import cli
+from thoth_core.testing import make_test_runtime
 
 DAY = 86400.0
 
@@ -48,7 +48,14 @@ def ep(text: str, days_ago: float, peer: str = "ann", **extra) -> Episode:
 
 
 def test_recall_prints_hits_with_scores_and_json(home):
-    seed(home, [ep("We planted tomatoes in the garden", 3), ep("The printer is broken", 1), ep("tomatoes for bob", 1, peer="bob")])
+    seed(
+        home,
+        [
+            ep("We planted tomatoes in the garden", 3),
+            ep("The printer is broken", 1),
+            ep("tomatoes for bob", 1, peer="bob"),
+        ],
+    )
     out, _ = thoth("recall", "garden tomatoes", "--peer", "ann", "--k", "1")
     assert out.startswith("1. [") and "tomatoes in the garden" in out and "dense" in out and "age 3.0 d" in out
     hits = json.loads(thoth("recall", "garden tomatoes", "--peer", "ann", "--json")[0])
@@ -66,7 +73,10 @@ def test_list_as_of_a_past_moment(home):
 
 
 def test_export_import_round_trip(home, tmp_path, monkeypatch):
-    originals = [ep(f"episode {i}", 10 - i, assistant=f"reply {i}", summary=f"s{i}", cost_usd=0.01 * i, turn_id=f"turn{i}") for i in range(5)]
+    originals = [
+        ep(f"episode {i}", 10 - i, assistant=f"reply {i}", summary=f"s{i}", cost_usd=0.01 * i, turn_id=f"turn{i}")
+        for i in range(5)
+    ]
     seed(home, originals)
     target = tmp_path / "episodes.jsonl"
     _, err = thoth("episodes", "export", "-o", str(target))

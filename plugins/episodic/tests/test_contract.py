@@ -6,7 +6,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from thoth_episodic.contract import StoreContract
 from thoth_episodic.postgres_store import PostgresStore
 from thoth_episodic.sqlite_store import SQLiteStore

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from thoth_episodic.sqlite_store import SQLiteStore
 
 WRITER = Path(__file__).with_name("crash_writer.py")
@@ -18,7 +17,9 @@ WRITER = Path(__file__).with_name("crash_writer.py")
 
 @pytest.mark.parametrize("synchronous", ["NORMAL"])  # the default; WAL + NORMAL survives a process kill
 def test_sigkill_mid_burst_keeps_every_acknowledged_episode(tmp_path, synchronous):
-    child = subprocess.Popen([sys.executable, str(WRITER), str(tmp_path), synchronous], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(WRITER), str(tmp_path), synchronous], stdout=subprocess.PIPE, text=True
+    )
     acknowledged = []
     try:
         for line in child.stdout:
@@ -37,7 +38,10 @@ def test_sigkill_mid_burst_keeps_every_acknowledged_episode(tmp_path, synchronou
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     db.execute("INSERT INTO episodes_fts (episodes_fts) VALUES ('integrity-check')")
-    assert db.execute("SELECT count(*) FROM episodes_fts").fetchone() == db.execute("SELECT count(*) FROM episodes").fetchone()
+    assert (
+        db.execute("SELECT count(*) FROM episodes_fts").fetchone()
+        == db.execute("SELECT count(*) FROM episodes").fetchone()
+    )
     db.close()
     store = SQLiteStore(path)
     try:

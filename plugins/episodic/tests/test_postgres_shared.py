@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from thoth_episodic import plugin
+from thoth_episodic.memory import memory_for
 
 from thoth_core import ConfigError
 from thoth_core.testing import context_for, make_test_runtime
-from thoth_episodic import plugin
-from thoth_episodic.memory import memory_for
 
 
 async def test_two_runtimes_share_episodes_through_postgres(tmp_path, pg_dsn, monkeypatch):
@@ -31,13 +31,17 @@ async def test_two_runtimes_share_episodes_through_postgres(tmp_path, pg_dsn, mo
         assert status["episodes"] == 2
         assert await second.forget(peer="ann") == {"episodic": {"episodes": 2}}
         assert memory_for(first).recall("anniversary", workspace="default", peer="ann") == []
-        assert [h.episode.peer for h in memory_for(first).recall("anniversary", workspace="default", peer="bob")] == ["bob"]
+        assert [h.episode.peer for h in memory_for(first).recall("anniversary", workspace="default", peer="bob")] == [
+            "bob"
+        ]
     finally:
         await first.aclose()
         await second.aclose()
 
 
 def test_postgres_without_dsn_names_the_key(tmp_path):
-    runtime = make_test_runtime(tmp_path, {"episodic": plugin}, config={"plugins": {"episodic": {"backend": "postgres"}}})
+    runtime = make_test_runtime(
+        tmp_path, {"episodic": plugin}, config={"plugins": {"episodic": {"backend": "postgres"}}}
+    )
     with pytest.raises(ConfigError, match="plugins.episodic.dsn: the postgres backend needs a dsn"):
         memory_for(runtime).store

@@ -34,7 +34,9 @@ def parse_time(value: str | None) -> float | None:
     return moment.timestamp()
 
 
-as_of_option = click.option("--as-of", "as_of", default=None, help="Read the store as it was at this time (ISO-8601 or unix seconds).")
+as_of_option = click.option(
+    "--as-of", "as_of", default=None, help="Read the store as it was at this time (ISO-8601 or unix seconds)."
+)
 
 
 def _workspace(workspace: str | None) -> str:
@@ -84,7 +86,9 @@ def list_episodes(peer: str | None, workspace: str | None, as_of: str | None, li
     """List episodes, newest last (as of a past moment with --as-of)."""
 
     async def go() -> None:
-        found = list(memory_for(runtime()).store.episodes(workspace=_workspace(workspace), peer=peer, as_of=parse_time(as_of)))
+        found = list(
+            memory_for(runtime()).store.episodes(workspace=_workspace(workspace), peer=peer, as_of=parse_time(as_of))
+        )
         found.sort(key=lambda e: e.occurred_at)
         for episode in found[-limit:] if limit else found:
             click.echo(json.dumps(episode.to_dict()) if as_json else f"{episode.id} {render_hit_line(episode)}")

@@ -39,7 +39,9 @@ def near(vector: np.ndarray, seed: int, noise: float = 0.3) -> np.ndarray:
     return (mixed / np.linalg.norm(mixed)).astype(np.float32)
 
 
-def episode(text: str, *, peer: str = "ann", workspace: str = "w", thread: str = "t1", days_ago: float = 1.0, **extra: Any) -> Episode:
+def episode(
+    text: str, *, peer: str = "ann", workspace: str = "w", thread: str = "t1", days_ago: float = 1.0, **extra: Any
+) -> Episode:
     """An episode that happened `days_ago` before NOW."""
     at = NOW - days_ago * DAY
     return Episode(workspace=workspace, peer=peer, thread=thread, user=text, occurred_at=at, recorded_at=at, **extra)
@@ -63,7 +65,15 @@ class StoreContract:
         handle.close()
 
     def test_add_then_get_round_trips_every_field(self, store: EpisodeStore) -> None:
-        original = episode("I adopted a cat named Miso", assistant="Lovely!", summary="cat", session_id="s1", turn_id="turn1", cost_usd=0.25, model="m")
+        original = episode(
+            "I adopted a cat named Miso",
+            assistant="Lovely!",
+            summary="cat",
+            session_id="s1",
+            turn_id="turn1",
+            cost_usd=0.25,
+            model="m",
+        )
         store.add([original], np.stack([unit(1)]))
         got = store.get(original.id)
         assert got is not None and got.to_dict() == original.to_dict()
@@ -84,7 +94,11 @@ class StoreContract:
         assert hits[0].dense is not None and hits[0].dense > 0.8 and hits[0].dense_rank == 1
 
     def test_lexical_search_finds_a_keyword_without_vectors(self, store: EpisodeStore) -> None:
-        items = [episode("we talked about the weather"), episode("my sister plays the cello in Lisbon"), episode("lunch was fine")]
+        items = [
+            episode("we talked about the weather"),
+            episode("my sister plays the cello in Lisbon"),
+            episode("lunch was fine"),
+        ]
         store.add(items)
         hits = store.search(query("Who plays the cello?", k=2))
         assert hits[0].episode.id == items[1].id and hits[0].bm25_rank == 1 and hits[0].dense is None
@@ -104,7 +118,10 @@ class StoreContract:
 
     def test_search_never_crosses_peers_or_workspaces(self, store: EpisodeStore) -> None:
         mine = episode("my passport number is in the drawer")
-        others = [episode("my passport number is in the drawer", peer="bob"), episode("my passport number is in the drawer", workspace="other")]
+        others = [
+            episode("my passport number is in the drawer", peer="bob"),
+            episode("my passport number is in the drawer", workspace="other"),
+        ]
         store.add([mine, *others], np.stack([unit(1), unit(1), unit(1)]))
         hits = store.search(query("passport drawer", unit(1), k=10))
         assert [h.episode.id for h in hits] == [mine.id]
@@ -141,7 +158,9 @@ class StoreContract:
         assert [e.user for e in store.episodes(as_of=between)] == ["I live in Porto"]
         assert [e.user for e in store.episodes()] == ["I live in Lyon"]
         assert store.count() == 1
-        assert [h.episode.user for h in store.search(query("Porto Lyon", unit(1), now=time.time()))] == ["I live in Lyon"]
+        assert [h.episode.user for h in store.search(query("Porto Lyon", unit(1), now=time.time()))] == [
+            "I live in Lyon"
+        ]
         old_hits = store.search(query("Porto", unit(1), as_of=between))
         assert [h.episode.user for h in old_hits] == ["I live in Porto"]
 
@@ -153,7 +172,11 @@ class StoreContract:
         assert store.get(late.id, as_of=NOW - 5 * DAY) is None
 
     def test_delete_by_ids_thread_and_peer_really_deletes(self, store: EpisodeStore) -> None:
-        a, b, c = episode("alpha one", thread="t1"), episode("alpha two", thread="t2"), episode("alpha three", thread="t2")
+        a, b, c = (
+            episode("alpha one", thread="t1"),
+            episode("alpha two", thread="t2"),
+            episode("alpha three", thread="t2"),
+        )
         other = episode("alpha bob", peer="bob")
         store.add([a, b, c, other], np.stack([unit(1), unit(2), unit(3), unit(4)]))
         store.add([Episode.from_dict(dict(a.to_dict(), user="alpha one edited"))], np.stack([unit(1)]))
@@ -191,7 +214,9 @@ class StoreContract:
         assert second.id in {h.episode.id for h in hits}
         assert store.get(second.id).context == "weekend plans"
 
-    def test_a_second_handle_sees_the_first_ones_writes(self, store: EpisodeStore, open_store: Callable[[], EpisodeStore]) -> None:
+    def test_a_second_handle_sees_the_first_ones_writes(
+        self, store: EpisodeStore, open_store: Callable[[], EpisodeStore]
+    ) -> None:
         other = open_store()
         try:
             assert other.search(query("kayak", unit(9))) == []

@@ -33,7 +33,9 @@ class IVFIndex:
             sums[empty] = centroids[empty]
             centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         self.centroids = centroids.astype(np.float32)
-        assigned = np.concatenate([np.argmax(matrix[i : i + 16384] @ self.centroids.T, axis=1) for i in range(0, self.size, 16384)])
+        assigned = np.concatenate(
+            [np.argmax(matrix[i : i + 16384] @ self.centroids.T, axis=1) for i in range(0, self.size, 16384)]
+        )
         self.order = np.argsort(assigned, kind="stable")
         self.offsets = np.searchsorted(assigned[self.order], np.arange(cells + 1))
         self.sorted = matrix[self.order]

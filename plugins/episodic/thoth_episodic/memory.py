@@ -57,7 +57,12 @@ class Settings:
         for key, (low, high) in numbers.items():
             if key in table:
                 value = table[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or (high is not None and value > high):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or value < low
+                    or (high is not None and value > high)
+                ):
                     bound = f"between {low} and {high}" if high is not None else f">= {low}"
                     raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a number {bound}, got {value!r}")
                 setattr(settings, key, float(value))
@@ -65,14 +70,16 @@ class Settings:
             if key in table:
                 value = table[key]
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a non-negative integer, got {value!r}")
+                    raise runtime.config.error(
+                        f"plugins.{NAME}.{key}", f"expected a non-negative integer, got {value!r}"
+                    )
                 setattr(settings, key, value)
         for key in ("backend", "embedder"):
             if key in table and not isinstance(table[key], str):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a name, got {table[key]!r}")
             setattr(settings, key, table.get(key, getattr(settings, key)))
         if table.get("fusion", settings.fusion) not in ("rrf", "score"):
-            raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected \"score\" or \"rrf\", got {table['fusion']!r}")
+            raise runtime.config.error(f"plugins.{NAME}.fusion", f'expected "score" or "rrf", got {table["fusion"]!r}')
         settings.fusion = table.get("fusion", settings.fusion)
         return settings
 
@@ -111,7 +118,8 @@ class EpisodicMemory:
                 backends = self.runtime.registry("register_episodic_backends")
                 if self.settings.backend not in backends:
                     raise self.runtime.config.error(
-                        f"plugins.{NAME}.backend", f"unknown episodic backend {self.settings.backend!r}; installed: {', '.join(sorted(backends))}"
+                        f"plugins.{NAME}.backend",
+                        f"unknown episodic backend {self.settings.backend!r}; installed: {', '.join(sorted(backends))}",
                     )
                 self._store = backends[self.settings.backend](self.runtime, self.options)
             return self._store
@@ -124,7 +132,8 @@ class EpisodicMemory:
                 embedders = self.runtime.registry("register_embedders")
                 if self.settings.embedder not in embedders:
                     raise self.runtime.config.error(
-                        f"plugins.{NAME}.embedder", f"unknown embedder {self.settings.embedder!r}; installed: {', '.join(sorted(embedders))}"
+                        f"plugins.{NAME}.embedder",
+                        f"unknown embedder {self.settings.embedder!r}; installed: {', '.join(sorted(embedders))}",
                     )
                 self._embedder = embedders[self.settings.embedder](self.runtime, self.options)
             return self._embedder
@@ -183,7 +192,9 @@ class EpisodicMemory:
             self.store.set_context(previous.id, _clip(previous.context + " " + episode.user, 2 * CONTEXT_CHARS))
         return episode
 
-    def write_many(self, episodes: Sequence[Episode], progress: Callable[[int], None] | None = None, batch: int = 256) -> int:
+    def write_many(
+        self, episodes: Sequence[Episode], progress: Callable[[int], None] | None = None, batch: int = 256
+    ) -> int:
         """Store many episodes (import) in batches; returns how many were new or changed."""
         stored = 0
         for start in range(0, len(episodes), batch):
@@ -207,7 +218,9 @@ class EpisodicMemory:
     def _reembed(self, chunk: list[Episode], progress: Callable[[int], None] | None) -> int:
         vectors = self.embed([embed_text(e) for e in chunk])
         if vectors is None:
-            raise EmbedderUnavailable(f"episodic: embedder {self.settings.embedder!r} is unavailable; nothing to reindex with")
+            raise EmbedderUnavailable(
+                f"episodic: embedder {self.settings.embedder!r} is unavailable; nothing to reindex with"
+            )
         self.store.set_vectors([e.id for e in chunk], vectors)
         if progress:
             progress(len(chunk))
@@ -215,14 +228,31 @@ class EpisodicMemory:
 
     # --- reading ----------------------------------------------------------------------
 
-    def recall(self, text: str, *, workspace: str, peer: str, k: int = 5, now: float | None = None, as_of: float | None = None,
-               newest: int | None = None) -> list[Hit]:
+    def recall(
+        self,
+        text: str,
+        *,
+        workspace: str,
+        peer: str,
+        k: int = 5,
+        now: float | None = None,
+        as_of: float | None = None,
+        newest: int | None = None,
+    ) -> list[Hit]:
         """The k episodes of this peer and workspace most related to text."""
         vectors = self.embed([text])
         query = Query(
-            text=text, workspace=workspace, peer=peer, k=k, vector=None if vectors is None else vectors[0], as_of=as_of, now=now,
-            tau_days=self.settings.tau_days, recency_weight=self.settings.recency_weight,
-            newest=newest if newest is not None else (self.settings.prefilter_newest or None), fusion=self.settings.fusion,
+            text=text,
+            workspace=workspace,
+            peer=peer,
+            k=k,
+            vector=None if vectors is None else vectors[0],
+            as_of=as_of,
+            now=now,
+            tau_days=self.settings.tau_days,
+            recency_weight=self.settings.recency_weight,
+            newest=newest if newest is not None else (self.settings.prefilter_newest or None),
+            fusion=self.settings.fusion,
         )
         return self.store.search(query)
 
@@ -233,7 +263,9 @@ class EpisodicMemory:
         hits = self.recall(turn.text, workspace=session.workspace, peer=turn.peer, k=self.settings.related_k)
         if not hits:
             return None
-        return ContextBlock(tag="related-episodes", text="\n".join(render_hit(h) for h in hits), layer="episodic", priority=40)
+        return ContextBlock(
+            tag="related-episodes", text="\n".join(render_hit(h) for h in hits), layer="episodic", priority=40
+        )
 
     # --- retention --------------------------------------------------------------------
 
@@ -280,8 +312,10 @@ def explain_hit(index: int, hit: Hit) -> str:
     why = hit.why()
     dense = "-" if why["dense"] is None else f"{why['dense']:.3f} (#{why['dense_rank']})"
     bm25 = "-" if why["bm25"] is None else f"{why['bm25']:.2f} (#{why['bm25_rank']})"
-    return (f"{index}. {render_hit(hit)[2:]}\n   score {why['score']:.4f}: dense {dense}, bm25 {bm25}, "
-            f"recency x{why['recency']:.2f}, age {why['age_days']:.1f} d")
+    return (
+        f"{index}. {render_hit(hit)[2:]}\n   score {why['score']:.4f}: dense {dense}, bm25 {bm25}, "
+        f"recency x{why['recency']:.2f}, age {why['age_days']:.1f} d"
+    )
 
 
 def memory_for(runtime: Runtime) -> EpisodicMemory:

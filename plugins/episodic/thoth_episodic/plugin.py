@@ -117,7 +117,11 @@ def feedback(kind: str, turn_id: str, session: Session) -> dict[str, Any] | None
 def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
     """How many episodes this peer has, and which embedder recall uses."""
     memory = memory_for(runtime)
-    return {"layer": LAYER, "episodes": memory.store.count(workspace=workspace, peer=peer), "embedder": memory.embedder_name}
+    return {
+        "layer": LAYER,
+        "episodes": memory.store.count(workspace=workspace, peer=peer),
+        "embedder": memory.embedder_name,
+    }
 
 
 @hookimpl
@@ -128,8 +132,15 @@ def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
     if cutoff is None:
         return []
     return [
-        {"id": e.id, "plugin": NAME, "at": e.occurred_at, "peer": e.peer, "workspace": e.workspace, "thread": e.thread,
-         "text": f"{e.peer}: {e.user}\nagent: {e.assistant}"}
+        {
+            "id": e.id,
+            "plugin": NAME,
+            "at": e.occurred_at,
+            "peer": e.peer,
+            "workspace": e.workspace,
+            "thread": e.thread,
+            "text": f"{e.peer}: {e.user}\nagent: {e.assistant}",
+        }
         for e in memory.store.expiring(cutoff)
     ]
 

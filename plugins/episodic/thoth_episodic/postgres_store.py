@@ -91,12 +91,16 @@ class PostgresStore:
                 if old and old[0].same_content(episode):
                     continue
                 if old:
-                    self._db.execute("UPDATE thoth_episodes SET superseded_at = %s WHERE id = %s AND superseded_at IS NULL", (now, episode.id))
+                    self._db.execute(
+                        "UPDATE thoth_episodes SET superseded_at = %s WHERE id = %s AND superseded_at IS NULL",
+                        (now, episode.id),
+                    )
                     episode.recorded_at = max(episode.recorded_at, now)
                 values = [getattr(episode, f) for f in FIELDS]
                 vector = None if vectors is None else _vector(vectors[i])
                 self._db.execute(
-                    f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) VALUES ({', '.join(['%s'] * 19)}::vector)",
+                    f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
+                    f"VALUES ({', '.join(['%s'] * 19)}::vector)",
                     [*values, index_text(episode), date_words(episode.occurred_at), vector],
                 )
                 stored.append(episode)
@@ -105,17 +109,27 @@ class PostgresStore:
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""
         with self._lock:
-            self._db.execute("UPDATE thoth_episodes SET context = %s WHERE id = %s AND superseded_at IS NULL", (context, episode_id))
+            self._db.execute(
+                "UPDATE thoth_episodes SET context = %s WHERE id = %s AND superseded_at IS NULL", (context, episode_id)
+            )
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the embeddings of the current versions."""
         with self._lock, self._db.transaction():
             for episode_id, vector in zip(ids, vectors, strict=True):
-                self._db.execute("UPDATE thoth_episodes SET embedding = %s::vector WHERE id = %s AND superseded_at IS NULL", (_vector(vector), episode_id))
+                self._db.execute(
+                    "UPDATE thoth_episodes SET embedding = %s::vector WHERE id = %s AND superseded_at IS NULL",
+                    (_vector(vector), episode_id),
+                )
 
-    def delete(self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None) -> int:
+    def delete(
+        self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
+    ) -> int:
         """Delete every version of the matching episodes; returns how many episodes."""
-        where, params = ["workspace = %(workspace)s"], {"workspace": workspace, "peer": peer, "thread": thread, "ids": list(ids or [])}
+        where, params = (
+            ["workspace = %(workspace)s"],
+            {"workspace": workspace, "peer": peer, "thread": thread, "ids": list(ids or [])},
+        )
         where += ["peer = %(peer)s"] if peer is not None else []
         where += ["thread = %(thread)s"] if thread is not None else []
         where += ["id = ANY(%(ids)s)"] if ids is not None else []
@@ -132,7 +146,9 @@ class PostgresStore:
 
     def purge(self, before: float, *, consolidated_only: bool) -> int:
         """Delete episodes that happened before `before`."""
-        return self._delete_where("occurred_at < %(before)s" + (" AND consolidated" if consolidated_only else ""), {"before": before})
+        return self._delete_where(
+            "occurred_at < %(before)s" + (" AND consolidated" if consolidated_only else ""), {"before": before}
+        )
 
     # --- reading ----------------------------------------------------------------------
 
@@ -145,7 +161,9 @@ class PostgresStore:
         found = self._select(where, {"id": episode_id, "as_of": as_of})
         return found[0] if found else None
 
-    def episodes(self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None) -> Iterator[Episode]:
+    def episodes(
+        self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None
+    ) -> Iterator[Episode]:
         """Episodes oldest first, in pages."""
         where = [AS_OF if as_of is not None else "superseded_at IS NULL"]
         where += ["workspace = %(workspace)s"] if workspace is not None else []
@@ -153,7 +171,8 @@ class PostgresStore:
         last: tuple[float, int] = (float("-inf"), 0)
         while True:
             rows = self._rows(
-                f"SELECT occurred_at, rowid, {COLUMNS} FROM thoth_episodes WHERE (occurred_at, rowid) > (%(at)s, %(last)s) "
+                f"SELECT occurred_at, rowid, {COLUMNS} FROM thoth_episodes "
+                f"WHERE (occurred_at, rowid) > (%(at)s, %(last)s) "
                 f"AND {' AND '.join(where)} ORDER BY occurred_at, rowid LIMIT 1000",
                 {"at": last[0], "last": last[1], "workspace": workspace, "peer": peer, "as_of": as_of},
             )
@@ -165,7 +184,8 @@ class PostgresStore:
     def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
         """The newest current episode of a thread."""
         found = self._select(
-            "workspace = %(w)s AND peer = %(p)s AND thread = %(t)s AND superseded_at IS NULL", {"w": workspace, "p": peer, "t": thread},
+            "workspace = %(w)s AND peer = %(p)s AND thread = %(t)s AND superseded_at IS NULL",
+            {"w": workspace, "p": peer, "t": thread},
             "ORDER BY occurred_at DESC, rowid DESC LIMIT 1",
         )
         return found[0] if found else None
@@ -177,14 +197,21 @@ class PostgresStore:
 
     def expiring(self, before: float) -> list[Episode]:
         """Current, unconsolidated episodes that happened before `before`."""
-        return self._select("occurred_at < %(b)s AND NOT consolidated AND superseded_at IS NULL", {"b": before}, "ORDER BY occurred_at")
+        return self._select(
+            "occurred_at < %(b)s AND NOT consolidated AND superseded_at IS NULL", {"b": before}, "ORDER BY occurred_at"
+        )
 
     def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
         """How many current episodes."""
         where = ["superseded_at IS NULL"]
         where += ["workspace = %(workspace)s"] if workspace is not None else []
         where += ["peer = %(peer)s"] if peer is not None else []
-        return int(self._rows(f"SELECT count(*) FROM thoth_episodes WHERE {' AND '.join(where)}", {"workspace": workspace, "peer": peer})[0][0])
+        return int(
+            self._rows(
+                f"SELECT count(*) FROM thoth_episodes WHERE {' AND '.join(where)}",
+                {"workspace": workspace, "peer": peer},
+            )[0][0]
+        )
 
     # --- search -----------------------------------------------------------------------
 
@@ -193,22 +220,42 @@ class PostgresStore:
         visible = AS_OF if query.as_of is not None else "superseded_at IS NULL"
         scope = f"workspace = %(workspace)s AND peer = %(peer)s AND {visible}"
         if query.newest:
-            scope += (" AND rowid IN (SELECT rowid FROM thoth_episodes WHERE workspace = %(workspace)s AND peer = %(peer)s "
-                      "AND superseded_at IS NULL ORDER BY occurred_at DESC LIMIT %(newest)s)")
-        params: dict[str, Any] = {"workspace": query.workspace, "peer": query.peer, "as_of": query.as_of, "newest": query.newest, "n": candidate_count(query.k)}
+            scope += (
+                " AND rowid IN (SELECT rowid FROM thoth_episodes WHERE workspace = %(workspace)s AND peer = %(peer)s "
+                "AND superseded_at IS NULL ORDER BY occurred_at DESC LIMIT %(newest)s)"
+            )
+        params: dict[str, Any] = {
+            "workspace": query.workspace,
+            "peer": query.peer,
+            "as_of": query.as_of,
+            "newest": query.newest,
+            "n": candidate_count(query.k),
+        }
         dense: list[tuple[int, float, float]] = []
         if query.vector is not None:
             params["v"] = _vector(query.vector)
-            dense = [(r[0], float(r[1]), r[2]) for r in self._rows(
-                f"SELECT rowid, 1 - (embedding <=> %(v)s::vector), occurred_at FROM thoth_episodes WHERE {scope} AND embedding IS NOT NULL "
-                "ORDER BY embedding <=> %(v)s::vector LIMIT %(n)s", params)]
+            dense = [
+                (r[0], float(r[1]), r[2])
+                for r in self._rows(
+                    "SELECT rowid, 1 - (embedding <=> %(v)s::vector), occurred_at FROM thoth_episodes "
+                    f"WHERE {scope} AND embedding IS NOT NULL "
+                    "ORDER BY embedding <=> %(v)s::vector LIMIT %(n)s",
+                    params,
+                )
+            ]
         lexical: list[tuple[int, float, float]] = []
         terms = query_terms(query.text)
         if terms:
             params["q"] = " or ".join(terms)
-            lexical = [(r[0], float(r[1]), r[2]) for r in self._rows(
-                f"SELECT rowid, ts_rank_cd(tsv, websearch_to_tsquery('english', %(q)s)) AS r, occurred_at FROM thoth_episodes "
-                f"WHERE {scope} AND tsv @@ websearch_to_tsquery('english', %(q)s) ORDER BY r DESC LIMIT %(n)s", params)]
+            lexical = [
+                (r[0], float(r[1]), r[2])
+                for r in self._rows(
+                    "SELECT rowid, ts_rank_cd(tsv, websearch_to_tsquery('english', %(q)s)) AS r, occurred_at "
+                    "FROM thoth_episodes "
+                    f"WHERE {scope} AND tsv @@ websearch_to_tsquery('english', %(q)s) ORDER BY r DESC LIMIT %(n)s",
+                    params,
+                )
+            ]
         return rank(query, dense, lexical, self._load_rows)
 
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
@@ -225,9 +272,13 @@ def postgres_backend(runtime: Any, options: dict[str, Any]) -> PostgresStore:
     """Factory registered as `postgres`: `[plugins.episodic] dsn` names the database."""
     dsn = options.get("dsn")
     if not dsn:
-        raise runtime.config.error("plugins.episodic.dsn", "the postgres backend needs a dsn, e.g. { \"$env\" = \"THOTH_EPISODIC_DSN\" }")
+        raise runtime.config.error(
+            "plugins.episodic.dsn", 'the postgres backend needs a dsn, e.g. { "$env" = "THOTH_EPISODIC_DSN" }'
+        )
     try:
         import psycopg  # noqa: F401
     except ImportError as exc:
-        raise ThothError("episodic: the postgres backend needs psycopg: pip install 'thoth-episodic[postgres]'") from exc
+        raise ThothError(
+            "episodic: the postgres backend needs psycopg: pip install 'thoth-episodic[postgres]'"
+        ) from exc
     return PostgresStore(str(dsn))

@@ -116,7 +116,9 @@ class EpisodeStore(Protocol):
         """The current (or as-of) version of one episode."""
         ...
 
-    def episodes(self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None) -> Iterator[Episode]:
+    def episodes(
+        self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None
+    ) -> Iterator[Episode]:
         """Episodes oldest first, optionally scoped and read as of a past moment."""
         ...
 
@@ -132,7 +134,9 @@ class EpisodeStore(Protocol):
         """Hybrid recall within the query's scope, best first."""
         ...
 
-    def delete(self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None) -> int:
+    def delete(
+        self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
+    ) -> int:
         """Really delete episodes (every version); returns how many episodes."""
         ...
 

@@ -19,8 +19,8 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 from .records import Episode, Hit, Query
 
@@ -119,8 +119,18 @@ def rank(
         episodes = load(batch)
         for key in batch:
             if key in episodes:
-                hits.append(Hit(episodes[key], fused[key] * factors[key], dense_score.get(key), dense_rank.get(key),
-                                lexical_score.get(key), lexical_rank.get(key), factors[key], ages[key]))
+                hits.append(
+                    Hit(
+                        episodes[key],
+                        fused[key] * factors[key],
+                        dense_score.get(key),
+                        dense_rank.get(key),
+                        lexical_score.get(key),
+                        lexical_rank.get(key),
+                        factors[key],
+                        ages[key],
+                    )
+                )
     return hits
 
 

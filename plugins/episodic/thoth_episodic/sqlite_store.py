@@ -26,6 +26,7 @@ import numpy as np
 from .ivf import IVFIndex
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, fts_match, index_text, rank
+from .vector_cache import VectorCache
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,7 +54,6 @@ COLUMNS = (
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated"
 )
 FTS_WEIGHTS = "0.0, 1.0, 0.4, 0.5"  # scope, body, context (neighbour turns), dates
-INF = float("inf")
 
 
 def scope_token(workspace: str, peer: str) -> str:
@@ -70,67 +70,19 @@ def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
     return Episode(**dict(zip(NAMES, values, strict=True)))
 
 
-class _VectorCache:
-    """Every row's embedding as one float32 matrix plus the columns the filters need."""
-
-    def __init__(self, dim: int) -> None:
-        self.dim = dim
-        self.generation = -1
-        self.last_rowid = 0
-        self.size = 0
-        self.matrix = np.zeros((0, dim), dtype=np.float32)
-        self.rowids = np.zeros(0, dtype=np.int64)
-        self.scopes = np.zeros(0, dtype=np.int32)
-        self.occurred = np.zeros(0)
-        self.recorded = np.zeros(0)
-        self.superseded = np.zeros(0)
-        self.has_vector = np.zeros(0, dtype=bool)
-        self.scope_codes: dict[str, int] = {}
-        self.index: IVFIndex | None = None
-
-    def _grow(self, need: int) -> None:
-        capacity = len(self.rowids)
-        if need <= capacity:
-            return
-        capacity = max(need, capacity * 2, 1024)
-        self.matrix = np.resize(self.matrix, (capacity, self.dim)) if self.size else np.zeros((capacity, self.dim), dtype=np.float32)
-        for name, dtype in (("rowids", np.int64), ("scopes", np.int32), ("occurred", float), ("recorded", float), ("superseded", float), ("has_vector", bool)):
-            old = getattr(self, name)
-            new = np.zeros(capacity, dtype=dtype)
-            new[: self.size] = old[: self.size]
-            setattr(self, name, new)
-
-    def append(self, rows: list[tuple[Any, ...]]) -> None:
-        """Add rows of (rowid, scope, occurred, recorded, superseded, embedding)."""
-        self._grow(self.size + len(rows))
-        for rowid, scope, occurred, recorded, superseded, blob in rows:
-            i = self.size
-            self.rowids[i] = rowid
-            self.scopes[i] = self.scope_codes.setdefault(scope, len(self.scope_codes))
-            self.occurred[i], self.recorded[i] = occurred, recorded
-            self.superseded[i] = INF if superseded is None else superseded
-            self.has_vector[i] = blob is not None and len(blob) == 4 * self.dim
-            self.matrix[i] = np.frombuffer(blob, dtype=np.float32) if self.has_vector[i] else 0.0
-            self.size += 1
-            self.last_rowid = max(self.last_rowid, rowid)
-
-    def mask(self, scope: str, as_of: float | None) -> np.ndarray:
-        """Which rows are visible for a scope (current, or as of a moment)."""
-        n = self.size
-        code = self.scope_codes.get(scope)
-        if code is None:
-            return np.zeros(n, dtype=bool)
-        visible = (self.scopes[:n] == code) & self.has_vector[:n]
-        if as_of is None:
-            return visible & (self.superseded[:n] == INF)
-        return visible & (self.recorded[:n] <= as_of) & (self.superseded[:n] > as_of) & (self.occurred[:n] <= as_of)
-
-
 class SQLiteStore:
     """Episodes in one SQLite file; see the module docstring."""
 
-    def __init__(self, path: Path | str, *, dim: int = 384, synchronous: str = "NORMAL", ann: str | None = None,
-                 ann_min_rows: int = 200_000, ann_nprobe: int = 0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        dim: int = 384,
+        synchronous: str = "NORMAL",
+        ann: str | None = None,
+        ann_min_rows: int = 200_000,
+        ann_nprobe: int = 0,
+    ) -> None:
         self.path = Path(path)
         self.ann, self.ann_min_rows, self.ann_nprobe = ann, ann_min_rows, ann_nprobe
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +94,7 @@ class SQLiteStore:
         self._db.execute("PRAGMA busy_timeout=30000")
         with self._lock:
             self._db.executescript(SCHEMA)
-        self._cache = _VectorCache(dim)
+        self._cache = VectorCache(dim)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -161,7 +113,10 @@ class SQLiteStore:
                     if old is not None and old.same_content(episode):
                         continue
                     if old is not None:
-                        self._db.execute("UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL", (now, episode.id))
+                        self._db.execute(
+                            "UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL",
+                            (now, episode.id),
+                        )
                         self._bump()
                         episode.recorded_at = max(episode.recorded_at, now)
                     blob = None if vectors is None else np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()
@@ -175,16 +130,26 @@ class SQLiteStore:
 
     def _insert(self, episode: Episode, blob: bytes | None) -> None:
         values = [getattr(episode, name) for name in NAMES]
-        cursor = self._db.execute(f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)})", [*values, blob])
+        cursor = self._db.execute(
+            f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)})", [*values, blob]
+        )
         self._db.execute(
             "INSERT INTO episodes_fts (rowid, scope, body, context, dates) VALUES (?, ?, ?, ?, ?)",
-            (cursor.lastrowid, scope_token(episode.workspace, episode.peer), index_text(episode), episode.context, date_words(episode.occurred_at)),
+            (
+                cursor.lastrowid,
+                scope_token(episode.workspace, episode.peer),
+                index_text(episode),
+                episode.context,
+                date_words(episode.occurred_at),
+            ),
         )
 
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""
         with self._lock:
-            row = self._db.execute("SELECT rowid FROM episodes WHERE id = ? AND superseded_at IS NULL", (episode_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT rowid FROM episodes WHERE id = ? AND superseded_at IS NULL", (episode_id,)
+            ).fetchone()
             if row is None:
                 return
             self._db.execute("BEGIN IMMEDIATE")
@@ -198,11 +163,15 @@ class SQLiteStore:
             self._db.execute("BEGIN IMMEDIATE")
             for episode_id, vector in zip(ids, vectors, strict=True):
                 blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-                self._db.execute("UPDATE episodes SET embedding = ? WHERE id = ? AND superseded_at IS NULL", (blob, episode_id))
+                self._db.execute(
+                    "UPDATE episodes SET embedding = ? WHERE id = ? AND superseded_at IS NULL", (blob, episode_id)
+                )
             self._bump()
             self._db.execute("COMMIT")
 
-    def delete(self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None) -> int:
+    def delete(
+        self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
+    ) -> int:
         """Delete every version of the matching episodes; returns how many episodes."""
         where, params = ["workspace = ?"], [workspace]
         if peer is not None:
@@ -257,9 +226,14 @@ class SQLiteStore:
         found = self._select("id = ? AND " + _AS_OF, [episode_id, as_of, as_of, as_of])
         return found[0] if found else None
 
-    def episodes(self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None) -> Iterator[Episode]:
+    def episodes(
+        self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None
+    ) -> Iterator[Episode]:
         """Episodes oldest first, in pages so a big store streams."""
-        where, params = [_AS_OF if as_of is not None else "superseded_at IS NULL"], [as_of] * 3 if as_of is not None else []
+        where, params = (
+            [_AS_OF if as_of is not None else "superseded_at IS NULL"],
+            [as_of] * 3 if as_of is not None else [],
+        )
         for column, value in (("workspace", workspace), ("peer", peer)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -268,7 +242,8 @@ class SQLiteStore:
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT occurred_at, rowid, {COLUMNS} FROM episodes WHERE (occurred_at, rowid) > (?, ?) AND {' AND '.join(where)} "
+                    f"SELECT occurred_at, rowid, {COLUMNS} FROM episodes "
+                    f"WHERE (occurred_at, rowid) > (?, ?) AND {' AND '.join(where)} "
                     "ORDER BY occurred_at, rowid LIMIT 1000",
                     [*last, *params],
                 ).fetchall()
@@ -279,7 +254,11 @@ class SQLiteStore:
 
     def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
         """The newest current episode of a thread."""
-        found = self._select("workspace = ? AND peer = ? AND thread = ? AND superseded_at IS NULL", [workspace, peer, thread], "ORDER BY occurred_at DESC, rowid DESC LIMIT 1")
+        found = self._select(
+            "workspace = ? AND peer = ? AND thread = ? AND superseded_at IS NULL",
+            [workspace, peer, thread],
+            "ORDER BY occurred_at DESC, rowid DESC LIMIT 1",
+        )
         return found[0] if found else None
 
     def find_turn(self, turn_id: str) -> Episode | None:
@@ -289,7 +268,9 @@ class SQLiteStore:
 
     def expiring(self, before: float) -> list[Episode]:
         """Current, unconsolidated episodes that happened before `before`."""
-        return self._select("occurred_at < ? AND consolidated = 0 AND superseded_at IS NULL", [before], "ORDER BY occurred_at")
+        return self._select(
+            "occurred_at < ? AND consolidated = 0 AND superseded_at IS NULL", [before], "ORDER BY occurred_at"
+        )
 
     def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
         """How many current episodes."""
@@ -299,7 +280,9 @@ class SQLiteStore:
                 where.append(f"{column} = ?")
                 params.append(value)
         with self._lock:
-            return int(self._db.execute(f"SELECT count(*) FROM episodes WHERE {' AND '.join(where)}", params).fetchone()[0])
+            return int(
+                self._db.execute(f"SELECT count(*) FROM episodes WHERE {' AND '.join(where)}", params).fetchone()[0]
+            )
 
     # --- search -----------------------------------------------------------------------
 
@@ -308,7 +291,7 @@ class SQLiteStore:
         with self._lock:
             generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
             if generation != self._cache.generation:
-                self._cache = _VectorCache(self.dim)
+                self._cache = VectorCache(self.dim)
                 self._cache.generation = generation
             while True:
                 rows = self._db.execute(
@@ -363,23 +346,31 @@ class SQLiteStore:
         match = fts_match(query.text)
         if match is None:
             return []
-        where, params = ["superseded_at IS NULL"] if query.as_of is None else [_AS_OF], [] if query.as_of is None else [query.as_of] * 3
+        where, params = (
+            ["superseded_at IS NULL"] if query.as_of is None else [_AS_OF],
+            [] if query.as_of is None else [query.as_of] * 3,
+        )
         if allowed is not None:
             where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
         sql = (
-            f"SELECT e.rowid, -bm25(episodes_fts, {FTS_WEIGHTS}), e.occurred_at FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
+            f"SELECT e.rowid, -bm25(episodes_fts, {FTS_WEIGHTS}), e.occurred_at "
+            "FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
             f"WHERE episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY bm25(episodes_fts, {FTS_WEIGHTS}) LIMIT ?"
         )
         expression = f'scope : "{scope_token(query.workspace, query.peer)}" AND {{body context dates}} : ({match})'
         with self._lock:
-            return [(int(r[0]), float(r[1]), float(r[2])) for r in self._db.execute(sql, [expression, *params, candidate_count(query.k)])]
+            return [
+                (int(r[0]), float(r[1]), float(r[2]))
+                for r in self._db.execute(sql, [expression, *params, candidate_count(query.k)])
+            ]
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
             return None
         with self._lock:
             rows = self._db.execute(
-                "SELECT rowid FROM episodes WHERE workspace = ? AND peer = ? AND superseded_at IS NULL ORDER BY occurred_at DESC LIMIT ?",
+                "SELECT rowid FROM episodes WHERE workspace = ? AND peer = ? AND superseded_at IS NULL "
+                "ORDER BY occurred_at DESC LIMIT ?",
                 (query.workspace, query.peer, query.newest),
             ).fetchall()
         return np.array([r[0] for r in rows], dtype=np.int64)
@@ -394,7 +385,9 @@ class SQLiteStore:
         if not rowids:
             return {}
         with self._lock:
-            rows = self._db.execute(f"SELECT rowid, {COLUMNS} FROM episodes WHERE rowid IN ({', '.join('?' * len(rowids))})", rowids).fetchall()
+            rows = self._db.execute(
+                f"SELECT rowid, {COLUMNS} FROM episodes WHERE rowid IN ({', '.join('?' * len(rowids))})", rowids
+            ).fetchall()
         return {r[0]: _episode(r[1:]) for r in rows}
 
     def close(self) -> None:
@@ -407,13 +400,22 @@ _AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND 
 
 
 def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
-    """Factory registered as `sqlite`: `[plugins.episodic] path`, relative to $THOTH_HOME (default episodic/episodes.db)."""
+    """Factory registered as `sqlite`: `[plugins.episodic] path` (relative to $THOTH_HOME), `synchronous`, `ann`."""
     path = Path(runtime.home) / str(options.get("path") or "episodic/episodes.db")  # an absolute path stays as it is
     ann = options.get("ann") or None
     if ann not in (None, "ivf"):
-        raise runtime.config.error("plugins.episodic.ann", f"expected \"ivf\" (or leave it out for exact search), got {ann!r}")
+        raise runtime.config.error(
+            "plugins.episodic.ann", f'expected "ivf" (or leave it out for exact search), got {ann!r}'
+        )
     synchronous = str(options.get("synchronous", "NORMAL")).upper()
     if synchronous not in ("NORMAL", "FULL", "EXTRA"):
-        raise runtime.config.error("plugins.episodic.synchronous", f"expected NORMAL, FULL or EXTRA, got {synchronous!r}")
-    return SQLiteStore(path, synchronous=synchronous, ann=ann, ann_min_rows=int(options.get("ann_min_rows", 200_000)),
-                       ann_nprobe=int(options.get("ann_nprobe", 0)))
+        raise runtime.config.error(
+            "plugins.episodic.synchronous", f"expected NORMAL, FULL or EXTRA, got {synchronous!r}"
+        )
+    return SQLiteStore(
+        path,
+        synchronous=synchronous,
+        ann=ann,
+        ann_min_rows=int(options.get("ann_min_rows", 200_000)),
+        ann_nprobe=int(options.get("ann_nprobe", 0)),
+    )
