@@ -265,3 +265,15 @@ def test_plain_observations_and_reminders(make_slack):
     dm, reminder = slack.fake.calls_to("chat.postMessage")
     assert (dm["channel"], dm["text"]) == ("DBOSS", "*Persona observation*\nAnn likes tables.")
     assert (reminder["channel"], reminder["text"]) == ("CAPPROVALS", "2 item(s) wait for review")
+
+
+def test_only_the_person_in_the_conversation_or_a_founder_reacts_on_its_memory(make_slack):
+    layers = Layers()
+    slack = make_slack({"layers": layers}, founders=["UBOSS"])
+    post = _reply(slack)  # a turn of UANN's
+    slack.react("wastebasket", user="UBOB", channel="CGENERAL", ts=post["_ts"])
+    assert layers.feedback_calls == []
+    [whisper] = slack.fake.calls_to("chat.postEphemeral")
+    assert whisper["user"] == "UBOB" and "Only <@UANN> (or a founder)" in whisper["text"]
+    slack.react("wastebasket", user="UBOSS", channel="CGENERAL", ts=post["_ts"])
+    assert [(kind, actor) for kind, _, _, actor, _ in layers.feedback_calls] == [("forget", "UBOSS")]

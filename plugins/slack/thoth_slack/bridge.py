@@ -253,6 +253,10 @@ class SlackBridge:
             return  # on a card only approve and reject mean something
         if posted.session is None or posted.turn_id is None:
             note = "that message is not a turn of a conversation"
+        elif user != posted.session.peer and user not in self.settings.founders:
+            text = f"Only <@{posted.session.peer}> (or a founder) can change what is kept of this conversation."
+            await asyncio.to_thread(self.outbox.whisper, posted.channel, user, text, thread_ts=posted.thread_ts)
+            return
         else:
             results = await self.runtime.feedback(
                 kind, turn_id=posted.turn_id, text=posted.text, actor=user, session=posted.session

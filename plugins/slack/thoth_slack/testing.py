@@ -124,7 +124,7 @@ class FakeSlackAPI:
         with self._lock:
             return [params for name, params, _ in self.calls if name == method]
 
-    def wait_for(self, method: str, predicate: Any = lambda params: True, timeout: float = 10) -> dict[str, Any]:
+    def wait_for(self, method: str, predicate: Any = lambda params: True, timeout: float = 30) -> dict[str, Any]:
         """The first call to method whose params satisfy predicate, waiting for it."""
         deadline = time.monotonic() + timeout
         with self._lock:
@@ -194,11 +194,11 @@ class FakeSocketMode:
             "retry_attempt": 0,
             "retry_reason": "",
         }
-        assert self.connected.wait(10), "the Socket Mode client never connected"
+        assert self.connected.wait(30), "the Socket Mode client never connected"
         asyncio.run_coroutine_threadsafe(self._sockets[-1].send(json.dumps(envelope)), self.loop).result(10)
         return envelope_id
 
-    def wait_for_ack(self, envelope_id: str, timeout: float = 10) -> dict[str, Any]:
+    def wait_for_ack(self, envelope_id: str, timeout: float = 30) -> dict[str, Any]:
         """The client's ack of one envelope."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
