@@ -129,7 +129,7 @@ class EchoModel:
         self.active += 1
         self.peak = max(self.peak, self.active)
         target = -(-self.arrived // self.wait_for) * self.wait_for
-        for _ in range(2000):  # up to ~10 s: only reachable if no thread blocks another
+        for _ in range(6000):  # up to ~30 s: only reachable if no thread blocks another
             if self.arrived >= target:
                 break
             await asyncio.sleep(0.005)
