@@ -277,3 +277,14 @@ def test_only_the_person_in_the_conversation_or_a_founder_reacts_on_its_memory(m
     assert whisper["user"] == "UBOB" and "Only <@UANN> (or a founder)" in whisper["text"]
     slack.react("wastebasket", user="UBOSS", channel="CGENERAL", ts=post["_ts"])
     assert [(kind, actor) for kind, _, _, actor, _ in layers.feedback_calls] == [("forget", "UBOSS")]
+
+
+def test_texts_from_other_layers_cannot_ping(make_slack):
+    slack = make_slack(founders=["UBOSS"])
+    slack.bridge.deliver(
+        "approval_requested", {"item_id": "skill:x", "text": "<!channel> approve me", "title": "<!here>"}
+    )
+    slack.bridge.deliver("check_in", {"thread": "CGENERAL:1.2", "text": "<!everyone> how did it go?"})
+    card, check_in = slack.fake.calls_to("chat.postMessage")
+    assert "<!" not in str(card["blocks"]) and "&lt;!channel&gt; approve me" in str(card["blocks"])
+    assert check_in["text"] == "&lt;!everyone&gt; how did it go?"

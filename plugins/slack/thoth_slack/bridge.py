@@ -27,6 +27,7 @@ from thoth_core._calls import call_each
 
 from .cards import APPROVE, REJECT, decided_card
 from .loop import LoopThread
+from .mrkdwn import escape
 from .outbound import Ledger, Outbox, Posted, Streamer, parse_thread_key, thread_key
 from .settings import SlackSettings
 
@@ -315,6 +316,7 @@ class SlackBridge:
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         """Post a runtime notification: approval cards, founder DMs, check-ins in their thread."""
         text, item_id = str(payload.get("text", "")), payload.get("item_id")
+        safe = escape(text)  # written by other layers, often by a model: no pings
         if event in ("approval_requested", "persona_observation") and (item_id or event == "persona_observation"):
             channels = self._review_channels(founders_first=event == "persona_observation")
             if not channels:
@@ -327,15 +329,15 @@ class SlackBridge:
                 if item_id:
                     self.outbox.card(channel, str(item_id), title, text)
                 else:
-                    self.outbox.post(channel, f"*{title}*\n{text}")
+                    self.outbox.post(channel, f"*{escape(title)}*\n{safe}")
         elif payload.get("thread"):
             where = parse_thread_key(str(payload["thread"]))
             if where is None:
                 logger.warning("slack: %s for thread %r is not a Slack thread; not posted", event, payload["thread"])
                 return
-            self.outbox.post(where[0], text, thread_ts=where[1])
+            self.outbox.post(where[0], safe, thread_ts=where[1])
         elif text and self.settings.approvals_channel:
-            self.outbox.post(self.settings.approvals_channel, text)  # e.g. approval reminders
+            self.outbox.post(self.settings.approvals_channel, safe)  # e.g. approval reminders
 
     def _review_channels(self, *, founders_first: bool) -> list[str]:
         """Where items for review go: the approvals channel or each founder's DM, whichever comes first and is set."""

@@ -1,8 +1,13 @@
-"""Block Kit for approval cards: a pending card with buttons, and the decided card."""
+"""Block Kit for approval cards: a pending card with buttons, and the decided card.
+
+Titles and texts come from other layers (often from a model), so they are escaped.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from .mrkdwn import escape
 
 APPROVE = "thoth_approve"
 REJECT = "thoth_reject"
@@ -12,8 +17,7 @@ LIMIT = 2900  # a section's text may hold 3000 characters
 def pending_card(item_id: str, title: str, text: str) -> list[dict[str, Any]]:
     """A card asking founders to approve or reject an item; the buttons carry its id."""
     return [
-        _section(f"*{title}*\n`{item_id}`"),
-        _section(text or "(no text)"),
+        *_item(item_id, title, text),
         {
             "type": "context",
             "elements": [
@@ -38,10 +42,13 @@ def decided_card(
     mark = ":white_check_mark: Approved" if decision == "approve" else ":x: Rejected"
     note = f" - {message}" if message else ""
     return [
-        _section(f"*{title}*\n`{item_id}`"),
-        _section(text or "(no text)"),
+        *_item(item_id, title, text),
         {"type": "context", "elements": [_mrkdwn(f"{mark} by <@{actor}>{note}")]},
     ]
+
+
+def _item(item_id: str, title: str, text: str) -> list[dict[str, Any]]:
+    return [_section(f"*{escape(title)}*\n`{escape(item_id)}`"), _section(escape(text) or "(no text)")]
 
 
 def _section(text: str) -> dict[str, Any]:
