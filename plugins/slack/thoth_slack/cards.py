@@ -40,7 +40,7 @@ def decided_card(
 ) -> list[dict[str, Any]]:
     """The card after a decision: no buttons, and who decided."""
     mark = ":white_check_mark: Approved" if decision == "approve" else ":x: Rejected"
-    note = f" - {message}" if message else ""
+    note = f" - {escape(message)}" if message else ""
     return [
         *_item(item_id, title, text),
         {"type": "context", "elements": [_mrkdwn(f"{mark} by <@{actor}>{note}")]},
