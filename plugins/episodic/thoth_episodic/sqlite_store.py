@@ -1,18 +1,18 @@
 """The default backend: one SQLite file (WAL) with episodes, Float32 BLOB embeddings and FTS5.
 
 Every version of an episode is a row (bitemporal, see `records`). BM25 comes from an FTS5
-table whose `scope` column holds a token per (workspace, peer), so the scope filter is an
-index lookup. Dense search is brute force over the whole store: a numpy matrix of every
-row's embedding, kept in memory and refreshed incrementally (new rowids are appended; a
-delete, supersede or reindex bumps a generation counter in `meta` and the next search
-reloads). Several processes may share the file; each refreshes before it searches.
-Commits use WAL with `synchronous=NORMAL` (configurable): a committed write survives the
-process being killed, which `tests/test_crash.py` checks with SIGKILL.
+table (the turn, its neighbour turns, its date); the scope filter joins the matches with
+their rows, so its cost follows the matches, not the size of the scope. Dense search is
+brute force over the whole store: a numpy matrix of every row's embedding, kept in memory
+and refreshed incrementally (new rowids are appended; a delete, supersede or reindex bumps
+a generation counter in `meta` and the next search reloads). Several processes may share
+the file; each refreshes before it searches. Commits use WAL with `synchronous=NORMAL`
+(configurable): a committed write survives the process being killed, which
+`tests/test_crash.py` checks with SIGKILL.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sqlite3
 import threading
@@ -46,19 +46,14 @@ CREATE INDEX IF NOT EXISTS episodes_id ON episodes (id);
 CREATE INDEX IF NOT EXISTS episodes_turn ON episodes (turn_id);
 CREATE INDEX IF NOT EXISTS episodes_occurred ON episodes (occurred_at);
 CREATE INDEX IF NOT EXISTS episodes_newest ON episodes (workspace, peer, occurred_at);
-CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(scope, body, context, dates, tokenize = 'porter unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(body, context, dates, tokenize = 'porter unicode61');
 INSERT OR IGNORE INTO meta VALUES ('generation', '0');
 """
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user, assistant, summary, context, "
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated"
 )
-FTS_WEIGHTS = "0.0, 1.0, 0.4, 0.5"  # scope, body, context (neighbour turns), dates
-
-
-def scope_token(workspace: str, peer: str) -> str:
-    """The FTS token naming a (workspace, peer) scope."""
-    return "s" + hashlib.sha1(f"{workspace}\0{peer}".encode()).hexdigest()[:16]
+FTS_WEIGHTS = "1.0, 0.4, 0.5"  # body, context (neighbour turns), dates
 
 
 NAMES = [c.strip() for c in COLUMNS.split(",")]
@@ -134,10 +129,9 @@ class SQLiteStore:
             f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)})", [*values, blob]
         )
         self._db.execute(
-            "INSERT INTO episodes_fts (rowid, scope, body, context, dates) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO episodes_fts (rowid, body, context, dates) VALUES (?, ?, ?, ?)",
             (
                 cursor.lastrowid,
-                scope_token(episode.workspace, episode.peer),
                 index_text(episode),
                 episode.context,
                 date_words(episode.occurred_at),
@@ -346,10 +340,8 @@ class SQLiteStore:
         match = fts_match(query.text)
         if match is None:
             return []
-        where, params = (
-            ["superseded_at IS NULL"] if query.as_of is None else [_AS_OF],
-            [] if query.as_of is None else [query.as_of] * 3,
-        )
+        where = ["e.workspace = ?", "e.peer = ?", "superseded_at IS NULL" if query.as_of is None else _AS_OF]
+        params = [query.workspace, query.peer] + ([] if query.as_of is None else [query.as_of] * 3)
         if allowed is not None:
             where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
         sql = (
@@ -357,12 +349,9 @@ class SQLiteStore:
             "FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
             f"WHERE episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY bm25(episodes_fts, {FTS_WEIGHTS}) LIMIT ?"
         )
-        expression = f'scope : "{scope_token(query.workspace, query.peer)}" AND {{body context dates}} : ({match})'
         with self._lock:
-            return [
-                (int(r[0]), float(r[1]), float(r[2]))
-                for r in self._db.execute(sql, [expression, *params, candidate_count(query.k)])
-            ]
+            rows = self._db.execute(sql, [match, *params, candidate_count(query.k)]).fetchall()
+        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
