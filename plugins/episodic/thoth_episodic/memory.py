@@ -107,12 +107,12 @@ class EpisodicMemory:
         self._embedder: Embedder | None = None
         self._embedder_failed = False
         self._warming = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.last_retire = 0.0
 
     @property
     def store(self) -> EpisodeStore:
-        """The configured backend, opened on first use."""
+        """The configured backend, opened on first use (options get the embedder's `dim`)."""
         with self._lock:
             if self._store is None:
                 backends = self.runtime.registry("register_episodic_backends")
@@ -121,7 +121,9 @@ class EpisodicMemory:
                         f"plugins.{NAME}.backend",
                         f"unknown episodic backend {self.settings.backend!r}; installed: {', '.join(sorted(backends))}",
                     )
-                self._store = backends[self.settings.backend](self.runtime, self.options)
+                embedder = self.embedder
+                dim = embedder.dim if embedder is not None else 384
+                self._store = backends[self.settings.backend](self.runtime, {**self.options, "dim": dim})
             return self._store
 
     @property

@@ -281,4 +281,4 @@ def postgres_backend(runtime: Any, options: dict[str, Any]) -> PostgresStore:
         raise ThothError(
             "episodic: the postgres backend needs psycopg: pip install 'thoth-episodic[postgres]'"
         ) from exc
-    return PostgresStore(str(dsn))
+    return PostgresStore(str(dsn), dim=int(options.get("dim", 384)))

@@ -403,6 +403,7 @@ def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
         )
     return SQLiteStore(
         path,
+        dim=int(options.get("dim", 384)),
         synchronous=synchronous,
         ann=ann,
         ann_min_rows=int(options.get("ann_min_rows", 200_000)),
