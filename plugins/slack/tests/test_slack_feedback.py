@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from thoth_slack.cards import APPROVE, REJECT
 from thoth_slack.testing import mention
 
@@ -288,3 +289,16 @@ def test_texts_from_other_layers_cannot_ping(make_slack):
     card, check_in = slack.fake.calls_to("chat.postMessage")
     assert "<!" not in str(card["blocks"]) and "&lt;!channel&gt; approve me" in str(card["blocks"])
     assert check_in["text"] == "&lt;!everyone&gt; how did it go?"
+
+
+def test_with_the_real_identity_layer_a_reaction_becomes_a_fact(make_slack):
+    identity = pytest.importorskip("thoth_identity.plugin")  # a sibling distribution; skipped when not installed
+    slack = make_slack({"identity": identity}, replies=[{"purpose": "turn", "reply": "Noted: I live in Oslo"}])
+    post = _reply(slack, "where do I live?")
+    before = slack.call(slack.runtime.status(peer="UANN", workspace="T1"))
+    slack.react("bust_in_silhouette", user="UANN", channel="CGENERAL", ts=post["_ts"])
+    ack = slack.fake.calls_to("chat.postMessage")[-1]["text"]
+    assert ack.startswith(":bust_in_silhouette: sent to the identity layer: Remembered") and "Oslo" in ack
+    after = slack.call(slack.runtime.status(peer="UANN", workspace="T1"))
+    assert [s["facts"] for s in before if s["layer"] == "identity"] == [0]
+    assert [s["facts"] for s in after if s["layer"] == "identity"] == [1]
