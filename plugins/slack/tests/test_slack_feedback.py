@@ -302,3 +302,19 @@ def test_with_the_real_identity_layer_a_reaction_becomes_a_fact(make_slack):
     after = slack.call(slack.runtime.status(peer="UANN", workspace="T1"))
     assert [s["facts"] for s in before if s["layer"] == "identity"] == [0]
     assert [s["facts"] for s in after if s["layer"] == "identity"] == [1]
+
+
+def test_with_the_real_episodic_layer_the_wastebasket_deletes_the_episode(make_slack):
+    episodic = pytest.importorskip("thoth_episodic.plugin")  # a sibling distribution; skipped when not installed
+    slack = make_slack({"episodic": episodic}, replies=[{"reply": "Blue-green, with a smoke test first."}])
+    post = _reply(slack, "how do we deploy?")
+    slack.call(slack.runtime.drain())  # the episode is written after the reply
+
+    def episodes():
+        status = slack.call(slack.runtime.status(peer="UANN", workspace="T1"))
+        return [s["episodes"] for s in status if s["layer"] == "episodic"]
+
+    assert episodes() == [1]
+    slack.react("wastebasket", user="UANN", channel="CGENERAL", ts=post["_ts"])
+    assert slack.fake.calls_to("chat.postMessage")[-1]["text"].startswith(":wastebasket: forgotten: forgot the episode")
+    assert episodes() == [0]
