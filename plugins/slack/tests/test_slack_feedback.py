@@ -9,6 +9,7 @@ from thoth_slack.cards import APPROVE, REJECT
 from thoth_slack.testing import mention
 
 from thoth_core import ThothError, hookimpl
+from thoth_core._calls import call_each
 
 REACTIONS = [
     ("brain", "remember"),
@@ -318,3 +319,25 @@ def test_with_the_real_episodic_layer_the_wastebasket_deletes_the_episode(make_s
     slack.react("wastebasket", user="UANN", channel="CGENERAL", ts=post["_ts"])
     assert slack.fake.calls_to("chat.postMessage")[-1]["text"].startswith(":wastebasket: forgotten: forgot the episode")
     assert episodes() == [0]
+
+
+def test_with_the_real_procedural_layer_a_founder_installs_a_skill_from_its_card(make_slack, tmp_path):
+    procedural = pytest.importorskip("thoth_procedural.plugin")  # a sibling distribution; skipped when not installed
+    slack = make_slack({"procedural": procedural}, founders=["UBOSS"], root=tmp_path)
+    session = slack.call(slack.runtime.session(peer="UANN", thread="CGENERAL:1700000000.000100", workspace="T1"))
+    skill = {
+        "name": "deploy-notes",
+        "description": "How this team deploys.",
+        "body": "# Deploy\n\nBlue-green, smoke test first.",
+    }
+    result = {"run_id": "run-1", "session_id": session.id, "skill": skill, "flags": {}}
+    slack.call(call_each(slack.runtime.pm, "reflection_result", {"result": result, "session": session}))
+    slack.call(slack.runtime.drain())
+    card = slack.fake.wait_for("chat.postMessage", lambda p: p["channel"] == "CAPPROVALS")
+    assert "How this team deploys." in str(card["blocks"])
+    slack.click(APPROVE, "skill:deploy-notes", user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
+    assert not (tmp_path / ".claude" / "skills" / "deploy-notes").exists()
+    slack.click(APPROVE, "skill:deploy-notes", user="UBOSS", channel="CAPPROVALS", ts=card["_ts"])
+    assert (tmp_path / ".claude" / "skills" / "deploy-notes" / "SKILL.md").exists()
+    [update] = slack.fake.calls_to("chat.update")
+    assert "Approved by <@UBOSS> - approved skill deploy-notes" in str(update["blocks"])
