@@ -49,9 +49,12 @@ async def test_reply_streams_from_the_messages_api(make_app, fake_anthropic, wai
             partial and reply_text.startswith(partial) and partial != reply_text
         )  # shown before the reply is complete
         assert not reply.loading
+        live = reply.query_one("Markdown")  # streaming into a Markdown widget
+        assert [type(block).__name__ for block in live.children] == ["MarkdownParagraph"]
         pause.set()
         await wait(app, pilot)
         assert reply.text == reply_text and reply.turn_id
+        assert not reply.query("Markdown")  # finished: swapped for one static render
     [request] = fake_anthropic.messages_requests
     assert request.body["stream"] is True and request.api_key == "test-key"
     assert request.body["messages"][-1] == {"role": "user", "content": "what is for breakfast?"}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console
 from thoth_tui.chat import ChatMessage
 from thoth_tui.prompt import Prompt
 
@@ -20,8 +23,13 @@ async def test_reply_streams_as_markdown(make_app, wait, send):
         assert reply.text == "Hi **Ann**, here is a list:\n\n- one\n- two"
         assert reply.turn_id and reply.turn_id == user.turn_id
         assert not reply.loading
-        rendered = reply.query_one("Markdown")
-        assert [b.__class__.__name__ for b in rendered.children][:2] == ["MarkdownParagraph", "MarkdownBulletList"]
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(reply.query_one(".body").content)  # the finished reply: one static Markdown render
+        assert [line.rstrip() for line in console.export_text().splitlines()[:3]] == [
+            "Hi Ann, here is a list:",
+            "",
+            " • one",
+        ]
         assert app.session.history[-1].content == reply.text
 
 

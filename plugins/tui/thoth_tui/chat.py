@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -77,13 +78,20 @@ class ChatMessage(Vertical, can_focus=True):
         await self._stream.write(fragment)
 
     async def finish(self, turn_id: str | None) -> None:
-        """The reply is complete: flush the stream and remember which turn it answers."""
+        """The reply is complete: remember its turn, and swap the live Markdown for one static render.
+
+        A Markdown widget is a tree of widgets (one per block and list item); a long chat of them
+        makes every layout slower, so finished replies become a single Static of Rich Markdown.
+        """
         self.turn_id = turn_id
         self.loading = False
         self.remove_class("pending")
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        live = self.query_one(Markdown)
+        await self.mount(Static(RichMarkdown(self.text), classes="body"), after=live)
+        await live.remove()
 
     def add_reaction(self, kind: str) -> None:
         """Show that a reaction was applied."""
