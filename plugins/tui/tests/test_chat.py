@@ -206,3 +206,24 @@ async def test_every_minute_idle_sessions_end_and_check_ins_show(make_app, sessi
         assert "check_in: How did the deploy go?" in messages(app, "notice")[-1].text
         await app.tick()
         assert len([m for m in messages(app, "notice") if "deploy" in m.text]) == 1
+
+
+async def test_a_provider_that_cannot_be_built_is_a_banner_not_a_crash(make_app, wait, send):
+    from thoth_core import hookimpl
+
+    class Provider:
+        @hookimpl
+        def register_models(self, register):
+            def build(runtime, options):
+                raise RuntimeError("libfoo missing")
+
+            register("fragile", build)
+
+    app = make_app({"provider": Provider()}, config={"thoth": {"model": "fragile"}})
+    async with app.run_test() as pilot:
+        await wait(app, pilot)
+        assert "Model problem: RuntimeError: libfoo missing" in str(app.query_one("#banner").render())
+        await send(app, pilot, "hello")
+        assert "RuntimeError: libfoo missing" in messages(app, "error")[-1].text
+        await send(app, pilot, "/whoami")
+        assert "peer ann" in messages(app, "command")[-1].text

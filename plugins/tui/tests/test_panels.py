@@ -215,3 +215,21 @@ async def test_palette_lists_every_action(make_app, stand_ins, wait):
         await pilot.press("enter")
         await wait(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen)
+
+
+async def test_notices_reach_the_chat_while_the_approvals_view_is_open(make_app, queue, wait):
+    app = make_app({"queue": queue}, config={"thoth": {"model": "replay"}})
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("f3")
+        await wait(app, pilot)
+        item = queue.add("late-draft")
+        app.runtime.notify("approval_requested", item_id=item, text="New skill draft: late-draft")
+        await app.runtime.drain()
+        await pilot.press("f5")
+        await wait(app, pilot)
+        assert app.screen.query_one(OptionList).option_count == 1
+        await pilot.press("escape")
+        await wait(app, pilot)
+        assert "pending approvals: 1" in panel_text(app)
+        notices = [m for m in app.query(ChatMessage) if m.role == "notice"]
+        assert notices[-1].item_id == item

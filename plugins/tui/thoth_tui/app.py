@@ -8,6 +8,7 @@ app through `runtime.plugin_state("tui", ...)`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,8 @@ from .layers import LayersPanel
 from .palette import ThothCommands
 from .prompt import Completions, History, Prompt
 
+logger = logging.getLogger(__name__)
+
 TICK_SECONDS = 60.0
 WIDE = 100  # the layers panel starts open at this width or more
 
@@ -41,7 +44,7 @@ class Attached:
     app: ThothApp | None = None
 
 
-def banner_text(exc: ThothError) -> str:
+def banner_text(exc: Exception) -> str:
     """What the banner says about a model problem, with how to fix it."""
     if isinstance(exc, ModelNotConfigured):
         return f"Model missing: {exc}"
@@ -50,7 +53,7 @@ def banner_text(exc: ThothError) -> str:
             f"Model failed: {exc}\nFix: start the model server or check ANTHROPIC_BASE_URL and [models] in thoth.toml; "
             "`thoth doctor` checks it. Slash commands still work."
         )
-    return f"Model problem: {exc}"
+    return f"Model problem: {type(exc).__name__}: {exc}" if not isinstance(exc, ThothError) else f"Model problem: {exc}"
 
 
 class ThothApp(App[None]):
@@ -92,13 +95,23 @@ class ThothApp(App[None]):
         )
         yield Footer()
 
+    @property
+    def chat(self) -> VerticalScroll:
+        """The conversation (on the main screen, whichever screen is on top)."""
+        return self.screen_stack[0].query_one("#chat", VerticalScroll)
+
+    @property
+    def panel(self) -> LayersPanel:
+        """The layers panel (on the main screen)."""
+        return self.screen_stack[0].query_one(LayersPanel)
+
     async def on_mount(self) -> None:
         self.runtime.plugin_state("tui", Attached).app = self
         self.session = await self.runtime.session(peer=self.peer, thread=self.thread)
         self.update_title()
         self.check_model()
-        self.query_one("#layers").set_class(self.size.width >= WIDE, "shown")
-        self.query_one("#chat", VerticalScroll).anchor()
+        self.panel.set_class(self.size.width >= WIDE, "shown")
+        self.chat.anchor()
         await self.add(ChatMessage("notice", f"Thread {self.thread}. {WELCOME}"))
         await self.refresh_layers()
         self.set_interval(TICK_SECONDS, self.tick)
@@ -113,12 +126,12 @@ class ThothApp(App[None]):
         table = {name: (c.usage, c.help) for name, c in self.runtime.commands.items()}
         return {**table, **FRONTEND_COMMANDS}
 
-    @work(group="model")
+    @work(group="model", exit_on_error=False)
     async def check_model(self) -> None:
         """Build the model provider off the event loop; a banner says what is wrong with it."""
         try:
             await self.ensure_model()
-        except ThothError as exc:
+        except Exception as exc:  # noqa: BLE001 - a provider that cannot be built is shown, not fatal
             self.show_banner(exc)
 
     async def ensure_model(self) -> None:
@@ -130,16 +143,16 @@ class ThothApp(App[None]):
 
     async def add(self, message: ChatMessage) -> ChatMessage:
         """Append a message to the conversation."""
-        await self.query_one("#chat", VerticalScroll).mount(message)
+        await self.chat.mount(message)
         return message
 
-    def show_banner(self, exc: ThothError) -> None:
-        banner = self.query_one("#banner", Static)
+    def show_banner(self, exc: Exception) -> None:
+        banner = self.screen_stack[0].query_one("#banner", Static)
         banner.update(banner_text(exc))
         banner.add_class("shown")
 
     def hide_banner(self) -> None:
-        self.query_one("#banner").remove_class("shown")
+        self.screen_stack[0].query_one("#banner").remove_class("shown")
 
     @on(Input.Changed, "#prompt")
     def complete(self, event: Input.Changed) -> None:
@@ -166,7 +179,7 @@ class ThothApp(App[None]):
         self.send(text)
         return True
 
-    @work(group="turn")
+    @work(group="turn", exit_on_error=False)
     async def send(self, text: str) -> None:
         """Run one turn (or slash command) and show the reply as it streams."""
         try:
@@ -177,6 +190,9 @@ class ThothApp(App[None]):
             else:
                 await self.ask(user, text)
             await self.refresh_layers()
+        except Exception as exc:  # a bug in one turn must not end the chat
+            logger.exception("turn failed")
+            await self.add(ChatMessage("error", f"{type(exc).__name__}: {exc}"))
         finally:
             self.busy = False
 
@@ -217,7 +233,7 @@ class ThothApp(App[None]):
     async def new_thread(self) -> None:
         """Start a fresh thread (and session) with an empty conversation."""
         self.thread = f"tui-{new_id()[:8]}"
-        await self.query_one("#chat", VerticalScroll).remove_children()
+        await self.chat.remove_children()
         self.session = await self.runtime.session(peer=self.peer, thread=self.thread)
         self.update_title()
         await self.add(ChatMessage("notice", f"New thread {self.thread}."))
@@ -271,12 +287,11 @@ class ThothApp(App[None]):
     # --- actions ----------------------------------------------------------------------
 
     async def refresh_layers(self) -> None:
-        panel = self.query_one(LayersPanel)
-        if panel.has_class("shown"):
-            await panel.refresh_from(self.runtime, peer=self.peer, workspace=self.session.workspace)
+        if self.panel.has_class("shown"):
+            await self.panel.refresh_from(self.runtime, peer=self.peer, workspace=self.session.workspace)
 
     async def action_toggle_layers(self) -> None:
-        self.query_one(LayersPanel).toggle_class("shown")
+        self.panel.toggle_class("shown")
         await self.refresh_layers()
 
     def action_approvals(self) -> None:
@@ -288,7 +303,7 @@ class ThothApp(App[None]):
         await self.new_thread()
 
     def action_select_last(self) -> None:
-        messages = list(self.query(ChatMessage))
+        messages = list(self.chat.query(ChatMessage))
         if messages:
             messages[-1].focus()
             messages[-1].scroll_visible()
@@ -300,7 +315,7 @@ class ThothApp(App[None]):
             self.notify("Select a message first (ctrl+o, then up/down).", severity="warning")
 
     def fill_prompt(self, text: str) -> None:
-        prompt = self.query_one(Prompt)
+        prompt = self.screen_stack[0].query_one(Prompt)
         prompt.value = text
         prompt.cursor_position = len(text)
         prompt.focus()

@@ -85,7 +85,7 @@ class ApprovalsScreen(Screen[None]):
         Binding("e", "edit", "Edit"),
         Binding("x", "decide('reject')", "Reject"),
         Binding("f5", "reload", "Reload"),
-        Binding("escape", "app.pop_screen", "Back"),
+        Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, runtime: Any, actor: str) -> None:
@@ -121,6 +121,11 @@ class ApprovalsScreen(Screen[None]):
             options.highlighted = 0
             options.focus()
         await self.show(self.items[0] if self.items else None)
+
+    async def action_back(self) -> None:
+        """Back to the chat, whose layers panel counts pending approvals."""
+        self.app.pop_screen()
+        await self.app.refresh_layers()  # type: ignore[attr-defined]
 
     async def action_reload(self) -> None:
         await self.reload()
