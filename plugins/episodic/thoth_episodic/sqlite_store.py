@@ -311,12 +311,14 @@ class SQLiteStore:
         if not mask.any():
             return []
         vector = np.asarray(query.vector, dtype=np.float32)
-        if self.ann == "ivf" and cache.size >= self.ann_min_rows:
+        positions = np.flatnonzero(mask)
+        if self.ann == "ivf" and len(positions) >= self.ann_min_rows:
             positions, scores = self._approximate(vector)
             keep = mask[positions]
             positions, scores = positions[keep], scores[keep]
+        elif 8 * len(positions) < cache.size:  # a small scope in a big store: score only its rows
+            scores = cache.matrix[positions] @ vector
         else:
-            positions = np.flatnonzero(mask)
             scores = (cache.matrix[: cache.size] @ vector)[positions]
         if not len(positions):
             return []
