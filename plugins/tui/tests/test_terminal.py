@@ -78,14 +78,13 @@ def terminal():
 def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
     fake_anthropic.replies = [{"match": "hello", "reply": "Hello from **Claude**, streamed."}]
     thoth = Path(sys.executable).with_name("thoth")
+    # A fresh install: no thoth.toml, an empty THOTH_HOME, the model found from the environment.
     env = {
         "THOTH_HOME": str(tmp_path / "home"),
         "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ANTHROPIC_API_KEY": "test-key",
         "TERM": "xterm-256color",
-        "THOTH_CONFIG": str(tmp_path / "thoth.toml"),
     }
-    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "anthropic"\n\n[models.anthropic]\nmax_retries = 0\n')
     terminal.start(f"cd {tmp_path} && {thoth} chat --peer ann --thread tmux; echo EXITED $?; sleep 60", env)
 
     screen = terminal.wait_for("Message Thoth")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from textual import on, work
@@ -26,7 +25,7 @@ from thoth_core.types import new_id
 from .approvals import ApprovalsScreen
 from .chat import REACTIONS, ChatMessage
 from .layers import LayersPanel
-from .palette import ThothCommands
+from .palette import Action, ThothCommands, palette_actions
 from .prompt import Completions, History, Prompt
 
 logger = logging.getLogger(__name__)
@@ -320,29 +319,9 @@ class ThothApp(App[None]):
         prompt.cursor_position = len(text)
         prompt.focus()
 
-    def palette_actions(self) -> list[tuple[str, str, Callable[[], Any]]]:
+    def palette_actions(self) -> list[Action]:
         """Every action for the command palette: (title, help, callback)."""
-        actions: list[tuple[str, str, Callable[[], Any]]] = [
-            ("New thread", "end this session and start a new thread (ctrl+n)", self.action_new_thread),
-            ("Layers panel", "show or hide the five layers (F2)", self.action_toggle_layers),
-            ("Approvals", "pending skill drafts and observations (F3)", self.action_approvals),
-            ("Select last message", "then a/x/r/f/i react to it (ctrl+o)", self.action_select_last),
-            ("Quit", "end the session and leave (ctrl+q)", self.action_quit),
-        ]
-        for kind, reaction in REACTIONS.items():
-            actions.append(
-                (
-                    f"React {kind}",
-                    f":{reaction}: on the selected message",
-                    lambda kind=kind: self.action_react_selected(kind),
-                )
-            )
-        for name, (usage, help_text) in sorted(self.command_table().items()):
-            run: Callable[[], Any] = (
-                (lambda n=name: self.fill_prompt(f"/{n} ")) if usage else (lambda n=name: self.run_text(f"/{n}"))
-            )
-            actions.append((f"/{name}", help_text, run))
-        return actions
+        return palette_actions(self)
 
     async def action_quit(self) -> None:
         """End the session, let background writes finish, close plugin state, leave."""

@@ -1,12 +1,40 @@
-"""The command palette (ctrl+p): every key action and every slash command."""
+"""The command palette (ctrl+p): every key action, every reaction and every slash command."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from .chat import REACTIONS
+
+Action = tuple[str, str, Callable[[], Any]]  # (title, help, callback)
+
+
+def palette_actions(app: Any) -> list[Action]:
+    """The app's actions: its key bindings, the reactions, and each slash command."""
+    actions: list[Action] = [
+        ("New thread", "end this session and start a new thread (ctrl+n)", app.action_new_thread),
+        ("Layers panel", "show or hide the five layers (F2)", app.action_toggle_layers),
+        ("Approvals", "pending skill drafts and observations (F3)", app.action_approvals),
+        ("Select last message", "then a/x/r/f/i react to it (ctrl+o)", app.action_select_last),
+        ("Quit", "end the session and leave (ctrl+q)", app.action_quit),
+    ]
+    for kind, reaction in REACTIONS.items():
+        actions.append(
+            (f"React {kind}", f":{reaction}: on the selected message", lambda k=kind: app.action_react_selected(k))
+        )
+    for name, (usage, help_text) in sorted(app.command_table().items()):
+        if usage:  # needs arguments: put it in the message box
+            actions.append((f"/{name}", help_text, lambda n=name: app.fill_prompt(f"/{n} ")))
+        else:
+            actions.append((f"/{name}", help_text, lambda n=name: app.run_text(f"/{n}")))
+    return actions
 
 
 class ThothCommands(Provider):
-    """Lists the app's actions and slash commands, as `ThothApp.palette_actions()` gives them."""
+    """Offers `palette_actions` of the app, fuzzy-matched on title and help."""
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self.app.palette_actions():  # type: ignore[attr-defined]
