@@ -155,3 +155,23 @@ async def test_a_hung_background_write_is_cut_off_at_its_deadline(make_runtime):
     await runtime.drain()
     assert time.perf_counter() - started < 5
     assert runtime.pm.get_plugin("recorder").events[0][0] == "write"
+
+
+class CheckIns:
+    def __init__(self):
+        self.pending = [{"at": 100.0, "thread": "t", "text": "How did the deploy go?"}]
+
+    @hookimpl
+    def due_check_ins(self, now):
+        due = [c for c in self.pending if c["at"] <= now]
+        self.pending = [c for c in self.pending if c["at"] > now]
+        return due
+
+
+async def test_due_check_ins_are_gathered_once_and_call_isolates_each_plugin(make_runtime):
+    runtime = make_runtime({"checkins": CheckIns(), "broken": Broken()})
+    assert await runtime.due_check_ins(50.0) == []
+    assert [c["text"] for c in await runtime.due_check_ins(150.0)] == ["How did the deploy go?"]
+    assert await runtime.due_check_ins(200.0) == []
+    outcomes = await runtime.call("pre_spawn_context", turn=None, session=None)
+    assert [(plugin, call.status) for plugin, _, call in outcomes] == [("broken", "error")]

@@ -25,7 +25,7 @@ from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, ThothError
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
-from .types import ContextBlock, Message, Reply, Session, Turn, Usage
+from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -331,6 +331,15 @@ class Runtime:
         workspace = workspace or self.config.get("thoth.workspace")
         outcomes = await call_each(self.pm, "layer_status", {"workspace": workspace, "peer": peer, "runtime": self})
         return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
+
+    async def call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any, PluginCall]]:
+        """Call a hook in every plugin, each isolated; (plugin, result, call record) for each."""
+        return await call_each(self.pm, hook, kwargs)
+
+    async def due_check_ins(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Check-ins whose time has come (they count as delivered once returned)."""
+        outcomes = await call_each(self.pm, "due_check_ins", {"now": time.time() if now is None else now, "runtime": self})
+        return [item for _, found, _ in outcomes for item in found or []]
 
     async def approvals(self) -> list[dict[str, Any]]:
         """Every pending item of every plugin's approval queue."""

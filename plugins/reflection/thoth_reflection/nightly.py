@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, complete, count_tokens
-from thoth_core._calls import call_each
 from thoth_core.budget import truncate
 
 from . import firewall
@@ -111,9 +110,7 @@ def gather(st: State, material: Material, now: float) -> None:
 async def gather_episodes(st: State, material: Material, now: float) -> None:
     """Add episodes past retention that their owners offer for absorption."""
     before = st.settings.expiry_before(st.runtime, now)
-    for plugin, found, call in await call_each(
-        st.runtime.pm, "expiring_records", {"before": before, "runtime": st.runtime}
-    ):
+    for plugin, found, _ in await st.runtime.call("expiring_records", before=before, runtime=st.runtime):
         for record in found or []:
             if not isinstance(record, dict) or "id" not in record:
                 continue
@@ -212,7 +209,7 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
     if material.episodes:
         ids = [str(e["id"]) for e in material.episodes]
         st.store.mark_consolidated([f"record:{i}" for i in ids], "record")
-        await call_each(runtime.pm, "records_consolidated", {"ids": ids, "runtime": runtime})
+        await runtime.call("records_consolidated", ids=ids, runtime=runtime)
         summary["changed"] = True
     keep = {i["payload"].get("record") for i in st.store.pending() if i["kind"] == "knowledge"}
     summary["pruned"] = records(st).prune(now=now, days=st.settings.transient_days, keep={k for k in keep if k})

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 from thoth_core import Session, ThothError
-from thoth_core._calls import call_each
 from thoth_core.types import new_id
 
 from .memory import MemoryFile, append_knowledge, write_atomic
@@ -262,6 +261,6 @@ async def _send_identity_update(st: State, item: dict[str, Any], text: str, acto
         "flags": {},
         "approved_by": actor,
     }
-    outcomes = await call_each(st.runtime.pm, "reflection_result", {"result": result, "session": session})
+    outcomes = await st.runtime.call("reflection_result", result=result, session=session)
     receivers = [plugin for plugin, _, call in outcomes if call.status == "ok" and plugin != "reflection"]
     return "identity layer" if receivers else "no identity layer installed"

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session, complete, count_tokens
-from thoth_core._calls import call_each
 from thoth_core.budget import truncate
 from thoth_core.types import new_id
 
@@ -213,7 +212,7 @@ async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: s
                 flags=firewall_flags,
                 payload={"peer": who},
             )
-    outcomes = await call_each(st.runtime.pm, "reflection_result", {"result": final, "session": session})
+    outcomes = await st.runtime.call("reflection_result", result=final, session=session)
     st.store.audit(
         "fanout",
         {

@@ -23,7 +23,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
-from thoth_core._calls import call_each
 
 from .cards import APPROVE, REJECT, decided_card
 from .loop import LoopThread
@@ -138,9 +137,8 @@ class SlackBridge:
         """End sessions idle past `[thoth] idle_minutes`; post check-ins that are due."""
         now = time.time() if now is None else now
         await self.runtime.reap_idle(now)
-        for _, items, _ in await call_each(self.runtime.pm, "due_check_ins", {"now": now, "runtime": self.runtime}):
-            for item in items or []:
-                await asyncio.to_thread(self.deliver, "check_in", item)
+        for item in await self.runtime.due_check_ins(now):
+            await asyncio.to_thread(self.deliver, "check_in", item)
 
     # --- inbound ----------------------------------------------------------------------
 
