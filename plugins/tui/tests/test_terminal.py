@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -84,12 +85,15 @@ def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
         "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ANTHROPIC_API_KEY": "test-key",
         "TERM": "xterm-256color",
+        "HONCHO_DISABLED": "true",  # the identity layer switched off: the panel must say so
     }
     terminal.start(f"cd {tmp_path} && {thoth} chat --peer ann --thread tmux; echo EXITED $?; sleep 60", env)
 
     screen = terminal.wait_for("Message Thoth")
     assert "ann · thread tmux · model anthropic" in screen
     assert "L1 working" in screen and "pending approvals" in screen  # 100 columns: the layers panel is open
+    identity = "disabled" if importlib.util.find_spec("thoth_identity") else "not installed"
+    assert f"L2 identity  {identity}" in screen
 
     terminal.keys("hello there", "Enter")
     screen = terminal.wait_for("Hello from Claude, streamed.")
