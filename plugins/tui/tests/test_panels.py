@@ -202,6 +202,8 @@ async def test_palette_lists_every_action(make_app, stand_ins, wait):
         assert bound == {"new_thread", "toggle_layers", "approvals", "select_last", "quit"}
         assert {f"/{name}" for name in app.command_table()} <= set(titles)
         assert {f"React {kind}" for kind in ("approve", "reject", "remember", "forget", "identity")} <= set(titles)
+        system = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Theme" in system and "Quit" not in system  # one Quit in the palette: ours
         actions = {title: run for title, _, run in app.palette_actions()}
         await actions["/whoami"]()  # a command without arguments runs at once
         await wait(app, pilot)

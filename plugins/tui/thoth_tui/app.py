@@ -319,6 +319,10 @@ class ThothApp(App[None]):
         prompt.cursor_position = len(text)
         prompt.focus()
 
+    def get_system_commands(self, screen: Any) -> Any:
+        """Textual's own palette commands, less its Quit (ours says it ends the session)."""
+        return (command for command in super().get_system_commands(screen) if command.title != "Quit")
+
     def palette_actions(self) -> list[Action]:
         """Every action for the command palette: (title, help, callback)."""
         return palette_actions(self)
