@@ -7,6 +7,8 @@ from textual.widgets import OptionList
 from thoth_tui.approvals import ApprovalsScreen
 from thoth_tui.chat import ChatMessage
 
+from thoth_core.budget import block_tokens
+
 
 def installed(module: str):
     return pytest.importorskip(module, reason=f"{module} is not installed")
@@ -16,7 +18,7 @@ def last_text(app) -> str:
     return list(app.query(ChatMessage))[-1].text
 
 
-async def test_approving_a_real_skill_draft(make_app, tmp_path, wait):
+async def test_approving_a_real_skill_draft_then_using_it(make_app, tmp_path, wait, send):
     procedural = installed("thoth_procedural.plugin")
     drafts = installed("thoth_procedural.drafts")
     app = make_app({"procedural": procedural}, root=tmp_path)
@@ -28,7 +30,7 @@ async def test_approving_a_real_skill_draft(make_app, tmp_path, wait):
         source={"session_id": "s-1", "run_id": "r-1"},
         flags=[],
     )
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f3")
         await wait(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen)
@@ -36,9 +38,30 @@ async def test_approving_a_real_skill_draft(make_app, tmp_path, wait):
         await pilot.press("a")
         await wait(app, pilot)
         assert app.screen.query_one(OptionList).option_count == 0
-    skill = tmp_path / ".claude" / "skills" / "weekly-report" / "SKILL.md"
-    assert skill.exists() and "summarise" in skill.read_text()
-    assert not (tmp_path / ".claude" / "skill-drafts" / "weekly-report").exists()
+        skill = tmp_path / ".claude" / "skills" / "weekly-report" / "SKILL.md"
+        assert skill.exists() and "summarise" in skill.read_text()
+        assert not (tmp_path / ".claude" / "skill-drafts" / "weekly-report").exists()
+
+        await pilot.press("escape")
+        await send(app, pilot, "/skills")
+        assert "weekly-report" in last_text(app)
+        await send(app, pilot, "/skill weekly-report")
+        assert "weekly-report" in last_text(app) and "failed" not in last_text(app)
+        await send(app, pilot, "write this week's report")
+        procedural = [b for b in app.runtime.last.assembly.blocks if b.layer == "procedural"]
+        assert any("summarise" in b.text for b in procedural)  # the loaded skill reached the context
+        panel = str(app.query_one("#layers-body").render())
+        assert all(f"<{b.tag}> {block_tokens(b)}" in panel for b in procedural)
+
+
+async def test_board_command(make_app, tmp_path, send):
+    board = installed("thoth_blackboard.plugin")
+    app = make_app({"blackboard": board}, root=tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "/board put deploy frozen")
+        assert "published deploy = frozen" in last_text(app)
+        await send(app, pilot, "/board ls")
+        assert last_text(app) == "deploy = frozen"
 
 
 async def test_layer_commands_and_reactions(make_app, tmp_path, wait, send):
