@@ -86,3 +86,35 @@ async def test_layer_commands_and_reactions(make_app, tmp_path, wait, send):
         assert status["episodic"]["episodes"] == 0
         layers = str(app.query_one("#layers-body").render())
         assert "L2 identity" in layers and "L5 reflection  not installed" in layers
+
+
+async def test_a_reflection_draft_arrives_as_a_notice_and_is_approved_with_a_key(make_app, tmp_path, wait):
+    procedural = installed("thoth_procedural.plugin")
+    from thoth_core._calls import call_each
+
+    app = make_app({"procedural": procedural}, root=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait(app, pilot)
+        result = {
+            "run_id": "r-7",
+            "session_id": app.session.id,
+            "what_worked": [],
+            "what_didnt": [],
+            "skill": {"name": "standup-notes", "description": "Summarise the standup", "body": "1. list blockers"},
+            "memory_notes": [],
+            "persona_observations": [],
+            "next_check_at": None,
+            "user_model_updates": {},
+            "flags": {},
+        }
+        await call_each(app.runtime.pm, "reflection_result", {"result": result, "session": app.session})
+        await app.runtime.drain()
+        await pilot.pause()
+        notice = list(app.query(ChatMessage))[-1]
+        assert notice.item_id == "skill:standup-notes" and "Reflection drafted a new skill" in notice.text
+        assert "pending approvals: 1" in str(app.query_one("#layers-body").render())
+        await pilot.press("ctrl+o", "a")
+        await wait(app, pilot)
+        assert notice.reactions == ["approve"]
+        assert "pending approvals: 0" in str(app.query_one("#layers-body").render())
+    assert (tmp_path / ".claude" / "skills" / "standup-notes" / "SKILL.md").exists()
