@@ -66,7 +66,13 @@ class Terminal:
         raise AssertionError(f"{text!r} never appeared; the screen was:\n{self.screen()}")
 
     def close(self) -> None:
+        """Stop the tmux server and remove its socket file."""
+        found = subprocess.run(
+            ["tmux", "-L", self.socket, "display", "-p", "#{socket_path}"], capture_output=True, text=True, timeout=20
+        )
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+        if found.stdout.strip():
+            Path(found.stdout.strip()).unlink(missing_ok=True)
 
 
 @pytest.fixture
