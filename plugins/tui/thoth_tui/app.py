@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from textual import on, work
@@ -19,7 +18,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Input, Static
 
 from thoth_core import ModelError, ModelNotConfigured, ThothError
-from thoth_core._calls import call_each
 from thoth_core.types import new_id
 
 from .approvals import ApprovalsScreen
@@ -277,11 +275,8 @@ class ThothApp(App[None]):
     async def tick(self) -> None:
         """Every minute: end idle sessions and deliver due check-ins."""
         await self.runtime.reap_idle()
-        for _, found, _ in await call_each(
-            self.runtime.pm, "due_check_ins", {"now": time.time(), "runtime": self.runtime}
-        ):
-            for check_in in found or []:
-                await self.show_notice("check_in", check_in)
+        for check_in in await self.runtime.due_check_ins():
+            await self.show_notice("check_in", check_in)
 
     # --- actions ----------------------------------------------------------------------
 
