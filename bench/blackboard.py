@@ -70,7 +70,9 @@ async def main() -> None:
                 await board.close()
             finally:
                 server.kill()
-        result["redis_over_in_process_median"] = round(result["redis"]["latency_ms_median"] / result["in_process"]["latency_ms_median"], 1)  # type: ignore[index]
+        result["redis_over_in_process_median"] = round(
+            result["redis"]["latency_ms_median"] / result["in_process"]["latency_ms_median"], 1
+        )  # type: ignore[index]
     else:
         result["redis"] = "skipped: redis-server not installed"
     result["targets"] = {"in_process_median_ms": 1, "redis_median_ms": 5}

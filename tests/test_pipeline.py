@@ -66,8 +66,10 @@ async def test_blocks_are_collected_with_plugin_and_layer(make_runtime):
 
 
 async def test_failing_and_slow_plugins_do_not_stop_the_turn(make_runtime):
-    runtime = make_runtime({"greeter": Greeter(), "broken": Broken(), "sleepy": Sleepy(), "async-sleepy": AsyncSleepy()},
-                           replies=[{"reply": "Hello Ann"}])
+    runtime = make_runtime(
+        {"greeter": Greeter(), "broken": Broken(), "sleepy": Sleepy(), "async-sleepy": AsyncSleepy()},
+        replies=[{"reply": "Hello Ann"}],
+    )
     started = time.perf_counter()
     result = await runtime.turn("hi", peer="ann", thread="t")
     elapsed = time.perf_counter() - started
@@ -126,7 +128,14 @@ class Tooling:
             self.calls.append((session.peer, tool_input))
             return f"looked up {tool_input['q']}"
 
-        return [{"name": "lookup", "description": "look something up", "input_schema": {"type": "object"}, "handler": lookup}]
+        return [
+            {
+                "name": "lookup",
+                "description": "look something up",
+                "input_schema": {"type": "object"},
+                "handler": lookup,
+            }
+        ]
 
 
 async def test_tools_reach_the_request_and_calls_land_in_the_transcript(make_runtime):
@@ -138,8 +147,15 @@ async def test_tools_reach_the_request_and_calls_land_in_the_transcript(make_run
     assert await tool["handler"]({"q": "otters"}) == "looked up otters"
     session = await runtime.session(peer="ann", thread="t")
     assert tooling.calls == [("ann", {"q": "otters"})]
-    assert session.transcript[-1] | {"at": 0} == {"type": "tool", "turn_id": session.transcript[0]["turn_id"], "at": 0, "plugin": "tooling",
-                                                 "name": "lookup", "input": {"q": "otters"}, "output": "looked up otters"}
+    assert session.transcript[-1] | {"at": 0} == {
+        "type": "tool",
+        "turn_id": session.transcript[0]["turn_id"],
+        "at": 0,
+        "plugin": "tooling",
+        "name": "lookup",
+        "input": {"q": "otters"},
+        "output": "looked up otters",
+    }
 
 
 class HungWriter:
@@ -149,7 +165,9 @@ class HungWriter:
 
 
 async def test_a_hung_background_write_is_cut_off_at_its_deadline(make_runtime):
-    runtime = make_runtime({"hung": HungWriter(), "recorder": Recorder()}, config={"plugins": {"hung": {"background_deadline": 0.2}}})
+    runtime = make_runtime(
+        {"hung": HungWriter(), "recorder": Recorder()}, config={"plugins": {"hung": {"background_deadline": 0.2}}}
+    )
     await runtime.turn("hi", peer="ann", thread="t")
     started = time.perf_counter()
     await runtime.drain()

@@ -25,7 +25,6 @@ from .types import PluginCall
 logger = logging.getLogger(__name__)
 
 
-
 class _DaemonWorkers:
     """Worker threads for plain hook impls that, unlike ThreadPoolExecutor's, are never joined at exit."""
 
@@ -85,7 +84,9 @@ def _arguments(impl: pluggy.HookImpl, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {name: kwargs[name] for name in impl.argnames if name in kwargs}
 
 
-async def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], deadline: float | None) -> tuple[Any, PluginCall]:
+async def _call_one(
+    impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], deadline: float | None
+) -> tuple[Any, PluginCall]:
     started = time.perf_counter()
     try:
         if inspect.iscoroutinefunction(impl.function):
@@ -103,7 +104,14 @@ async def _call_one(impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], de
         return None, PluginCall(impl.plugin_name, hook, seconds, "timeout", f"timed out after {deadline}s")
     except Exception as exc:  # noqa: BLE001 - isolation is the point
         seconds = time.perf_counter() - started
-        logger.error("plugin %s: %s failed: %s: %s", impl.plugin_name, hook, type(exc).__name__, exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+        logger.error(
+            "plugin %s: %s failed: %s: %s",
+            impl.plugin_name,
+            hook,
+            type(exc).__name__,
+            exc,
+            exc_info=logger.isEnabledFor(logging.DEBUG),
+        )
         return None, PluginCall(impl.plugin_name, hook, seconds, "error", f"{type(exc).__name__}: {exc}")
 
 

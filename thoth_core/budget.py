@@ -19,7 +19,9 @@ MIN_USEFUL_TOKENS = 16
 
 def count_tokens(text: str) -> int:
     """Estimated tokens of a text."""
-    return sum(1 + (len(m.group()) >> 3) if m.group()[0].isalnum() or m.group()[0] == "_" else 1 for m in _PIECE.finditer(text))
+    return sum(
+        1 + (len(m.group()) >> 3) if m.group()[0].isalnum() or m.group()[0] == "_" else 1 for m in _PIECE.finditer(text)
+    )
 
 
 def truncate(text: str, max_tokens: int) -> str:

@@ -18,6 +18,7 @@ from .errors import ThothError
 if TYPE_CHECKING:
     from .runtime import Runtime
 
+
 class ThothGroup(click.Group):
     """A click group that loads plugin subcommands only when they are asked for, once per invocation."""
 
@@ -113,7 +114,9 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     """Run one whole turn and print the reply as it streams."""
 
     async def turn() -> None:
-        result = await runtime().turn(message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False))
+        result = await runtime().turn(
+            message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False)
+        )
         if result.reply.model == "command":  # slash commands answer at once, without streaming
             click.echo(result.reply.text, nl=False)
         click.echo()
@@ -138,13 +141,21 @@ def context(message: str, peer: str, thread: str, workspace: str | None, as_json
         assembly = await rt.context(Turn(message, peer, thread, session.workspace), session)
         if as_json:
             blocks = [dict(asdict(b), tokens=block_tokens(b)) for b in assembly.blocks]
-            out = {"blocks": blocks, "cut": [asdict(c) for c in assembly.cuts], "calls": [asdict(c) for c in assembly.calls], "tokens": assembly.tokens, "budget": assembly.budget}
+            out = {
+                "blocks": blocks,
+                "cut": [asdict(c) for c in assembly.cuts],
+                "calls": [asdict(c) for c in assembly.calls],
+                "tokens": assembly.tokens,
+                "budget": assembly.budget,
+            }
             click.echo(json.dumps(out, indent=2))
             return
         click.echo(assembly.system or "(no context blocks)")
         click.echo(f"\n-- {assembly.tokens}/{assembly.budget} tokens from {len(assembly.blocks)} blocks", err=True)
         for cut in assembly.cuts:
-            click.echo(f"-- cut {cut.plugin}/{cut.tag}: {cut.tokens} -> {cut.kept_tokens} tokens ({cut.reason})", err=True)
+            click.echo(
+                f"-- cut {cut.plugin}/{cut.tag}: {cut.tokens} -> {cut.kept_tokens} tokens ({cut.reason})", err=True
+            )
         for call in assembly.calls:
             if call.status != "ok":
                 click.echo(f"-- {call.plugin}: {call.status} ({call.error})", err=True)

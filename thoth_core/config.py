@@ -21,7 +21,13 @@ from .types import LAYERS
 ESSENTIAL = frozenset({"working", "procedural"})
 
 DEFAULTS: dict[str, Any] = {
-    "thoth": {"workspace": "default", "deadline": 2.0, "background_deadline": 300.0, "idle_minutes": 30.0, "max_tokens": 1024},
+    "thoth": {
+        "workspace": "default",
+        "deadline": 2.0,
+        "background_deadline": 300.0,
+        "idle_minutes": 30.0,
+        "max_tokens": 1024,
+    },
     "budget": {
         "total": 6000,
         "history": 4000,
@@ -148,7 +154,14 @@ def validate(config: Config) -> None:
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
             raise config.error(key, f"expected {description}, got {value!r}")
-    for key in ("thoth.deadline", "thoth.background_deadline", "thoth.idle_minutes", "thoth.max_tokens", "budget.total", "budget.history"):
+    for key in (
+        "thoth.deadline",
+        "thoth.background_deadline",
+        "thoth.idle_minutes",
+        "thoth.max_tokens",
+        "budget.total",
+        "budget.history",
+    ):
         if config.get(key) is not None and config.get(key) <= 0:
             raise config.error(key, f"must be positive, got {config.get(key)!r}")
     for key, value in config.get("budget.layers", {}).items():
@@ -163,7 +176,10 @@ def validate(config: Config) -> None:
         if not isinstance(name, str):
             raise config.error("plugins.disabled", f"expected plugin names, got {name!r}")
         if name in ESSENTIAL:
-            raise config.error("plugins.disabled", f"plugin {name!r} is essential (L1 working and L4 procedural always run) and cannot be disabled")
+            raise config.error(
+                "plugins.disabled",
+                f"plugin {name!r} is essential (L1 working and L4 procedural always run) and cannot be disabled",
+            )
     for name, table in config.data.get("plugins", {}).items():
         if name == "disabled":
             continue

@@ -32,7 +32,8 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
     for name in sorted(ESSENTIAL):
         loaded = runtime.pm.has_plugin(name)
         hint = " or add it to THOTH_LOAD_PLUGINS" if os.environ.get("THOTH_LOAD_PLUGINS") is not None else ""
-        report(loaded, f"plugin {name} (essential) {'loaded' if loaded else f'is not loaded: pip install -e plugins/{name}{hint}'}")
+        state = "loaded" if loaded else f"is not loaded: pip install -e plugins/{name}{hint}"
+        report(loaded, f"plugin {name} (essential) {state}")
     try:
         with tempfile.NamedTemporaryFile(dir=runtime.home):
             pass

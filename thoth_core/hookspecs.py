@@ -158,7 +158,9 @@ def approvals(runtime: Runtime) -> list[dict[str, Any]] | None:
 
 
 @hookspec(firstresult=True)
-def decide(item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Runtime) -> dict[str, Any] | None:
+def decide(
+    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Runtime
+) -> dict[str, Any] | None:
     """Apply `approve`, `reject` or `edit` (with new `text`) to a pending item.
 
     Stops at first non-None result: only the plugin that owns `item_id` answers.
@@ -176,7 +178,7 @@ def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
 
 @hookspec
 def due_check_ins(now: float, runtime: Runtime) -> list[dict[str, Any]] | None:
-    """Check-ins whose time has come, each with workspace, peer, thread and text; returning them marks them delivered."""
+    """Check-ins whose time has come (workspace, peer, thread, text); returning them marks them delivered."""
 
 
 @hookspec

@@ -48,7 +48,10 @@ def disabled_names(config: Config) -> set[str]:
             names.add(name)
     essential = sorted(names & ESSENTIAL)
     if essential:
-        raise config.error("plugins.disabled", f"plugin {essential[0]!r} is essential (L1 working and L4 procedural always run) and cannot be disabled")
+        raise config.error(
+            "plugins.disabled",
+            f"plugin {essential[0]!r} is essential (L1 working and L4 procedural always run) and cannot be disabled",
+        )
     return names
 
 
@@ -66,7 +69,11 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
         allowed = os.environ.get("THOTH_LOAD_PLUGINS")
         wanted = set(installed) if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
         for name in sorted(wanted - set(installed)):
-            logger.warning("THOTH_LOAD_PLUGINS names %r, which is not installed; installed: %s", name, ", ".join(sorted(installed)) or "none")
+            logger.warning(
+                "THOTH_LOAD_PLUGINS names %r, which is not installed; installed: %s",
+                name,
+                ", ".join(sorted(installed)) or "none",
+            )
         for name, ep in sorted(installed.items()):
             if name not in wanted:
                 continue

@@ -56,10 +56,21 @@ def _recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) -
     handler = tool["handler"]
 
     async def call(tool_input: Any) -> str:
-        entry: dict[str, Any] = {"type": "tool", "turn_id": turn.id, "at": time.time(), "plugin": plugin, "name": tool["name"], "input": tool_input}
+        entry: dict[str, Any] = {
+            "type": "tool",
+            "turn_id": turn.id,
+            "at": time.time(),
+            "plugin": plugin,
+            "name": tool["name"],
+            "input": tool_input,
+        }
         session.transcript.append(entry)
         try:
-            output = handler(tool_input) if inspect.iscoroutinefunction(handler) else await asyncio.to_thread(handler, tool_input)
+            output = (
+                handler(tool_input)
+                if inspect.iscoroutinefunction(handler)
+                else await asyncio.to_thread(handler, tool_input)
+            )
             output = await output if inspect.isawaitable(output) else output
         except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"
@@ -84,7 +95,14 @@ def default_home(config: Config) -> Path:
 class Runtime:
     """Plugins, sessions and the turn pipeline of one Thoth process."""
 
-    def __init__(self, config: Config | None = None, *, pm: pluggy.PluginManager | None = None, home: Path | None = None, autoload: bool = True) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        pm: pluggy.PluginManager | None = None,
+        home: Path | None = None,
+        autoload: bool = True,
+    ) -> None:
         self.config = config or Config()
         self.pm = pm or make_plugin_manager(self.config, autoload=autoload)
         self.home = home or default_home(self.config)
@@ -182,7 +200,10 @@ class Runtime:
             if name is None:
                 raise ModelNotConfigured(NO_MODEL_HELP)
             if name not in self.models:
-                raise self.config.error("thoth.model", f"unknown model provider {name!r}; available: {', '.join(sorted(self.models)) or 'none'}")
+                raise self.config.error(
+                    "thoth.model",
+                    f"unknown model provider {name!r}; available: {', '.join(sorted(self.models)) or 'none'}",
+                )
             self._model = self.models[name](self, self.config.section(f"models.{name}"))
         return self._model
 
@@ -204,7 +225,11 @@ class Runtime:
             return
         session.ended = True
         self.sessions.pop(session.key, None)
-        self.background(call_each(self.pm, "session_end", {"session": session, "reason": reason}, deadline_for=self.background_deadline))
+        self.background(
+            call_each(
+                self.pm, "session_end", {"session": session, "reason": reason}, deadline_for=self.background_deadline
+            )
+        )
 
     async def reap_idle(self, now: float | None = None) -> list[Session]:
         """End sessions idle longer than `[thoth] idle_minutes`; returns them."""
@@ -219,30 +244,46 @@ class Runtime:
 
     async def context(self, turn: Turn, session: Session) -> Assembly:
         """Run the pre-spawn stage and fit the blocks into the budgets."""
-        outcomes = await call_each(self.pm, "pre_spawn_context", {"turn": turn, "session": session}, deadline_for=self.deadline_for)
+        outcomes = await call_each(
+            self.pm, "pre_spawn_context", {"turn": turn, "session": session}, deadline_for=self.deadline_for
+        )
         blocks: list[ContextBlock] = []
         calls = []
         for plugin, result, call in outcomes:
             calls.append(call)
             for block in result if isinstance(result, list) else [result] if result is not None else []:
                 if not isinstance(block, ContextBlock):
-                    logger.error("plugin %s: pre_spawn_context returned %r, not a ContextBlock; skipped", plugin, type(block).__name__)
+                    logger.error(
+                        "plugin %s: pre_spawn_context returned %r, not a ContextBlock; skipped",
+                        plugin,
+                        type(block).__name__,
+                    )
                     continue
-                blocks.append(replace(block, plugin=plugin, layer=block.layer if block.layer != "other" else self.layer_of(plugin)))
+                blocks.append(
+                    replace(
+                        block, plugin=plugin, layer=block.layer if block.layer != "other" else self.layer_of(plugin)
+                    )
+                )
         assembly = assemble(blocks, total=int(self.config.get("budget.total")), layers=self.config.layer_budgets)
         assembly.calls = calls
         return assembly
 
     async def tools(self, turn: Turn, session: Session) -> list[dict[str, Any]]:
         """The tools plugins offer for this turn, each handler recording its calls in the transcript."""
-        outcomes = await call_each(self.pm, "turn_tools", {"turn": turn, "session": session}, deadline_for=self.deadline_for)
+        outcomes = await call_each(
+            self.pm, "turn_tools", {"turn": turn, "session": session}, deadline_for=self.deadline_for
+        )
         tools = []
         for plugin, result, _ in outcomes:
             for tool in result or []:
                 if not isinstance(tool, dict) or not tool.get("name"):
                     logger.error("plugin %s: turn_tools returned %r, not a tool definition; skipped", plugin, tool)
                     continue
-                tools.append(dict(tool, handler=_recorded(tool, plugin, turn, session)) if callable(tool.get("handler")) else tool)
+                tools.append(
+                    dict(tool, handler=_recorded(tool, plugin, turn, session))
+                    if callable(tool.get("handler"))
+                    else tool
+                )
         return tools
 
     async def turn(
@@ -277,7 +318,9 @@ class Runtime:
         self.background(call_each(self.pm, "post_turn_write", kwargs, deadline_for=self.background_deadline))
         return result
 
-    async def _ask(self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None) -> Reply:
+    async def _ask(
+        self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None
+    ) -> Reply:
         parts: list[str] = []
         usage = Usage()
         try:
@@ -291,10 +334,14 @@ class Runtime:
                     if inspect.isawaitable(outcome):
                         await outcome
         except ThothError as exc:
-            session.transcript.append({"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)})
+            session.transcript.append(
+                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)}
+            )
             raise
         except Exception as exc:
-            session.transcript.append({"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)})
+            session.transcript.append(
+                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)}
+            )
             raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
         return Reply(text="".join(parts), model=model.name, usage=usage)
 
@@ -312,12 +359,16 @@ class Runtime:
             output = f"/{name} failed: {type(exc).__name__}: {exc}"
         return Reply(text=str(output or ""), model="command")
 
-    async def forget(self, *, peer: str, thread: str | None = None, workspace: str | None = None) -> dict[str, dict[str, int]]:
+    async def forget(
+        self, *, peer: str, thread: str | None = None, workspace: str | None = None
+    ) -> dict[str, dict[str, int]]:
         """Ask every plugin to delete what it holds of a peer; one receipt per plugin."""
         workspace = workspace or self.config.get("thoth.workspace")
         for key in [k for k in self.sessions if k[0] == workspace and k[1] == peer and thread in (None, k[2])]:
             self.sessions.pop(key).ended = True
-        outcomes = await call_each(self.pm, "forget", {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self})
+        outcomes = await call_each(
+            self.pm, "forget", {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self}
+        )
         receipt: dict[str, dict[str, int]] = {}
         for plugin, result, call in outcomes:
             if call.status != "ok":
@@ -338,7 +389,9 @@ class Runtime:
 
     async def due_check_ins(self, now: float | None = None) -> list[dict[str, Any]]:
         """Check-ins whose time has come (they count as delivered once returned)."""
-        outcomes = await call_each(self.pm, "due_check_ins", {"now": time.time() if now is None else now, "runtime": self})
+        outcomes = await call_each(
+            self.pm, "due_check_ins", {"now": time.time() if now is None else now, "runtime": self}
+        )
         return [item for _, found, _ in outcomes for item in found or []]
 
     async def approvals(self) -> list[dict[str, Any]]:
@@ -346,9 +399,18 @@ class Runtime:
         outcomes = await call_each(self.pm, "approvals", {"runtime": self})
         return [item for _, result, _ in outcomes for item in result or []]
 
-    async def decide(self, item_id: str, decision: str, *, actor: str, reason: str = "", text: str | None = None) -> dict[str, Any]:
+    async def decide(
+        self, item_id: str, decision: str, *, actor: str, reason: str = "", text: str | None = None
+    ) -> dict[str, Any]:
         """Apply a person's decision to a pending item; raises if no plugin owns it."""
-        kwargs = {"item_id": item_id, "decision": decision, "actor": actor, "reason": reason, "text": text, "runtime": self}
+        kwargs = {
+            "item_id": item_id,
+            "decision": decision,
+            "actor": actor,
+            "reason": reason,
+            "text": text,
+            "runtime": self,
+        }
         for _, result, call in await call_each(self.pm, "decide", kwargs):
             if call.status != "ok":
                 raise ThothError(f"{call.plugin} could not {decision} {item_id}: {call.error}")
@@ -356,7 +418,9 @@ class Runtime:
                 return dict(result)
         raise ThothError(f"no pending item {item_id!r}")
 
-    async def feedback(self, kind: str, *, turn_id: str, text: str, actor: str, session: Session) -> list[dict[str, Any]]:
+    async def feedback(
+        self, kind: str, *, turn_id: str, text: str, actor: str, session: Session
+    ) -> list[dict[str, Any]]:
         """A person reacted to a message; returns what each plugin did about it."""
         kwargs = {"kind": kind, "turn_id": turn_id, "text": text, "actor": actor, "session": session}
         outcomes = await call_each(self.pm, "feedback", kwargs)

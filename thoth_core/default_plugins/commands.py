@@ -9,7 +9,10 @@ from thoth_core.runtime import Command
 
 
 def _help(runtime: Any, **_: Any) -> str:
-    return "\n".join(f"/{c.name}{' ' + c.usage if c.usage else ''} - {c.help}" for c in sorted(runtime.commands.values(), key=lambda c: c.name))
+    return "\n".join(
+        f"/{c.name}{' ' + c.usage if c.usage else ''} - {c.help}"
+        for c in sorted(runtime.commands.values(), key=lambda c: c.name)
+    )
 
 
 async def _done(runtime: Any, session: Any, **_: Any) -> str:
@@ -31,7 +34,10 @@ async def _layers(runtime: Any, session: Any, **_: Any) -> str:
 
 async def _approvals(runtime: Any, **_: Any) -> str:
     items = await runtime.approvals()
-    lines = [f"{i['id']}  [{i['kind']}] {i['title']}{'  FLAGGED: ' + ', '.join(i['flags']) if i.get('flags') else ''}" for i in items]
+    lines = [
+        f"{i['id']}  [{i['kind']}] {i['title']}{'  FLAGGED: ' + ', '.join(i['flags']) if i.get('flags') else ''}"
+        for i in items
+    ]
     return "\n".join(lines) or "nothing is waiting for approval"
 
 
@@ -52,9 +58,13 @@ async def _reject(runtime: Any, args: str, session: Any, **_: Any) -> str:
 
 async def _forget(runtime: Any, args: str, session: Any, **_: Any) -> str:
     everything = args.strip() == "all"
-    receipt = await runtime.forget(peer=session.peer, thread=None if everything else session.thread, workspace=session.workspace)
+    receipt = await runtime.forget(
+        peer=session.peer, thread=None if everything else session.thread, workspace=session.workspace
+    )
     scope = "everything about you" if everything else "this thread"
-    parts = [f"{plugin}: " + ", ".join(f"{n} {what}" for what, n in counts.items()) for plugin, counts in receipt.items()]
+    parts = [
+        f"{plugin}: " + ", ".join(f"{n} {what}" for what, n in counts.items()) for plugin, counts in receipt.items()
+    ]
     return f"Forgot {scope}. " + ("; ".join(parts) or "Nothing was held.")
 
 

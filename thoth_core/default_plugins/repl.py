@@ -24,7 +24,9 @@ async def _chat(runtime: Any, peer: str, thread: str) -> None:
         if not line.strip():
             continue
         try:
-            result = await runtime.turn(line.strip(), peer=peer, thread=thread, on_delta=lambda d: click.echo(d, nl=False))
+            result = await runtime.turn(
+                line.strip(), peer=peer, thread=thread, on_delta=lambda d: click.echo(d, nl=False)
+            )
             if result.reply.model == "command":
                 click.echo(result.reply.text, nl=False)
             session = result.session

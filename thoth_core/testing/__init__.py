@@ -93,7 +93,9 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
         fake.stop()
 
 
-def run_thoth(*args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_thoth(
+    *args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run the real `thoth` console script of this environment; env entries set to None are removed."""
     script = Path(sys.executable).with_name("thoth")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "thoth_core.cli"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from thoth_blackboard.memory import InProcessBoard
 from thoth_blackboard.testing import RedisServer
 

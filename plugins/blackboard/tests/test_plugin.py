@@ -9,11 +9,14 @@ from pathlib import Path
 import thoth_blackboard.plugin as plugin
 from thoth_blackboard.memory import InProcessBoard
 from thoth_blackboard.roster import agent_ids
+
 from thoth_core.testing import context_for
 
 
 async def test_block_lists_only_subscribed_signals(make_runtime):
-    runtime = make_runtime({"blackboard": plugin}, config={"plugins": {"blackboard": {"agent": "scribe", "subscriptions": ["index:*"]}}})
+    runtime = make_runtime(
+        {"blackboard": plugin}, config={"plugins": {"blackboard": {"agent": "scribe", "subscriptions": ["index:*"]}}}
+    )
     board = plugin.board_for(runtime)
     await board.publish("index:status", "ready", publisher="indexer")
     await board.publish("agent:scribe:task", "summarise the thread")
@@ -51,18 +54,22 @@ async def test_in_process_board_persists_when_asked(tmp_path):
 
 def test_roster_ids_from_headings_lists_and_tables(tmp_path):
     roster = tmp_path / "AGENTS.md"
-    roster.write_text("# Agents\n\n## scribe — writes summaries\n- **researcher**: finds things\n| id | role |\n|---|---|\n| critic | reviews |\n")
+    roster.write_text(
+        "# Agents\n\n## scribe — writes summaries\n- **researcher**: finds things\n| id | role |\n|---|---|\n| critic | reviews |\n"
+    )
     assert agent_ids(roster) == ["scribe", "researcher", "critic"]
     assert agent_ids(tmp_path / "missing.md") == []
 
 
 def test_cli_put_get_ls_watch(tmp_path):
-    (tmp_path / "thoth.toml").write_text('[plugins.blackboard]\npersist = true\n')
+    (tmp_path / "thoth.toml").write_text("[plugins.blackboard]\npersist = true\n")
     env = {"THOTH_HOME": str(tmp_path / "home"), "PATH": str(Path(sys.executable).parent)}
     thoth = str(Path(sys.executable).parent / "thoth")
 
     def cli(*args):
-        return subprocess.run([thoth, "board", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [thoth, "board", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
 
     assert cli("put", "task:3:status", "queued").returncode == 0
     assert cli("get", "task:3:status").stdout.strip() == "queued"

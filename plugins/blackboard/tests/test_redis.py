@@ -34,8 +34,9 @@ asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 
 async def test_another_process_receives_within_100_ms(redis_server, tmp_path):
     board = RedisBoard(redis_server.url, namespace="two-process")
-    child = subprocess.Popen([sys.executable, "-c", SUBSCRIBER, redis_server.url, "two-process", "20"],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", SUBSCRIBER, redis_server.url, "two-process", "20"], stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout.readline().strip() == "ready"
     for i in range(20):
         await board.publish(f"task:{i}:result", json.dumps({"sent": time.time()}), publisher="parent")

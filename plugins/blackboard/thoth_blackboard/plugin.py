@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from thoth_core import ContextBlock, hookimpl
 from thoth_core.runtime import Command
 
@@ -39,8 +38,14 @@ def _make_board(runtime: Any) -> Board:
         from .redis_board import RedisBoard
 
         if not options.get("url"):
-            raise runtime.config.error("plugins.blackboard.url", "the redis backend needs a url, e.g. redis://127.0.0.1:6379/0")
-        return RedisBoard(options["url"], namespace=f"thoth:board:{workspace}", ttl=None if persist else int(options.get("ttl", 86_400)))
+            raise runtime.config.error(
+                "plugins.blackboard.url", "the redis backend needs a url, e.g. redis://127.0.0.1:6379/0"
+            )
+        return RedisBoard(
+            options["url"],
+            namespace=f"thoth:board:{workspace}",
+            ttl=None if persist else int(options.get("ttl", 86_400)),
+        )
     raise runtime.config.error("plugins.blackboard.backend", f"unknown backend {backend!r}; expected memory or redis")
 
 
@@ -86,7 +91,14 @@ async def _board_command(args: str, runtime: Any, session: Any, **_: Any) -> str
 
 @hookimpl
 def register_commands(register):  # type: ignore[no-untyped-def]
-    register(Command("board", "read or write the shared blackboard", _board_command, usage="[ls PREFIX | get KEY | put KEY VALUE | agents]"))
+    register(
+        Command(
+            "board",
+            "read or write the shared blackboard",
+            _board_command,
+            usage="[ls PREFIX | get KEY | put KEY VALUE | agents]",
+        )
+    )
 
 
 @hookimpl

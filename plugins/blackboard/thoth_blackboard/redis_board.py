@@ -34,7 +34,9 @@ return id
 class RedisBoard:
     """A blackboard in Redis under one namespace (e.g. `thoth:board:default`)."""
 
-    def __init__(self, url: str, *, namespace: str = "thoth:board:default", keep: int = 100_000, ttl: int | None = 86_400) -> None:
+    def __init__(
+        self, url: str, *, namespace: str = "thoth:board:default", keep: int = 100_000, ttl: int | None = 86_400
+    ) -> None:
         import redis.asyncio as redis
 
         self.url, self.namespace, self.keep, self.ttl = url, namespace, keep, ttl
@@ -72,7 +74,11 @@ class RedisBoard:
     async def subscribe(self, pattern: str, *, after: str | None = None) -> RedisSubscription:
         """Every later signal whose key matches pattern (or after a given id)."""
         if after is None:
-            info = await self._call("subscribe", self.client.xinfo_stream(self.stream)) if await self._call("subscribe", self.client.exists(self.stream)) else None
+            info = (
+                await self._call("subscribe", self.client.xinfo_stream(self.stream))
+                if await self._call("subscribe", self.client.exists(self.stream))
+                else None
+            )
             after = info["last-generated-id"] if info else "0-0"
         return RedisSubscription(self, pattern, after)
 

@@ -6,7 +6,11 @@ import re
 from pathlib import Path
 
 _ID = r"`?\*{0,2}([a-z][a-z0-9_\-]{1,40})\*{0,2}`?"
-_PATTERNS = (re.compile(rf"^#{{2,4}}\s+{_ID}\s*(?:[—:\-(]|$)"), re.compile(rf"^[-*]\s+{_ID}\s*(?:[—:\-(]|$)"), re.compile(rf"^\|\s*{_ID}\s*\|"))
+_PATTERNS = (
+    re.compile(rf"^#{{2,4}}\s+{_ID}\s*(?:[—:\-(]|$)"),
+    re.compile(rf"^[-*]\s+{_ID}\s*(?:[—:\-(]|$)"),
+    re.compile(rf"^\|\s*{_ID}\s*\|"),
+)
 
 
 def agent_ids(path: Path) -> list[str]:

@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-
 from thoth_core import ThothError
 
 from .gitops import git_commit

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from thoth_core import ThothError
 
 SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
