@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -370,7 +371,9 @@ class SQLiteStore:
         """Hybrid recall over the whole scope (or its newest `query.newest` episodes)."""
         self.refresh()
         allowed = self._newest(query)
-        return rank(query, self._dense(query, allowed), self._lexical(query, allowed), self._load_rows)
+        lexical = _LEXICAL_POOL.submit(self._lexical, query, allowed)  # SQLite and numpy both release the GIL
+        dense = self._dense(query, allowed)
+        return rank(query, dense, lexical.result(), self._load_rows)
 
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
         if not rowids:
@@ -387,6 +390,7 @@ class SQLiteStore:
             self._db.close()
 
 
+_LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-bm25")
 _AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
 
 
