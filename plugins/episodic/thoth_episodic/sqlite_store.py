@@ -50,11 +50,13 @@ CREATE INDEX IF NOT EXISTS episodes_newest ON episodes (workspace, peer, occurre
 CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(body, context, dates, tokenize = 'porter unicode61');
 INSERT OR IGNORE INTO meta VALUES ('generation', '0');
 """
+# FTS5's `rank` column computes bm25 once per match and lets the table sort (about 2x faster
+# than calling bm25() in SELECT and ORDER BY). Weights: body, context (neighbour turns), dates.
+RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user, assistant, summary, context, "
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated"
 )
-FTS_WEIGHTS = "1.0, 0.4, 0.5"  # body, context (neighbour turns), dates
 
 
 NAMES = [c.strip() for c in COLUMNS.split(",")]
@@ -90,6 +92,8 @@ class SQLiteStore:
         self._db.execute("PRAGMA busy_timeout=30000")
         with self._lock:
             self._db.executescript(SCHEMA)
+            if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:
+                self._db.execute(RANK)
         self._cache = VectorCache(dim)
 
     # --- writing ----------------------------------------------------------------------
@@ -309,17 +313,17 @@ class SQLiteStore:
             keep = np.zeros(cache.size, dtype=bool)
             keep[positions[rowids[positions] == allowed]] = True
             mask &= keep
-        if not mask.any():
-            return []
         vector = np.asarray(query.vector, dtype=np.float32)
-        positions = np.flatnonzero(mask)
-        if self.ann == "ivf" and len(positions) >= self.ann_min_rows:
+        visible = int(np.count_nonzero(mask))
+        if self.ann == "ivf" and visible >= self.ann_min_rows:
             positions, scores = self._approximate(vector)
             keep = mask[positions]
             positions, scores = positions[keep], scores[keep]
-        elif 8 * len(positions) < cache.size:  # a small scope in a big store: score only its rows
+        elif 8 * visible < cache.size:  # a small scope in a big store: score only its rows
+            positions = np.flatnonzero(mask)
             scores = cache.matrix[positions] @ vector
         else:
+            positions = np.flatnonzero(mask)
             scores = (cache.matrix[: cache.size] @ vector)[positions]
         if not len(positions):
             return []
@@ -348,9 +352,8 @@ class SQLiteStore:
         if allowed is not None:
             where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
         sql = (
-            f"SELECT e.rowid, -bm25(episodes_fts, {FTS_WEIGHTS}), e.occurred_at "
-            "FROM episodes_fts JOIN episodes e ON e.rowid = episodes_fts.rowid "
-            f"WHERE episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY bm25(episodes_fts, {FTS_WEIGHTS}) LIMIT ?"
+            "SELECT e.rowid, -f.rank, e.occurred_at FROM episodes_fts f JOIN episodes e ON e.rowid = f.rowid "
+            f"WHERE f.episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY f.rank LIMIT ?"
         )
         with self._lock:
             rows = self._db.execute(sql, [match, *params, candidate_count(query.k)]).fetchall()
