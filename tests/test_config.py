@@ -200,3 +200,14 @@ def test_env_switches_disable_the_installed_layer_in_the_real_cli(tmp_path, vari
     assert result.returncode == 0, result.stderr
     [row] = [row for row in json.loads(result.stdout) if row["name"] == name]
     assert (row["enabled"], row["hooks"]) == (False, [])
+
+
+def test_config_set_refuses_a_literal_secret_but_takes_a_reference(tmp_path):
+    from thoth_core.config import set_value
+    from thoth_core.errors import ConfigError
+
+    path = tmp_path / "thoth.toml"
+    with pytest.raises(ConfigError, match="secrets are references, not values"):
+        set_value(path, "models.anthropic.api_key", "sk-ant-api03-abcdef")
+    assert not path.exists()
+    assert set_value(path, "models.anthropic.api_key", '{ "$env" = "ANTHROPIC_API_KEY" }') == {"$env": "ANTHROPIC_API_KEY"}

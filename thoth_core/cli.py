@@ -202,7 +202,11 @@ def config_get(key: str) -> None:
 @click.argument("key")
 @click.argument("value")
 def config_set(key: str, value: str) -> None:
-    """Set a dotted KEY to VALUE (parsed as TOML when it parses, else a string)."""
+    """Set a dotted KEY to VALUE (parsed as TOML when it parses, else a string).
+
+    The file is rewritten (comments are not kept). Secrets only as references:
+    thoth config set models.anthropic.api_key '{ "$env" = "ANTHROPIC_API_KEY" }'
+    """
     path = config_path()
     stored = set_value(path, key, value)
     click.echo(f"{path}: {key} = {json.dumps(stored)}")

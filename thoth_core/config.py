@@ -244,6 +244,9 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+SECRET_KEY = re.compile(r"(key|token|secret|password)$", re.IGNORECASE)
+
+
 def set_value(path: Path, key: str, raw: str) -> Any:
     """Set a dotted key in the file (creating it), parsing raw as TOML when it parses."""
     import tomli_w
@@ -259,6 +262,8 @@ def set_value(path: Path, key: str, raw: str) -> Any:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"{path}: {key}: {part} is not a table")
+    if SECRET_KEY.search(leaf) and not (isinstance(value, dict) and set(value) <= {"$env", "$file"}):
+        raise ConfigError(f'{path}: {key}: secrets are references, not values: {key} = {{ "$env" = "VARIABLE" }}')
     node[leaf] = value
     candidate = Config(data=data, path=path, text=tomli_w.dumps(data))
     validate(candidate)

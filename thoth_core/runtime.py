@@ -364,11 +364,11 @@ class Runtime:
     ) -> dict[str, dict[str, int]]:
         """Ask every plugin to delete what it holds of a peer; one receipt per plugin."""
         workspace = workspace or self.config.get("thoth.workspace")
+        await self.drain()  # a write still in flight must not land after the delete
         for key in [k for k in self.sessions if k[0] == workspace and k[1] == peer and thread in (None, k[2])]:
             self.sessions.pop(key).ended = True
-        outcomes = await call_each(
-            self.pm, "forget", {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self}
-        )
+        kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self}
+        outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=self.background_deadline)
         receipt: dict[str, dict[str, int]] = {}
         for plugin, result, call in outcomes:
             if call.status != "ok":
@@ -380,23 +380,23 @@ class Runtime:
     async def status(self, *, peer: str, workspace: str | None = None) -> list[dict[str, Any]]:
         """Each layer's counts for status displays."""
         workspace = workspace or self.config.get("thoth.workspace")
-        outcomes = await call_each(self.pm, "layer_status", {"workspace": workspace, "peer": peer, "runtime": self})
+        kwargs = {"workspace": workspace, "peer": peer, "runtime": self}
+        outcomes = await call_each(self.pm, "layer_status", kwargs, deadline_for=self.deadline_for)
         return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
 
     async def call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any, PluginCall]]:
-        """Call a hook in every plugin, each isolated; (plugin, result, call record) for each."""
-        return await call_each(self.pm, hook, kwargs)
+        """Call a hook in every plugin, each isolated and timed; (plugin, result, call record) for each."""
+        return await call_each(self.pm, hook, kwargs, deadline_for=self.background_deadline)
 
     async def due_check_ins(self, now: float | None = None) -> list[dict[str, Any]]:
         """Check-ins whose time has come (they count as delivered once returned)."""
-        outcomes = await call_each(
-            self.pm, "due_check_ins", {"now": time.time() if now is None else now, "runtime": self}
-        )
+        kwargs = {"now": time.time() if now is None else now, "runtime": self}
+        outcomes = await call_each(self.pm, "due_check_ins", kwargs, deadline_for=self.deadline_for)
         return [item for _, found, _ in outcomes for item in found or []]
 
     async def approvals(self) -> list[dict[str, Any]]:
         """Every pending item of every plugin's approval queue."""
-        outcomes = await call_each(self.pm, "approvals", {"runtime": self})
+        outcomes = await call_each(self.pm, "approvals", {"runtime": self}, deadline_for=self.deadline_for)
         return [item for _, result, _ in outcomes for item in result or []]
 
     async def decide(
@@ -411,11 +411,13 @@ class Runtime:
             "text": text,
             "runtime": self,
         }
-        for _, result, call in await call_each(self.pm, "decide", kwargs):
-            if call.status != "ok":
-                raise ThothError(f"{call.plugin} could not {decision} {item_id}: {call.error}")
+        outcomes = await call_each(self.pm, "decide", kwargs, deadline_for=self.background_deadline)
+        for _, result, _ in outcomes:
             if result is not None:
                 return dict(result)
+        failed = [call for _, _, call in outcomes if call.status != "ok"]
+        if failed:
+            raise ThothError(f"{failed[0].plugin} could not {decision} {item_id}: {failed[0].error}")
         raise ThothError(f"no pending item {item_id!r}")
 
     async def feedback(
@@ -423,7 +425,7 @@ class Runtime:
     ) -> list[dict[str, Any]]:
         """A person reacted to a message; returns what each plugin did about it."""
         kwargs = {"kind": kind, "turn_id": turn_id, "text": text, "actor": actor, "session": session}
-        outcomes = await call_each(self.pm, "feedback", kwargs)
+        outcomes = await call_each(self.pm, "feedback", kwargs, deadline_for=self.background_deadline)
         return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
 
     def notify(self, event: str, **payload: Any) -> None:

@@ -17,6 +17,9 @@ from typing import Any
 from thoth_core import ConfigError, ModelRequest, Usage, count_tokens, hookimpl
 
 
+KEEP_REQUESTS = 100
+
+
 class ReplayModel:
     """Replies from scripted rules; never calls a network."""
 
@@ -25,7 +28,7 @@ class ReplayModel:
     def __init__(self, rules: list[dict[str, Any]], *, delay: float = 0.0) -> None:
         self.rules = rules
         self.delay = delay
-        self.requests: list[ModelRequest] = []
+        self.requests: list[ModelRequest] = []  # the most recent ones, for tests and demos
 
     @classmethod
     def from_file(cls, path: Path, *, delay: float = 0.0) -> ReplayModel:
@@ -35,7 +38,7 @@ class ReplayModel:
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{path}: cannot load replay script: {exc}") from exc
         if not valid_rules(rules):
-            raise ConfigError(f"{path}: a replay script is a list of objects with a 'reply'")
+            raise ConfigError(f"{path}: a replay script is a list of objects with a 'reply' (and a valid 'match' pattern)")
         return cls(rules, delay=delay)
 
     def answer(self, request: ModelRequest) -> str:
@@ -52,6 +55,7 @@ class ReplayModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
         """Yield the scripted reply word by word."""
         self.requests.append(request)
+        del self.requests[:-KEEP_REQUESTS]
         text = self.answer(request)
         for piece in re.findall(r"\S+\s*|\s+", text):
             if self.delay:
@@ -62,15 +66,22 @@ class ReplayModel:
 
 
 def valid_rules(rules: Any) -> bool:
-    """Rules are a list of objects that each have a reply."""
-    return isinstance(rules, list) and all(isinstance(r, dict) and "reply" in r for r in rules)
+    """Rules are a list of objects that each have a reply and, if any, a valid `match` pattern."""
+    if not isinstance(rules, list) or not all(isinstance(r, dict) and "reply" in r for r in rules):
+        return False
+    try:
+        for rule in rules:
+            re.compile(str(rule.get("match", "")))
+    except re.error:
+        return False
+    return True
 
 
 def make_replay(runtime: Any, options: dict[str, Any]) -> ReplayModel:
     """Build the provider from `[models.replay]`: `file` (required), `delay` seconds per word."""
     if "rules" in options:
         if not valid_rules(options["rules"]):
-            raise runtime.config.error("models.replay.rules", "expected a list of tables, each with a 'reply'")
+            raise runtime.config.error("models.replay.rules", "expected a list of tables, each with a 'reply' (and a valid 'match' pattern)")
         return ReplayModel(list(options["rules"]), delay=float(options.get("delay", 0)))
     if not options.get("file"):
         raise runtime.config.error("models.replay.file", "the replay provider needs a script file")
