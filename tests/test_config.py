@@ -210,4 +210,5 @@ def test_config_set_refuses_a_literal_secret_but_takes_a_reference(tmp_path):
     with pytest.raises(ConfigError, match="secrets are references, not values"):
         set_value(path, "models.anthropic.api_key", "sk-ant-api03-abcdef")
     assert not path.exists()
-    assert set_value(path, "models.anthropic.api_key", '{ "$env" = "ANTHROPIC_API_KEY" }') == {"$env": "ANTHROPIC_API_KEY"}
+    reference = set_value(path, "models.anthropic.api_key", '{ "$env" = "ANTHROPIC_API_KEY" }')
+    assert reference == {"$env": "ANTHROPIC_API_KEY"}

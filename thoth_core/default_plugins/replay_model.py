@@ -16,8 +16,8 @@ from typing import Any
 
 from thoth_core import ConfigError, ModelRequest, Usage, count_tokens, hookimpl
 
-
 KEEP_REQUESTS = 100
+RULES_HELP = "expected a list of rules, each with a 'reply' (and a valid 'match' pattern)"
 
 
 class ReplayModel:
@@ -38,7 +38,7 @@ class ReplayModel:
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{path}: cannot load replay script: {exc}") from exc
         if not valid_rules(rules):
-            raise ConfigError(f"{path}: a replay script is a list of objects with a 'reply' (and a valid 'match' pattern)")
+            raise ConfigError(f"{path}: {RULES_HELP}")
         return cls(rules, delay=delay)
 
     def answer(self, request: ModelRequest) -> str:
@@ -81,7 +81,7 @@ def make_replay(runtime: Any, options: dict[str, Any]) -> ReplayModel:
     """Build the provider from `[models.replay]`: `file` (required), `delay` seconds per word."""
     if "rules" in options:
         if not valid_rules(options["rules"]):
-            raise runtime.config.error("models.replay.rules", "expected a list of tables, each with a 'reply' (and a valid 'match' pattern)")
+            raise runtime.config.error("models.replay.rules", RULES_HELP)
         return ReplayModel(list(options["rules"]), delay=float(options.get("delay", 0)))
     if not options.get("file"):
         raise runtime.config.error("models.replay.file", "the replay provider needs a script file")
