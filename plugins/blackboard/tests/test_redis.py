@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -45,7 +44,7 @@ async def test_another_process_receives_within_100_ms(redis_server, tmp_path):
     lines = [json.loads(line) for line in out.splitlines()]
     latencies = [line["received"] - json.loads(line["value"])["sent"] for line in lines]
     assert len(latencies) == 20
-    assert statistics.median(latencies) < 0.1, latencies
+    assert sorted(latencies)[-2] < 0.1, latencies  # every delivery but at most one outlier within 100 ms
     await board.close()
 
 

@@ -8,21 +8,30 @@ import json
 
 import click
 
+from thoth_core import ThothError
 from thoth_core.cli import run, runtime
 
-from .plugin import board_for
+from .board import Board
+from .plugin import board_for, settings_of
 
 
 @click.group()
-def board() -> None:
+@click.option("--workspace", default=None, help="Workspace whose board to use (default from thoth.toml).")
+@click.pass_context
+def board(ctx: click.Context, workspace: str | None) -> None:
     """Read, write and watch the shared blackboard."""
+    ctx.meta["thoth.board.workspace"] = workspace
+
+
+def _board() -> Board:
+    return board_for(runtime(), click.get_current_context().meta.get("thoth.board.workspace"))
 
 
 @board.command()
 @click.argument("key")
 def get(key: str) -> None:
     """Print the current value of KEY."""
-    signal = run(board_for(runtime()).get(key))
+    signal = run(_board().get(key))
     if signal is None:
         raise click.ClickException(f"{key} is not set")
     click.echo(signal.value)
@@ -34,7 +43,7 @@ def get(key: str) -> None:
 @click.option("--publisher", default=getpass.getuser, show_default="your user name")
 def put(key: str, value: str, publisher: str) -> None:
     """Publish VALUE under KEY."""
-    signal = run(board_for(runtime()).publish(key, value, publisher=publisher))
+    signal = run(_board().publish(key, value, publisher=publisher))
     click.echo(f"{signal.key} = {signal.value} (id {signal.id})")
 
 
@@ -43,7 +52,7 @@ def put(key: str, value: str, publisher: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def list_(prefix: str, as_json: bool) -> None:
     """List current values of keys starting with PREFIX."""
-    signals = run(board_for(runtime()).list(prefix))
+    signals = run(_board().list(prefix))
     if as_json:
         click.echo(json.dumps([s.__dict__ for s in signals], indent=2))
         return
@@ -58,8 +67,11 @@ def list_(prefix: str, as_json: bool) -> None:
 def watch(pattern: str, count: int, timeout: float) -> None:
     """Print every new signal whose key matches PATTERN (`task:42:*` or an exact key)."""
 
+    if settings_of(runtime()).backend != "redis":
+        raise ThothError('watch needs a board shared between processes: set [plugins.blackboard] backend = "redis"')
+
     async def follow() -> None:
-        subscription = await board_for(runtime()).subscribe(pattern)
+        subscription = await _board().subscribe(pattern)
         seen = 0
 
         async def loop() -> None:

@@ -1,5 +1,8 @@
 """The in-process board: one asyncio log shared by all subscribers, each with its own cursor.
 
+With a `path` the values are saved on close (merged over what other processes saved since,
+written atomically) and loaded on start; subscriptions still only see this process's publishes.
+
 Publishing appends to the log and wakes waiting subscribers; it never waits for them, so a
 slow subscriber cannot block a publisher. The log keeps the newest `keep` signals; a
 subscriber that fell further behind resumes from the oldest one kept.
@@ -9,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import deque
 from collections.abc import AsyncIterator
 from itertools import islice
 from pathlib import Path
 
-from .board import Signal, check, matches
+from .board import BoardError, Signal, check, matches
 
 
 class InProcessBoard:
@@ -26,11 +30,19 @@ class InProcessBoard:
         self.seq = 0
         self.changed = asyncio.Condition()
         self.path = path
-        if path and path.exists():
-            for item in json.loads(path.read_text(encoding="utf-8")):
-                signal = Signal(**item)
-                self.values[signal.key] = signal
-                self.seq = max(self.seq, int(signal.id))
+        self.changed_keys: set[str] = set()
+        self.cleared = False
+        for signal in self._saved():
+            self.values[signal.key] = signal
+            self.seq = max(self.seq, int(signal.id))
+
+    def _saved(self) -> list[Signal]:
+        if not self.path or not self.path.exists():
+            return []
+        try:
+            return [Signal(**item) for item in json.loads(self.path.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError) as exc:
+            raise BoardError(f"{self.path}: cannot read the saved blackboard: {exc}") from exc
 
     async def publish(self, key: str, value: str, *, publisher: str | None = None) -> Signal:
         """Store the value, append it to the log, wake subscribers."""
@@ -38,6 +50,7 @@ class InProcessBoard:
         self.seq += 1
         signal = Signal(key, value, publisher, str(self.seq))
         self.values[key] = signal
+        self.changed_keys.add(key)
         self.log.append((self.seq, signal))
         async with self.changed:
             self.changed.notify_all()
@@ -59,14 +72,20 @@ class InProcessBoard:
         """Forget every value; returns how many keys there were."""
         count = len(self.values)
         self.values.clear()
+        self.changed_keys.clear()
+        self.cleared = True
         return count
 
     async def close(self) -> None:
-        """Save the values when the board is persistent."""
-        if self.path:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            data = [s.__dict__ for s in self.values.values()]
-            self.path.write_text(json.dumps(data), encoding="utf-8")
+        """Save the values when persistent: what this process changed, over what others saved since."""
+        if not self.path:
+            return
+        merged = {} if self.cleared else {s.key: s for s in self._saved()}
+        merged.update({key: self.values[key] for key in self.changed_keys})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps([s.__dict__ for s in merged.values()]), encoding="utf-8")
+        os.replace(temporary, self.path)
 
 
 class InProcessSubscription:

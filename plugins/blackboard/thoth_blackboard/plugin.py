@@ -9,6 +9,7 @@ agent watches, e.g. ["task:*", "index:*"]; `agent:{id}:*` is always included).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from thoth_core import ContextBlock, hookimpl
@@ -20,60 +21,90 @@ from .roster import agent_ids
 LAYER = "working"
 
 
-def board_for(runtime: Any) -> Board:
-    """This runtime's board, made from config on first use."""
-    return runtime.plugin_state("blackboard", lambda: _make_board(runtime))  # type: ignore[no-any-return]
+@dataclass(frozen=True)
+class Settings:
+    """`[plugins.blackboard]`, checked once per runtime."""
+
+    backend: str
+    url: str | None
+    persist: bool
+    ttl: int
+    agent: str
+    patterns: tuple[str, ...]
 
 
-def _make_board(runtime: Any) -> Board:
+def settings_of(runtime: Any) -> Settings:
+    """This runtime's blackboard settings; a bad value is a one-line config error."""
+    return runtime.plugin_state("blackboard.settings", lambda: _settings(runtime))  # type: ignore[no-any-return]
+
+
+def _settings(runtime: Any) -> Settings:
     options = runtime.config.plugin("blackboard")
     backend = options.get("backend", "memory")
-    workspace = runtime.config.get("thoth.workspace")
-    persist = bool(options.get("persist", False))
-    if backend == "memory":
-        from .memory import InProcessBoard
+    if backend not in ("memory", "redis"):
+        raise runtime.config.error(
+            "plugins.blackboard.backend", f"unknown backend {backend!r}; expected memory or redis"
+        )
+    if backend == "redis" and not options.get("url"):
+        raise runtime.config.error(
+            "plugins.blackboard.url", "the redis backend needs a url, e.g. redis://127.0.0.1:6379/0"
+        )
+    subscriptions = options.get("subscriptions", [])
+    if not isinstance(subscriptions, list) or not all(isinstance(p, str) and p for p in subscriptions):
+        raise runtime.config.error(
+            "plugins.blackboard.subscriptions", f"expected a list of key patterns, got {subscriptions!r}"
+        )
+    roster = agent_ids(runtime.config.root / "persona" / "AGENTS.md")
+    agent = str(options.get("agent") or (roster[0] if roster else "thoth"))
+    return Settings(
+        backend, options.get("url"), bool(options.get("persist", False)), int(options.get("ttl", 86_400)),
+        agent, (f"agent:{agent}:*", *subscriptions),
+    )  # fmt: skip
 
-        return InProcessBoard(path=runtime.home / "blackboard" / f"{workspace}.json" if persist else None)
-    if backend == "redis":
+
+def board_for(runtime: Any, workspace: str | None = None) -> Board:
+    """The board of one workspace (default: the configured one), made on first use."""
+    workspace = workspace or runtime.config.get("thoth.workspace")
+    return runtime.plugin_state(f"blackboard:{workspace}", lambda: _make_board(runtime, workspace))  # type: ignore[no-any-return]
+
+
+def _make_board(runtime: Any, workspace: str) -> Board:
+    settings = settings_of(runtime)
+    if settings.backend == "redis":
         from .redis_board import RedisBoard
 
-        if not options.get("url"):
-            raise runtime.config.error(
-                "plugins.blackboard.url", "the redis backend needs a url, e.g. redis://127.0.0.1:6379/0"
-            )
+        assert settings.url is not None
         return RedisBoard(
-            options["url"],
-            namespace=f"thoth:board:{workspace}",
-            ttl=None if persist else int(options.get("ttl", 86_400)),
+            settings.url, namespace=f"thoth:board:{workspace}", ttl=None if settings.persist else settings.ttl
         )
-    raise runtime.config.error("plugins.blackboard.backend", f"unknown backend {backend!r}; expected memory or redis")
+    from .memory import InProcessBoard
+
+    return InProcessBoard(
+        path=runtime.home / "blackboard" / f"{_file_name(workspace)}.json" if settings.persist else None
+    )
 
 
-def agent_of(runtime: Any) -> str:
-    """The agent id this process speaks as."""
-    configured = runtime.config.plugin("blackboard").get("agent")
-    roster = agent_ids(runtime.config.root / "persona" / "AGENTS.md")
-    return str(configured or (roster[0] if roster else "thoth"))
-
-
-def subscriptions_of(runtime: Any) -> list[str]:
-    """Key patterns the agent watches."""
-    return [f"agent:{agent_of(runtime)}:*", *runtime.config.plugin("blackboard").get("subscriptions", [])]
+def _file_name(workspace: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in workspace)
 
 
 @hookimpl
 async def pre_spawn_context(session):  # type: ignore[no-untyped-def]
-    runtime = session.runtime
-    signals = [s for s in await board_for(runtime).list() if any(matches(s.key, p) for p in subscriptions_of(runtime))]
-    if not signals:
+    settings = settings_of(session.runtime)
+    board = board_for(session.runtime, session.workspace)
+    signals = []
+    for prefix in sorted({p[:-1] if p.endswith("*") else p for p in settings.patterns}):
+        signals += [s for s in await board.list(prefix) if any(matches(s.key, p) for p in settings.patterns)]
+    unique = {s.key: s for s in signals}
+    if not unique:
         return None
-    lines = [f"{s.key} = {s.value}" + (f"  (from {s.publisher})" if s.publisher else "") for s in signals]
+    lines = [f"{s.key} = {s.value}" + (f"  (from {s.publisher})" if s.publisher else "") for s in unique.values()]
     return ContextBlock(tag="blackboard", text="Signals you subscribed to:\n" + "\n".join(lines), priority=30)
 
 
 async def _board_command(args: str, runtime: Any, session: Any, **_: Any) -> str:
     verb, _, rest = args.strip().partition(" ")
-    board = board_for(runtime)
+    board = board_for(runtime, session.workspace)
     if verb in ("", "ls"):
         signals = await board.list(rest.strip())
         return "\n".join(f"{s.key} = {s.value}" for s in signals) or "the board is empty"
@@ -102,11 +133,11 @@ def register_commands(register):  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-async def layer_status(runtime):  # type: ignore[no-untyped-def]
+async def layer_status(workspace, runtime):  # type: ignore[no-untyped-def]
     try:
-        return {"layer": "blackboard", "signals": len(await board_for(runtime).list())}
+        return {"layer": LAYER, "signals": len(await board_for(runtime, workspace).list())}
     except BoardError:
-        return {"layer": "blackboard", "signals": "unreachable"}
+        return {"layer": LAYER, "signals": "unreachable"}
 
 
 @hookimpl

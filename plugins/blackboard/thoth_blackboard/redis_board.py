@@ -40,7 +40,7 @@ class RedisBoard:
         import redis.asyncio as redis
 
         self.url, self.namespace, self.keep, self.ttl = url, namespace, keep, ttl
-        self.client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=2)
+        self.client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=2, socket_timeout=5)
         self.stream, self.hash = f"{namespace}:log", f"{namespace}:values"
         self._publish = self.client.register_script(_PUBLISH)
 
@@ -68,8 +68,13 @@ class RedisBoard:
 
     async def list(self, prefix: str = "") -> list[Signal]:
         """Current values of every key starting with prefix, sorted by key."""
-        found = [_signal(raw) async for _, raw in self.client.hscan_iter(self.hash, match=f"{_glob_escape(prefix)}*")]
-        return sorted(found, key=lambda s: s.key)
+
+        async def scan() -> list[Signal]:
+            return [
+                _signal(raw) async for _, raw in self.client.hscan_iter(self.hash, match=f"{_glob_escape(prefix)}*")
+            ]
+
+        return sorted(await self._call("list", scan()), key=lambda s: s.key)
 
     async def subscribe(self, pattern: str, *, after: str | None = None) -> RedisSubscription:
         """Every later signal whose key matches pattern (or after a given id)."""
