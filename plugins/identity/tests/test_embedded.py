@@ -108,18 +108,27 @@ async def test_remember_command_supersedes_and_keeps_history(make_runtime):
     assert "I get grumpy before coffee" in block.text
 
 
-async def test_feedback_identity_and_remember_kinds(make_runtime):
-    runtime = make_runtime({"identity": plugin})
+async def test_reactions_become_notes_never_facts(make_runtime):
+    runtime = make_runtime({"identity": plugin}, replies=[{"purpose": "dialectic", "reply": "-"}, {"reply": "ok"}])
     session = await runtime.session(peer="ann", thread="t")
-    done = await runtime.feedback("identity", turn_id="t1", text="my name is Ann", actor="ann", session=session)
-    assert done == [{"action": "fact", "message": "Remembered: name = Ann", "plugin": "identity"}]
+    await runtime.turn("/remember my name is Ann", peer="ann", thread="t")
+    reply = "My name is Thoth, and here are the steps: 1. build"
+    done = await runtime.feedback("identity", turn_id="t1", text=reply, actor="ann", session=session)
+    assert done == [{"action": "note", "message": f"Noted about ann: {reply}", "plugin": "identity"}]
     done = await runtime.feedback(
-        "remember", turn_id="t2", text="Ann hates long meetings", actor="ann", session=session
+        "remember", turn_id="t2", text="Here are the steps: 1. build", actor="bo", session=session
     )
     assert done[0]["action"] == "note"
     assert await runtime.feedback("approve", turn_id="t3", text="skill:x", actor="ann", session=session) == []
-    sources = [o["source"] for o in backend_for(runtime).store.recent_observations("default", "ann", limit=5)]
-    assert sources == ["feedback:remember:t2:ann"]
+    store = backend_for(runtime).store
+    assert [(f["predicate"], f["object"]) for f in store.current_facts("default", "ann")] == [("name", "Ann")]
+    notes = store.recent_observations("default", "ann", limit=5)
+    assert [(o["kind"], o["author"], o["source"]) for o in notes] == [
+        ("noted", "bo", "reaction:t2"),
+        ("noted", "ann", "reaction:t1"),
+    ]
+    [block] = user_model(await context_for(runtime, "what were the build steps?", peer="ann", thread="t"))
+    assert "Here are the steps: 1. build" in block.text and "- name: Ann" in block.text
 
 
 async def test_reflection_updates_become_agent_observations_unless_flagged(make_runtime):

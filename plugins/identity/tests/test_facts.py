@@ -23,7 +23,17 @@ def test_simple_forms_become_facts(text, expected):
     assert parse_remember(text) == expected
 
 
-@pytest.mark.parametrize("text", ["I get grumpy before coffee", "", "remember the milk tomorrow"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I get grumpy before coffee",
+        "",
+        "remember the milk tomorrow",
+        "Here are the steps: 1. build",
+        "see the docs: https://example.com/a",
+        "docs: www.example.com",
+    ],
+)
 def test_other_text_is_a_note(text):
     assert parse_remember(text) is None
 

@@ -15,7 +15,8 @@ async def test_hooks_directly(make_runtime):
     session = await runtime.session(peer="ann", thread="t")
     assert await plugin.pre_spawn_context(turn=Turn("hi", "ann", "t"), session=session) is None  # nothing held yet
     done = await plugin.feedback(kind="identity", turn_id="x", text="I live in Oslo", actor="ann", session=session)
-    assert done == {"action": "fact", "message": "Remembered: location = Oslo"}
+    assert done == {"action": "note", "message": "Noted about ann: I live in Oslo"}
+    await plugin._remember("I live in Oslo", session=session, runtime=runtime)
     assert await plugin.feedback(kind="forget", turn_id="x", text="my name is X", actor="ann", session=session) is None
     assert await plugin.feedback(kind="remember", turn_id="x", text="  ", actor="ann", session=session) is None
     await plugin.post_turn_write(turn=Turn("I like fjords", "ann", "t"), reply=Reply("nice"), session=session)
@@ -24,7 +25,10 @@ async def test_hooks_directly(make_runtime):
     status = await plugin.layer_status(workspace="default", peer="ann", runtime=runtime)
     assert (status["layer"], status["facts"], status["messages"]) == ("identity", 1, 2)
     assert await plugin.forget(peer="ann", thread="t", workspace="default", runtime=runtime) == {"messages": 2}
-    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {"facts": 1}
+    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {
+        "facts": 1,
+        "observations": 1,
+    }
     assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) is None
 
 

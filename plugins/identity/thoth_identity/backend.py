@@ -88,6 +88,16 @@ class IdentityBackend:
             "message": message,
         }
 
+    def note_reaction(self, workspace: str, peer: str, text: str, *, turn_id: str, actor: str) -> dict[str, Any]:
+        """Keep a message someone reacted to as a note about the peer, never as a hard fact."""
+        text = text.strip()
+        new = self.store.add_observation(
+            workspace, peer, text, kind="noted", author=actor, confidence=0.8, source=f"reaction:{turn_id}"
+        )
+        if new is not None:
+            self.copy_notes(workspace, peer, [text], author="agent")
+        return {"kind": "note", "text": text, "message": f"Noted about {peer}: {text}"}
+
     def add_observations(
         self, workspace: str, peer: str, texts: list[str], *, author: str, source: str, confidence: float = 0.6
     ) -> int:

@@ -6,7 +6,7 @@ Forms understood (case-insensitive, a trailing period is dropped):
 - `I live in X`                           -> location = X
 - `I prefer X`                            -> preference = X (several may hold at once)
 - `my KEY is X` (e.g. `my sister is Maria`) -> KEY = X
-- `KEY: VALUE` (e.g. `timezone: CET`)     -> KEY = VALUE
+- `KEY: VALUE` (e.g. `timezone: CET`)     -> KEY = VALUE, when KEY is 1-3 words and there is no URL
 Anything else is kept as a note about the speaker (an observation, not a fact).
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 # Predicates that may hold several values at once; every other predicate has one current value.
 MULTI_VALUED = frozenset({"preference", "likes", "dislikes", "language"})
 
+_KEY_VALUE = re.compile(r"^(?P<key>[a-z][\w\-]{0,20}(?: [\w\-]{1,20}){0,2})\s*:\s*(?P<value>.+)$", re.I)
 _FORMS: list[tuple[re.Pattern[str], str | None]] = [
     (re.compile(r"^(?:my name is|call me)\s+(?P<value>.+)$", re.I), "name"),
     (re.compile(r"^i work as\s+(?:an?\s+)?(?P<value>.+)$", re.I), "profession"),
@@ -25,8 +26,9 @@ _FORMS: list[tuple[re.Pattern[str], str | None]] = [
     (re.compile(r"^i live in\s+(?P<value>.+)$", re.I), "location"),
     (re.compile(r"^i prefer\s+(?P<value>.+)$", re.I), "preference"),
     (re.compile(r"^my\s+(?P<key>[a-z][\w \-]{0,40}?)\s+(?:is|are)\s+(?P<value>.+)$", re.I), None),
-    (re.compile(r"^(?P<key>[a-z][\w \-]{0,40}?)\s*:\s*(?P<value>.+)$", re.I), None),
+    (_KEY_VALUE, None),
 ]
+_URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://|\bwww\.", re.I)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def parse_remember(text: str) -> ParsedFact | None:
     cleaned = " ".join(text.strip().split()).rstrip(".!")
     for pattern, predicate in _FORMS:
         match = pattern.match(cleaned)
-        if not match:
+        if not match or (pattern is _KEY_VALUE and _URL.search(cleaned)):
             continue
         value = match.group("value").strip().strip("\"'")
         key = predicate or normalize_predicate(match.group("key"))

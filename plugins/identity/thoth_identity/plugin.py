@@ -63,7 +63,7 @@ async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Sess
         return None
     backend = backend_for(session.runtime)
     outcome = await asyncio.to_thread(
-        backend.remember, session.workspace, session.peer, text, source=f"feedback:{kind}:{turn_id}:{actor}"
+        backend.note_reaction, session.workspace, session.peer, text, turn_id=turn_id, actor=actor
     )
     return {"action": outcome["kind"], "message": outcome["message"]}
 
