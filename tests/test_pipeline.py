@@ -193,3 +193,33 @@ async def test_due_check_ins_are_gathered_once_and_call_isolates_each_plugin(mak
     assert await runtime.due_check_ins(200.0) == []
     outcomes = await runtime.call("pre_spawn_context", turn=None, session=None)
     assert [(plugin, call.status) for plugin, _, call in outcomes] == [("broken", "error")]
+
+
+class PerPeerCheckIns:
+    """Honours `accept`: hands out only accepted check-ins and keeps the rest."""
+
+    def __init__(self):
+        self.pending = [{"at": 1.0, "peer": "ann", "text": "for ann"}, {"at": 1.0, "peer": "bob", "text": "for bob"}]
+
+    @hookimpl
+    def due_check_ins(self, now, accept):
+        due = [c for c in self.pending if c["at"] <= now and accept(c)]
+        self.pending = [c for c in self.pending if c not in due]
+        return due
+
+
+async def test_due_check_ins_go_only_to_the_frontend_that_accepts_them(make_runtime):
+    honest, ignoring = PerPeerCheckIns(), CheckIns()
+    runtime = make_runtime({"per_peer": honest, "ignoring": ignoring})
+    for_ann = await runtime.due_check_ins(150.0, accept=lambda item: item.get("peer") == "ann")
+    assert [c["text"] for c in for_ann] == ["for ann"]  # the impl ignoring `accept` has its item dropped
+    assert [c["text"] for c in honest.pending] == ["for bob"]  # kept for its own frontend
+    assert [c["text"] for c in await runtime.due_check_ins(150.0)] == ["for bob"]
+
+
+async def test_a_turn_result_carries_its_turn(make_runtime):
+    runtime = make_runtime(replies=[{"reply": "hello"}])
+    result = await runtime.turn("hi", peer="ann", thread="t")
+    assert result.turn.text == "hi" and result.turn.id == result.session.transcript[-1]["turn_id"]
+    command = await runtime.turn("/help", peer="ann", thread="t")
+    assert command.reply.model == "command" and command.turn.text == "/help"

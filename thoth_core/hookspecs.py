@@ -177,8 +177,14 @@ def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
 
 
 @hookspec
-def due_check_ins(now: float, runtime: Runtime) -> list[dict[str, Any]] | None:
-    """Check-ins whose time has come (workspace, peer, thread, text); returning them marks them delivered."""
+def due_check_ins(
+    now: float, runtime: Runtime, accept: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]] | None:
+    """Check-ins whose time has come (workspace, peer, thread, text) that `accept` takes; returning marks delivered.
+
+    An impl should return (and mark delivered) only items for which `accept(item)` is true, leaving
+    the others for the frontend they belong to; the runtime drops any other item it is given.
+    """
 
 
 @hookspec

@@ -44,11 +44,12 @@ class Command:
 
 @dataclass
 class TurnResult:
-    """A finished turn: the reply and the context it was given."""
+    """A finished turn: the reply, the context it was given, its session and the turn itself."""
 
     reply: Reply
     assembly: Assembly
     session: Session
+    turn: Turn
 
 
 def _recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) -> Callable[[Any], Awaitable[str]]:
@@ -302,7 +303,9 @@ class Runtime:
         if text.startswith("/"):
             name, _, args = text[1:].partition(" ")
             if name in self.commands:
-                return TurnResult(await self.run_command(name, args.strip(), turn, session), Assembly([]), session)
+                return TurnResult(
+                    await self.run_command(name, args.strip(), turn, session), Assembly([]), session, turn
+                )
         assembly, tools = await asyncio.gather(self.context(turn, session), self.tools(turn, session))
         request = ModelRequest(
             tools=tools,
@@ -312,7 +315,7 @@ class Runtime:
         )
         reply = await self._ask(self.model(), request, turn, session, on_delta)
         session.record(turn, reply)
-        result = TurnResult(reply, assembly, session)
+        result = TurnResult(reply, assembly, session, turn)
         self.last = result
         kwargs = {"turn": turn, "reply": reply, "session": session}
         self.background(call_each(self.pm, "post_turn_write", kwargs, deadline_for=self.background_deadline))
@@ -388,11 +391,14 @@ class Runtime:
         """Call a hook in every plugin, each isolated and timed; (plugin, result, call record) for each."""
         return await call_each(self.pm, hook, kwargs, deadline_for=self.background_deadline)
 
-    async def due_check_ins(self, now: float | None = None) -> list[dict[str, Any]]:
-        """Check-ins whose time has come (they count as delivered once returned)."""
-        kwargs = {"now": time.time() if now is None else now, "runtime": self}
+    async def due_check_ins(
+        self, now: float | None = None, *, accept: Callable[[dict[str, Any]], bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """Check-ins whose time has come and that `accept` takes (they count as delivered once returned)."""
+        accept = accept or (lambda _item: True)
+        kwargs = {"now": time.time() if now is None else now, "runtime": self, "accept": accept}
         outcomes = await call_each(self.pm, "due_check_ins", kwargs, deadline_for=self.deadline_for)
-        return [item for _, found, _ in outcomes for item in found or []]
+        return [item for _, found, _ in outcomes for item in found or [] if accept(item)]
 
     async def approvals(self) -> list[dict[str, Any]]:
         """Every pending item of every plugin's approval queue."""

@@ -12,6 +12,15 @@ Role = Literal["user", "assistant"]
 
 LAYERS = ("working", "identity", "episodic", "procedural", "reflection")
 
+# The `feedback` kinds and the Slack reaction (emoji name) that stands for each in every frontend.
+FEEDBACK_KINDS = {
+    "approve": "white_check_mark",
+    "reject": "x",
+    "remember": "brain",
+    "forget": "wastebasket",
+    "identity": "bust_in_silhouette",
+}
+
 
 def new_id() -> str:
     """A short random id for turns and sessions."""
