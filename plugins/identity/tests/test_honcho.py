@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
 from thoth_identity import plugin
 from thoth_identity.fake_honcho import FakeHoncho, free_port
+from thoth_identity.honcho_backend import session_id
 from thoth_identity.plugin import backend_for
+from thoth_identity.store import IdentityStore
 
 from thoth_core import ConfigError
 from thoth_core.testing import check_layer_plugin, context_for
@@ -19,6 +22,18 @@ DEADLINE = 1.5
 def honcho_config(url, **extra):
     table = {"base_url": url, "workspace": "test", "write_timeout": 1.0, "write_retries": 0, **extra}
     return {"plugins": {"identity": table}}
+
+
+class ThreadRecordingStore(IdentityStore):
+    """The real store, noting which thread reads the Honcho fallback cache."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.cache_threads = []
+
+    def cache_get(self, *args):
+        self.cache_threads.append(threading.current_thread())
+        return super().cache_get(*args)
 
 
 def user_model(assembly):
@@ -42,13 +57,13 @@ async def test_ingest_and_dialectic(make_runtime, honcho_server, monkeypatch, ca
         await runtime.drain()
     assert caplog.text == ""  # a peer Honcho has not met yet (404) is not a failure
     [(_, path, body, headers)] = honcho_server.calls(r"POST .*/sessions/[^/]+/messages$")
-    assert path == "/v3/workspaces/test/sessions/ann-t1/messages"
+    assert path == f"/v3/workspaces/test/sessions/{session_id('ann', 't1')}/messages"
     assert body["messages"] == [
         {"content": "I keep bees in my garden", "peer_id": "ann"},
         {"content": "ok", "peer_id": "thoth"},
     ]
     assert headers["Authorization"] == "Bearer secret-key"
-    assert honcho_server.sessions[("test", "ann-t1")]["peers"] >= {"ann", "thoth"}
+    assert honcho_server.sessions[("test", session_id("ann", "t1"))]["peers"] >= {"ann", "thoth"}
 
     assembly, _ = await timed_context(runtime, "How are my bees doing?")
     [block] = user_model(assembly)
@@ -75,6 +90,9 @@ async def test_hanging_server_falls_back_to_the_last_good_answer_in_time(make_ru
 
 async def test_hanging_server_without_a_good_answer_uses_the_cached_representation(make_runtime, honcho_server):
     runtime = make_runtime({"identity": plugin}, config=honcho_config(honcho_server.url))
+    backend = backend_for(runtime)
+    backend.store.close()
+    backend.store = ThreadRecordingStore(backend.store.path)
     await runtime.turn("I keep bees in my garden", peer="ann", thread="t")
     await runtime.drain()  # ingest refreshed the cached representation
     honcho_server.mode = "hang"
@@ -82,6 +100,21 @@ async def test_hanging_server_without_a_good_answer_uses_the_cached_representati
     assert seconds < DEADLINE + 0.2
     [block] = user_model(assembly)
     assert "- ann said: I keep bees in my garden" in block.text
+    assert backend.store.cache_threads and threading.main_thread() not in backend.store.cache_threads  # off the loop
+
+
+def test_status_reads_pending_messages_under_the_lock(make_runtime):
+    runtime = make_runtime({"identity": plugin}, config=honcho_config("http://127.0.0.1:9"))
+    backend = backend_for(runtime)
+    backend._pending[("default", "ann", "t")] = [("user", "hi")]
+    results = []
+    with backend._lock:  # an ingest thread holds the lock while it changes the pending lists
+        reader = threading.Thread(target=lambda: results.append(backend.status("default", "ann")))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive() and not results
+    reader.join(5)
+    assert results[0]["pending_ingest"] == 1
 
 
 @pytest.mark.parametrize("mode", ["429", "500", "503"])
@@ -136,7 +169,7 @@ async def test_forget_deletes_sessions_and_conclusions_with_a_receipt(make_runti
     backend = backend_for(runtime)
     backend.flush()
     document = backend.export("default", "ann")
-    assert {s["id"] for s in document["honcho"]["sessions"]} == {"ann-t1", "ann-t2"}
+    assert {s["id"] for s in document["honcho"]["sessions"]} == {session_id("ann", "t1"), session_id("ann", "t2")}
     assert any(c["content"] == "ann's name: Ann" for c in document["honcho"]["conclusions"])
     assert [f["object"] for f in document["facts"]] == ["Ann"]
 

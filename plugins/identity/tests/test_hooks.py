@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 from thoth_identity import plugin
-from thoth_identity.honcho_backend import HonchoBackend, honcho_id
+from thoth_identity.honcho_backend import HonchoBackend, honcho_id, session_id
 from thoth_identity.settings import IdentitySettings
 
 from thoth_core import Reply, Turn
@@ -43,6 +43,8 @@ def test_registrations():
 def test_honcho_names(make_runtime):
     assert honcho_id("ann") == "ann" and honcho_id("ann-t_1") == "ann-t_1"
     assert honcho_id("ann@example.com").startswith("ann_example_com-") and honcho_id("a b") != honcho_id("a_b")
+    assert session_id("ann-b", "t1") != session_id("ann", "b-t1") and session_id("ann", "t1").startswith("ann-t1-")
+    assert session_id("a" * 300, "t") != session_id("a" * 300, "u") and len(session_id("a" * 300, "t")) <= 100
     runtime = make_runtime()
     backend = HonchoBackend(
         runtime, IdentitySettings(backend="honcho", base_url="http://127.0.0.1:9", workspace="acme"), None

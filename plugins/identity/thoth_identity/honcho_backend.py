@@ -7,8 +7,9 @@ dialectic is slow, down or rate-limited, the block falls back to the last good a
 peer's cached representation (refreshed after each ingest), and the log says so.
 
 Mapping: Thoth workspace W -> Honcho workspace `workspace` (or `workspace-W` when W is not
-`default`); peer -> Honcho peer; (peer, thread) -> Honcho session `peer-thread`; the agent is
-the peer `agent_peer`. Ids are reduced to Honcho's `[A-Za-z0-9_-]` (with a hash when changed).
+`default`); peer -> Honcho peer; (peer, thread) -> Honcho session `peer-thread-HASH` (the hash
+of both names keeps the sessions of different pairs apart); the agent is the peer `agent_peer`.
+Ids are reduced to Honcho's `[A-Za-z0-9_-]` (with a hash when changed).
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def honcho_id(name: str) -> str:
     """A Honcho resource id for a Thoth name (peer, thread, workspace)."""
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:200] or "_"
     return cleaned if cleaned == name else f"{cleaned}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def session_id(peer: str, thread: str) -> str:
+    """The Honcho session of a peer's thread: readable, and distinct for every (peer, thread) pair."""
+    digest = hashlib.sha1(f"{peer}\x00{thread}".encode()).hexdigest()[:12]
+    return f"{honcho_id(f'{peer}-{thread}')[:80]}-{digest}"  # well inside Honcho's id length
 
 
 def _describe(exc: BaseException) -> str:
@@ -92,7 +99,7 @@ class HonchoBackend(IdentityBackend):
         return Peer(pid, honcho)
 
     def _session(self, honcho: Honcho, peer: str, thread: str) -> HonchoSession:
-        sid = honcho_id(f"{peer}-{thread}")
+        sid = session_id(peer, thread)
         if (honcho.workspace_id, "session", sid) not in self._known:
             honcho.session(sid, peers=[honcho_id(peer), honcho_id(self.settings.agent_peer)])
             self._known.add((honcho.workspace_id, "session", sid))
@@ -111,7 +118,7 @@ class HonchoBackend(IdentityBackend):
                 timeout,
             )
         except Exception as exc:  # noqa: BLE001 - slow, down or rate-limited: the turn goes on
-            return self._fallback(turn, facts, exc)
+            return await asyncio.to_thread(self._fallback, turn, facts, exc)
         if answer:
             await asyncio.to_thread(self.store.cache_put, turn.workspace, turn.peer, "dialectic", answer)
         return user_model_block(turn.peer, facts=facts, answer=answer or None, budget=self.budget)
@@ -269,7 +276,7 @@ class HonchoBackend(IdentityBackend):
         try:
             user = Peer(honcho_id(peer), honcho)
             if thread is not None:
-                session_ids = [honcho_id(f"{peer}-{thread}")]
+                session_ids = [session_id(peer, thread)]
             else:
                 session_ids = [s.id for s in user.sessions()]
                 for conclusion in self._conclusions(honcho, user.id):
@@ -292,7 +299,8 @@ class HonchoBackend(IdentityBackend):
 
     def status(self, workspace: str, peer: str) -> dict[str, Any]:
         """Local counts plus pending messages."""
-        pending = sum(len(v) for k, v in self._pending.items() if k[:2] == (workspace, peer))
+        with self._lock:
+            pending = sum(len(v) for k, v in self._pending.items() if k[:2] == (workspace, peer))
         return {**super().status(workspace, peer), "pending_ingest": pending}
 
     def close(self) -> None:
