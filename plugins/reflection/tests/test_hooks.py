@@ -49,8 +49,11 @@ async def test_hooks_directly(make_runtime, tmp_path):
         "memory-note",
         "persona-observation",
     ]
-    [due] = await reflection.due_check_ins(now=time.time(), runtime=runtime)
-    assert due["thread"] == "t" and await reflection.due_check_ins(now=time.time(), runtime=runtime) == []
+    elsewhere = await reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: c["peer"] != "ann")
+    assert elsewhere == []  # not taken, so still due for the frontend that accepts it
+    [due] = await reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: c["peer"] == "ann")
+    everyone = await reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: True)
+    assert due["thread"] == "t" and everyone == []
     status = await reflection.layer_status(workspace="default", peer="ann", runtime=runtime)
     assert status == {"layer": "reflection", "reflections": 0, "pending approvals": 2, "check-ins": 0}
 

@@ -15,7 +15,6 @@ from thoth_reflection.reflect import records
 from thoth_reflection.settings import state
 
 from thoth_core import count_tokens, hookimpl
-from thoth_core._calls import call_each
 
 DAY0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 
@@ -175,8 +174,7 @@ async def test_check_ins_are_due_once_and_survive_a_restart(reflecting, chat, go
     restarted = make_runtime({"reflection": reflection})
 
     async def due(now):
-        outcomes = await call_each(restarted.pm, "due_check_ins", {"now": now, "runtime": restarted})
-        return [c for _, found, _ in outcomes for c in found or []]
+        return await restarted.due_check_ins(now)
 
     assert await due(time.time()) == []
     [check_in] = await due(due_at.timestamp() + 1)

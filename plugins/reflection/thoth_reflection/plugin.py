@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from thoth_core import Session, hookimpl
@@ -46,9 +47,9 @@ async def decide(
 
 
 @hookimpl
-async def due_check_ins(now: float, runtime: Any) -> list[dict[str, Any]]:
+async def due_check_ins(now: float, runtime: Any, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     st = state(runtime)
-    due = st.store.take_due_check_ins(now)
+    due = st.store.take_due_check_ins(now, accept)  # the others wait for the frontend they belong to
     for check_in in due:
         st.store.audit(
             "check_in_delivered",

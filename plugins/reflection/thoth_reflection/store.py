@@ -11,6 +11,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -198,10 +199,13 @@ class Store:
             run_id,
         )
 
-    def take_due_check_ins(self, now: float) -> list[dict[str, Any]]:
-        """Undelivered check-ins due by `now`, marked delivered as they are taken."""
+    def take_due_check_ins(
+        self, now: float, accept: Callable[[dict[str, Any]], bool] = lambda _row: True
+    ) -> list[dict[str, Any]]:
+        """Undelivered check-ins due by `now` that `accept` takes, marked delivered as they are taken."""
         with self.lock:
-            rows = self.query("SELECT * FROM check_ins WHERE delivered_at IS NULL AND at <= ? ORDER BY at", now)
+            due = self.query("SELECT * FROM check_ins WHERE delivered_at IS NULL AND at <= ? ORDER BY at", now)
+            rows = [row for row in due if accept(dict(row))]
             for row in rows:
                 self.execute("UPDATE check_ins SET delivered_at = ? WHERE id = ?", now, row["id"])
         return rows
