@@ -68,6 +68,10 @@ def test_import_rejects_other_files(thoth_home, monkeypatch, tmp_path):
     path.write_text('{"format": "something-else", "peer": "x"}')
     result = CliRunner().invoke(thoth_group(), ["identity", "import", str(path)])
     assert result.exit_code == 2 and "thoth: error:" in result.output and "not a Thoth identity export" in result.output
+    path.write_text('{"format": "thoth-identity/1", "peer": "x", "observations": ["a string"]}')
+    result = CliRunner().invoke(thoth_group(), ["identity", "import", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().endswith(f"{path}: observations[0]: expected an object, got 'a string'")
 
 
 def test_honcho_disabled_switches_the_layer_off(monkeypatch):

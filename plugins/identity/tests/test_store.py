@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import re
+import sqlite3
+
+import pytest
 from thoth_identity.store import IdentityStore, query_terms
+
+from thoth_core import ThothError
 
 
 def make_store(tmp_path):
@@ -77,16 +83,51 @@ def test_export_import_forget_round_trip(tmp_path):
     assert again["observations"][0]["message_id"] == again["messages"][0]["id"]
 
 
-def test_forget_one_thread_keeps_facts_and_other_threads(tmp_path):
+def test_forget_one_thread_takes_what_was_derived_from_it_and_keeps_the_rest(tmp_path):
     store = make_store(tmp_path)
-    m1 = store.add_message("w", "ann", thread="t1", session_id="s1", turn_id=None, role="user", content="a")
-    store.add_message("w", "ann", thread="t2", session_id="s2", turn_id=None, role="user", content="b")
+    m1 = store.add_message("w", "ann", thread="t1", session_id="s1", turn_id="turn1", role="user", content="a")
+    m2 = store.add_message("w", "ann", thread="t2", session_id="s2", turn_id="turn2", role="user", content="b")
     store.add_observation(
         "w", "ann", "from t1", kind="explicit", author="deriver", confidence=0.5, source="m", message_id=m1
     )
+    for turn in ("turn1", "turn2"):
+        store.add_observation(
+            "w", "ann", f"noted {turn}", kind="noted", author="ann", confidence=0.8, source=f"reaction:{turn}"
+        )
     store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t")
-    assert store.delete("w", "ann", "t1") == {"observations": 1, "messages": 1}
-    assert store.counts("w", "ann") == {"observations": 0, "facts": 1, "fact_history": 1, "messages": 1}
+    store.set_fact("w", "ann", "hobby", "sailing", confidence=0.95, source=f"derived:message:{m1}")
+    store.set_fact("w", "ann", "pet", "cat", confidence=0.95, source=f"derived:message:{m2}")
+    assert store.delete("w", "ann", "t1") == {"facts": 1, "observations": 2, "messages": 1}
+    assert [f["predicate"] for f in store.current_facts("w", "ann")] == ["name", "pet"]
+    assert [o["content"] for o in store.recent_observations("w", "ann", limit=5)] == ["noted turn2"]
+    assert store.counts("w", "ann")["messages"] == 1
+
+
+def test_a_bad_import_names_the_field_and_writes_nothing(tmp_path):
+    from thoth_identity.backend import EXPORT_FORMAT, IdentityBackend
+    from thoth_identity.settings import IdentitySettings
+
+    store = make_store(tmp_path)
+    backend = IdentityBackend(None, IdentitySettings(), store)
+    good = {"role": "user", "content": "hi", "at": 1.0}
+    cases = [
+        ({"messages": [good, {"content": "no role", "at": 2.0}]}, "messages[1].role: missing"),
+        ({"observations": ["a string"]}, "observations[0]: expected an object, got 'a string'"),
+        (
+            {"facts": [{"predicate": "name", "object": "Ann", "valid_from": "yesterday"}]},
+            "facts[0].valid_from: expected a number",
+        ),
+        ({"messages": {"role": "user"}}, "messages: expected a list, got dict"),
+    ]
+    for rows, message in cases:
+        with pytest.raises(ThothError, match=re.escape(message)):
+            backend.import_document({"format": EXPORT_FORMAT, **rows}, workspace="w", peer="ann")
+    # Even a failure the shape check cannot see (here a row the database refuses) leaves nothing behind.
+    with pytest.raises(sqlite3.Error):
+        store.import_rows(
+            "w", "ann", {"messages": [good], "facts": [{"predicate": "x", "object": "y", "valid_from": [1]}]}
+        )
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0}
 
 
 def test_query_terms_drop_stopwords_and_short_words():

@@ -20,6 +20,51 @@ from .store import IdentityStore
 logger = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "thoth-identity/1"
+_NUMBER = (int, float)
+# Per table: field -> (accepted types, required). Other fields are ignored on import.
+EXPORT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "messages": {"role": ((str,), True), "content": ((str,), True), "at": (_NUMBER, True), "thread": ((str,), False)},
+    "observations": {
+        "content": ((str,), True),
+        "kind": ((str,), False),
+        "author": ((str,), False),
+        "source": ((str,), False),
+        "confidence": (_NUMBER, False),
+        "created_at": (_NUMBER, False),
+    },
+    "facts": {
+        "predicate": ((str,), True),
+        "object": ((str,), True),
+        "valid_from": (_NUMBER, True),
+        "valid_to": (_NUMBER, False),
+        "confidence": (_NUMBER, False),
+        "subject": ((str,), False),
+        "source": ((str,), False),
+    },
+}
+
+
+def validate_export(document: Any) -> None:
+    """Check an export's shape before anything is written; a ThothError names the bad field."""
+    if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+        found = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise ThothError(f"not a Thoth identity export (format {found!r}, expected {EXPORT_FORMAT})")
+    for table, fields in EXPORT_FIELDS.items():
+        rows = document.get(table, [])
+        if not isinstance(rows, list):
+            raise ThothError(f"{table}: expected a list, got {type(rows).__name__}")
+        for index, row in enumerate(rows):
+            where = f"{table}[{index}]"
+            if not isinstance(row, dict):
+                raise ThothError(f"{where}: expected an object, got {row!r:.60}")
+            for name, (types, required) in fields.items():
+                value = row.get(name)
+                if value is None:
+                    if required:
+                        raise ThothError(f"{where}.{name}: missing")
+                elif not isinstance(value, types) or isinstance(value, bool):
+                    expected = "a number" if types is _NUMBER else "a string"
+                    raise ThothError(f"{where}.{name}: expected {expected}, got {value!r:.60}")
 
 
 class IdentityBackend:
@@ -130,11 +175,8 @@ class IdentityBackend:
         }
 
     def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
-        """Add an exported document's rows to a peer; returns counts added."""
-        if document.get("format") != EXPORT_FORMAT:
-            raise ThothError(
-                f"not a Thoth identity export (format {document.get('format')!r}, expected {EXPORT_FORMAT})"
-            )
+        """Add an exported document's rows to a peer, all or nothing; returns counts added."""
+        validate_export(document)
         added = self.store.import_rows(workspace, peer, document)
         notes = [o["content"] for o in document.get("observations", [])]
         self.copy_notes(workspace, peer, notes, author="import")

@@ -13,6 +13,7 @@ import click
 from thoth_core import ThothError
 from thoth_core.cli import run, runtime
 
+from .backend import validate_export
 from .plugin import backend_for
 
 peer_option = click.option("--peer", required=True, help="The peer (person) concerned.")
@@ -101,8 +102,10 @@ def import_command(path: Path, peer: str | None, workspace: str | None) -> None:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ThothError(f"{path}: cannot read an identity export: {exc}") from exc
-    if not isinstance(document, dict):
-        raise ThothError(f"{path}: an identity export is a JSON object")
+    try:
+        validate_export(document)
+    except ThothError as exc:
+        raise ThothError(f"{path}: {exc}") from exc
     target = peer or document.get("peer")
     if not target:
         raise ThothError(f"{path}: no peer in the file; pass --peer")

@@ -327,7 +327,7 @@ class IdentityStore:
     def import_rows(self, workspace: str, peer: str, rows: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
         """Add exported rows to a peer (skipping what is already held); returns counts added."""
         added = {"facts": 0, "observations": 0, "messages": 0}
-        with self.lock:
+        with self.transaction():  # a failure half-way leaves nothing behind
             message_ids: dict[int, int] = {}
             for m in rows.get("messages", []):
                 exists = self.db.execute(
@@ -391,25 +391,7 @@ class IdentityStore:
         key = (workspace, peer)
         with self.transaction():
             if thread is not None:
-                ids = [
-                    r[0]
-                    for r in self.db.execute(
-                        "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
-                    )
-                ]
-                marks = ",".join("?" * len(ids))
-                observations = (
-                    self.db.execute(
-                        f"DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})",
-                        (*key, *ids),
-                    ).rowcount
-                    if ids
-                    else 0
-                )
-                messages = self.db.execute(
-                    "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
-                ).rowcount
-                return {"observations": observations, "messages": messages}
+                return self._delete_thread(workspace, peer, thread)
             receipt = {
                 "facts": self.db.execute("DELETE FROM facts WHERE workspace = ? AND peer = ?", key).rowcount,
                 "observations": self.db.execute(
@@ -422,3 +404,27 @@ class IdentityStore:
             }
             self.db.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
             return receipt
+
+    def _delete_thread(self, workspace: str, peer: str, thread: str) -> dict[str, int]:
+        """Delete one thread's messages and what was derived from them (inside a transaction)."""
+        key = (workspace, peer)
+        rows = self.db.execute(
+            "SELECT id, turn_id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
+        ).fetchall()
+        ids = [row["id"] for row in rows]
+        sources = [f"derived:message:{i}" for i in ids] + [f"reaction:{r['turn_id']}" for r in rows if r["turn_id"]]
+
+        def delete_where(sql: str, values: list[Any]) -> int:
+            if not values:
+                return 0
+            marks = ",".join("?" * len(values))
+            return int(self.db.execute(sql.format(marks=marks), (*key, *values)).rowcount)
+
+        facts = delete_where("DELETE FROM facts WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)
+        observations = delete_where(
+            "DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids
+        ) + delete_where("DELETE FROM observations WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)
+        messages = self.db.execute(
+            "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
+        ).rowcount
+        return {"facts": facts, "observations": observations, "messages": messages}
