@@ -54,6 +54,29 @@ class AmnesiacLayer(NotesLayer):
         return {"notes": 0}
 
 
+class ForgetfulLayer(NotesLayer):
+    """Keeps nothing, so it never shows anything (and passes the isolation checks vacuously)."""
+
+    @hookimpl
+    def post_turn_write(self, turn):
+        pass
+
+
+class Gossip:
+    """A plain plugin (no layer) that repeats the last thing anyone said, in everyone's context."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    @hookimpl
+    def post_turn_write(self, turn):
+        self.last = turn.text
+
+    @hookimpl
+    def pre_spawn_context(self, turn):
+        return ContextBlock("gossip", self.last) if self.last else None
+
+
 class GreedyLayer(NotesLayer):
     """Pads its block far past the layer budget."""
 
@@ -85,6 +108,19 @@ async def test_the_check_really_exercises_the_plugin(make_runtime):
     await check_layer_plugin(runtime, "notes")
     assert layer.notes, "the check wrote no turns through the plugin"
     assert all(not notes for (_, peer), notes in layer.notes.items() if peer == "alice")
+
+
+async def test_recall_is_checked_when_asked(make_runtime):
+    await check_layer_plugin(make_runtime({"notes": NotesLayer()}), "notes", expect_recall=True)
+    await check_layer_plugin(make_runtime({"notes": ForgetfulLayer()}), "notes")
+    with pytest.raises(AssertionError, match="does not show alice's data in her own new thread"):
+        await check_layer_plugin(make_runtime({"notes": ForgetfulLayer()}), "notes", expect_recall=True)
+
+
+async def test_a_leak_through_another_plugins_block_fails_the_check(make_runtime):
+    runtime = make_runtime({"notes": NotesLayer(), "gossip": Gossip()})
+    with pytest.raises(AssertionError, match=r"gossip:gossip leaked alice's data into bob's context"):
+        await check_layer_plugin(runtime, "notes")
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,9 @@
 Fixtures: `thoth_home` (an empty data dir, also set as `$THOTH_HOME`) and `make_runtime`
 (a runtime with only the plugins you name and the `replay` model). Checks: call
 `await check_layer_plugin(runtime, "NAME")` from an async test; it writes turns for one
-peer and asserts the plugin's context never reaches another peer, stays inside its layer
-budget (nothing of it cut) and deadline, and that `forget` removes what it held.
+peer and asserts nothing of them reaches another peer's context (any plugin's block), the
+plugin stays inside its layer budget (nothing of it cut) and deadline, and that after `forget`
+no block shows them; `expect_recall=True` asserts the peer's own new thread does show them.
 `run_thoth(*args)` runs the real `thoth` console script for CLI tests. `fake_anthropic` is a fake
 Messages API on 127.0.0.1 for the real `anthropic` SDK (see `thoth_core.testing.fake_anthropic`).
 """
@@ -109,9 +110,16 @@ async def context_for(runtime: Runtime, text: str, *, peer: str, thread: str) ->
     return await runtime.context(Turn(text, peer, thread, session.workspace), session)
 
 
-async def check_layer_plugin(runtime: Runtime, name: str, *, turns: int = 3) -> None:
-    """Assert isolation, budget, deadline and forget for one layer plugin."""
-    secret = f"codeword-{uuid.uuid4().hex[:10]}"
+async def check_layer_plugin(
+    runtime: Runtime, name: str, *, turns: int = 3, expect_recall: bool = False, secret: str | None = None
+) -> None:
+    """Assert isolation, budget, deadline and forget for one layer plugin.
+
+    `expect_recall=True` also asserts alice's own new thread shows the secret, so a plugin that
+    loses data cannot pass the forget check without holding anything; pass `secret` to script
+    a model reply that contains it (default: a fresh random codeword).
+    """
+    secret = secret or f"codeword-{uuid.uuid4().hex[:10]}"
     for i in range(turns):
         await runtime.turn(f"Remember that my codeword is {secret} (note {i}).", peer="alice", thread=f"alice-{i}")
     await runtime.drain()
@@ -119,10 +127,12 @@ async def check_layer_plugin(runtime: Runtime, name: str, *, turns: int = 3) -> 
     await runtime.drain()
 
     other = await context_for(runtime, f"What is my codeword? {secret}?", peer="bob", thread="bob-1")
-    leaked = [b.tag for b in other.blocks if b.plugin == name and secret in b.text]
-    assert not leaked, f"plugin {name} leaked alice's data into bob's context: {leaked}"
+    leaked = [f"{b.plugin}:{b.tag}" for b in other.blocks if secret in b.text]
+    assert not leaked, f"{', '.join(leaked)} leaked alice's data into bob's context (checking {name})"
 
     own = await context_for(runtime, "What is my codeword?", peer="alice", thread="alice-new")
+    if expect_recall:
+        assert secret in own.system, f"plugin {name} does not show alice's data in her own new thread"
     layer_budgets = runtime.config.layer_budgets
     for assembly in (own, other):
         for call in assembly.calls:
@@ -139,5 +149,5 @@ async def check_layer_plugin(runtime: Runtime, name: str, *, turns: int = 3) -> 
     await runtime.forget(peer="alice")
     await runtime.drain()
     after = await context_for(runtime, f"What is my codeword? {secret}", peer="alice", thread="alice-after")
-    remaining = [b.tag for b in after.blocks if b.plugin == name and secret in b.text]
-    assert not remaining, f"plugin {name} still shows alice's data after forget: {remaining}"
+    remaining = [f"{b.plugin}:{b.tag}" for b in after.blocks if secret in b.text]
+    assert not remaining, f"{', '.join(remaining)} still shows alice's data after forget (checking {name})"
