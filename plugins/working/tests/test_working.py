@@ -171,6 +171,54 @@ async def test_an_error_is_written_at_the_next_turn_without_waiting_for_the_end(
     assert [e["type"] for e in lines_of(runtime, session)] == ["session_start", "error"]
 
 
+async def test_a_failed_turns_error_is_written_when_the_runtime_closes(runtime_at):
+    runtime = runtime_at(config={"thoth": {"model": "broken"}})
+    runtime.register(BrokenProvider(), name="broken-provider")
+    with pytest.raises(ModelError):
+        await runtime.turn("one shot", peer="ann", thread="t")  # `thoth ask`: one turn, then the process ends
+    session = await runtime.session(peer="ann", thread="t")
+    await runtime.aclose()
+    [start, error] = lines_of(runtime, session)
+    assert start["type"] == "session_start" and error["type"] == "error" and error["user"] == "one shot"
+
+
+async def test_a_resumed_session_gets_its_transcript_back_without_writing_it_twice(runtime_at):
+    first = runtime_at(replies=[{"reply": "noted"}])
+    await first.turn("my flight is at 9", peer="ann", thread="t")
+    await first.turn("and the hotel is booked", peer="ann", thread="t")
+    await first.aclose()
+
+    second = runtime_at(replies=[{"reply": "ok"}])
+    session = await second.session(peer="ann", thread="t")
+    assert [(e["type"], e["user"]) for e in session.transcript] == [
+        ("turn", "my flight is at 9"),
+        ("turn", "and the hotel is booked"),
+    ]
+    assert "session_id" not in session.transcript[0] and session.transcript[0]["assistant"] == "noted"
+    await second.turn("what time is my flight?", peer="ann", thread="t")
+    await second.end_session(session, "done")
+    await second.drain()
+    users = [e["user"] for e in lines_of(second, session) if e["type"] == "turn"]
+    assert users == ["my flight is at 9", "and the hotel is booked", "what time is my flight?"]
+    assert [e["user"] for e in session.transcript] == users
+
+
+async def test_memory_shows_untagged_lines_and_only_the_peers_own_tagged_ones(runtime_at, tmp_path):
+    memory = tmp_path / "persona" / "MEMORY.md"
+    memory.parent.mkdir()
+    memory.write_text(
+        "# Memory\n- The team ships on Thursdays.\n"
+        "- [2026-03-01] The user's codeword is zebra-42. <!-- peer:alice ws:default -->\n"
+        "- [2026-03-01] Carol's desk is by the window. <!-- peer:carol ws:other -->\n"
+    )
+    runtime = runtime_at()
+    alice = await context_for(runtime, "hi", peer="alice", thread="t")
+    bob = await context_for(runtime, "hi", peer="bob", thread="t")
+    assert "zebra-42" in alice.system and "<!--" not in alice.system and "Thursdays" in alice.system
+    assert "zebra-42" not in bob.system and "Thursdays" in bob.system
+    assert "window" not in alice.system + bob.system
+
+
 async def test_history_is_trimmed_to_the_budget_by_the_core(runtime_at):
     first = runtime_at(replies=[{"reply": "a fairly long answer " * 5}])
     for i in range(8):

@@ -10,6 +10,7 @@ History trimming to `[budget] history` is the core's; this plugin only supplies 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,9 +57,17 @@ class WorkingState:
     store: SessionStore
     seen: set[tuple[str, str, str]] = field(default_factory=set)
     memory: dict[str, str] = field(default_factory=dict)
+    live: dict[str, Session] = field(default_factory=dict)
 
     def close(self) -> None:
-        """Close the session index."""
+        """Write what live sessions recorded since their last flush (a failed turn's error), then close the index."""
+        for session in self.live.values():
+            if not session.ended:
+                try:
+                    self.store.flush(session)
+                except Exception as exc:  # noqa: BLE001 - one session's file must not keep the others unwritten
+                    logger.error("working: session %s: flushing its transcript failed: %s", session.id, exc)
+        self.live.clear()
         self.store.close()
 
 
@@ -77,6 +86,21 @@ def read_memory(path: Path) -> str:
         return ""
     except (OSError, UnicodeDecodeError) as exc:
         raise ThothError(f"{path}: cannot read the auto-memory file: {exc}") from exc
+
+
+OWNER_TAG = re.compile(r"\s*<!-- peer:(?P<peer>.+?) ws:(?P<workspace>.+?) -->\s*$")
+
+
+def visible_memory(text: str, *, peer: str, workspace: str) -> str:
+    """The lines of MEMORY.md this peer may see: untagged ones and its own (tag removed)."""
+    kept = []
+    for line in text.splitlines():
+        match = OWNER_TAG.search(line)
+        if match is None:
+            kept.append(line)
+        elif (match.group("peer"), match.group("workspace")) == (peer, workspace):
+            kept.append(line[: match.start()])
+    return "\n".join(kept).strip()
 
 
 def tail_within(text: str, budget: int) -> str:
@@ -118,8 +142,10 @@ def session_start(session: Session) -> None:
             else:
                 working.store.mark_closed(stored.session_id, "expired")
     working.seen.add(session.key)
+    working.live[session.id] = session
     try:
-        working.memory[session.id] = read_memory(working.settings.memory_file)
+        text = read_memory(working.settings.memory_file)
+        working.memory[session.id] = visible_memory(text, peer=session.peer, workspace=session.workspace)
     except ThothError as exc:
         logger.error("%s", exc)
 
@@ -142,11 +168,17 @@ def session_end(session: Session, reason: str) -> None:
     working = state(session.runtime)
     working.store.end(session, reason, resumable=reason == "exit")
     working.memory.pop(session.id, None)
+    working.live.pop(session.id, None)
 
 
 @hookimpl
 def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
-    receipt = state(runtime).store.forget(workspace, peer, thread)
+    working = state(runtime)
+    for session in [s for s in working.live.values() if s.key[:2] == (workspace, peer)]:
+        if thread is None or session.thread == thread:
+            working.live.pop(session.id)
+            working.memory.pop(session.id, None)
+    receipt = working.store.forget(workspace, peer, thread)
     return receipt if any(receipt.values()) else None
 
 

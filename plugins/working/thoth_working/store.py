@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions (workspace, peer, thread, last_active);
 """
 
+RECORDED = ("turn", "error", "tool")  # what the core puts in `session.transcript`
+KEY_FIELDS = ("session_id", "workspace", "peer", "thread")  # added to each line on disk
+
 
 @dataclass(frozen=True)
 class StoredSession:
@@ -110,9 +113,9 @@ class SessionStore:
         with self._lock:
             return self._row(self._db.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchone())
 
-    def history(self, stored: StoredSession, *, turns: int) -> list[Message]:
-        """The last `turns` turns of a stored session as model messages."""
-        entries = read_transcript(transcript_path(self.root, stored.session_id, stored.started_at))
+    @staticmethod
+    def history(entries: list[dict[str, Any]], *, turns: int) -> list[Message]:
+        """The last `turns` turns of a stored transcript as model messages."""
         recent = [e for e in entries if e.get("type") == "turn"][-turns:] if turns > 0 else []
         return [
             m
@@ -121,11 +124,17 @@ class SessionStore:
         ]
 
     def resume(self, session: Session, stored: StoredSession, *, turns: int) -> None:
-        """Give a new session object the id, start and history of a stored one."""
+        """Give a new session object the id, start, history and transcript of a stored one.
+
+        The restored transcript entries count as already written, so they are not appended twice.
+        """
         session.id, session.started_at = stored.session_id, stored.started_at
-        session.history = self.history(stored, turns=turns)
+        entries = read_transcript(transcript_path(self.root, stored.session_id, stored.started_at))
+        session.history = self.history(entries, turns=turns)
+        restored = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in entries if e.get("type") in RECORDED]
+        session.transcript[:0] = restored
         with self._lock:
-            self._written[session.id] = 0
+            self._written[session.id] = len(restored)
             self._append(session, [{"type": "session_start", "at": time.time(), "resumed": True}])
 
     def mark_closed(self, session_id: str, reason: str) -> None:
