@@ -97,3 +97,45 @@ async def test_scripted_session_reaches_every_layer(procedural, make_runtime, fa
 
     later = await context_for(runtime, "what do you remember?", peer="ann", thread="t3")
     assert any("Ann deploys to staging every Friday." in b.text for b in later.blocks if b.plugin == "working")
+
+
+async def test_a_peers_notes_reach_only_that_peer_and_forget_removes_them(make_runtime, good, tmp_path):
+    working = pytest.importorskip("thoth_working.plugin")
+    memory_file = tmp_path / "persona" / "MEMORY.md"
+    memory_file.parent.mkdir()
+    memory_file.write_text("# Memory\n\n- The office is closed on Mondays.\n")
+    notes = dict(good, memory_notes=["The user's codeword is zebra-42."], user_model_updates={})
+    rules = [{"purpose": "reflection", "reply": json.dumps(notes)}, {"reply": "Noted."}]
+    runtime = make_runtime({"working": working, "reflection": reflection}, replies=rules, root=tmp_path)
+
+    await runtime.turn("My codeword is zebra-42.", peer="alice", thread="a1")
+    await runtime.turn("/done", peer="alice", thread="a1")
+    await runtime.drain()
+    assert "zebra-42" in memory_file.read_text() and "<!-- peer:alice ws:default -->" in memory_file.read_text()
+
+    own = await context_for(runtime, "What is my codeword?", peer="alice", thread="a2")
+    other = await context_for(runtime, "What is my codeword?", peer="bob", thread="b1")
+    assert "zebra-42" in own.system and "peer:alice" not in own.system
+    assert "zebra-42" not in other.system and "closed on Mondays" in other.system
+
+    receipt = await runtime.forget(peer="alice")
+    assert receipt["reflection"]["memory lines"] == 1 and "zebra-42" not in memory_file.read_text()
+    for peer in ("alice", "bob"):
+        after = await context_for(runtime, "What is my codeword?", peer=peer, thread="after")
+        assert "zebra-42" not in after.system and "closed on Mondays" in after.system
+
+
+async def test_done_after_a_restart_reflects_on_the_whole_session(make_runtime, good, tmp_path):
+    working = pytest.importorskip("thoth_working.plugin")
+    rules = [{"purpose": "reflection", "reply": json.dumps(good)}, {"reply": "Noted."}]
+    first = make_runtime({"working": working, "reflection": reflection}, replies=rules, root=tmp_path)
+    await first.turn("We deploy from the main branch.", peer="ann", thread="slack-C1")
+    await first.aclose()  # the process restarts
+
+    second = make_runtime({"working": working, "reflection": reflection}, replies=rules, root=tmp_path)
+    await second.turn("And staging is rebuilt nightly.", peer="ann", thread="slack-C1")
+    await second.turn("/done", peer="ann", thread="slack-C1")
+    await second.drain()
+    [request] = [r for r in second.model().requests if r.purpose == "reflection"]
+    prompt = request.messages[-1].content
+    assert "We deploy from the main branch." in prompt and "And staging is rebuilt nightly." in prompt

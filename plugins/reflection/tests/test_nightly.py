@@ -134,6 +134,37 @@ async def test_the_model_rewrites_the_snapshot_but_never_past_the_budget(make_ru
     assert "The pipeline has 3 stages." in request.messages[-1].content
 
 
+@pytest.mark.parametrize("with_model", [False, True])
+async def test_snapshot_lines_keep_their_owner_and_owners_are_compressed_apart(make_runtime, thoth_home, with_model):
+    replies = [
+        {"purpose": "consolidation", "match": "ann: ", "reply": "- [2026-03-01] Ann's pipeline has 3 stages."},
+        {"purpose": "consolidation", "match": "bob: ", "reply": "- [2026-03-01] Bob's codeword is zebra-42."},
+    ]
+    runtime = make_runtime({"reflection": reflection}, replies=replies if with_model else None)  # "ok": no lines
+    st = state(runtime)
+    memory = MemoryFile(st.path(st.settings.memory_file))
+    memory.replace_section("snapshot", "- [2026-02-01] The office is closed on Mondays.")
+    memory.append_notes(["Ann likes short answers."], day="2026-03-01", owner=("ann", "default"))
+    at = DAY0.timestamp() - 10
+    write_transcript(thoth_home, at=at, session_id="s1", peer="ann", users=["The pipeline has 3 stages."])
+    write_transcript(thoth_home, at=at, session_id="s2", peer="bob", users=["My codeword is zebra-42."])
+
+    summary = await run_nightly(runtime, now=DAY0.timestamp())
+    snap = snapshot(runtime)
+    assert summary["method"] == ("model" if with_model else "extractive")
+    lines = snap.splitlines()
+    assert len(lines) == (3 if with_model else 4) and any("zebra-42" in line for line in lines)
+    assert lines[0] == "- [2026-02-01] The office is closed on Mondays."
+    assert all(line.endswith("<!-- peer:bob ws:default -->") for line in lines if "zebra-42" in line)
+    assert all(line.endswith("<!-- peer:ann ws:default -->") for line in lines if "Ann" in line or "ann" in line)
+    if with_model:
+        requests = [r.messages[-1].content for r in runtime.model().requests if r.purpose == "consolidation"]
+        assert len(requests) == 2 and all(not ("zebra" in r and "pipeline" in r) for r in requests)
+        assert all("peer:" not in r for r in requests)
+    assert memory.forget(("bob", "default")) == 1
+    assert "zebra-42" not in memory.text() and "closed on Mondays" in memory.text()
+
+
 async def test_expiring_episodes_are_absorbed_then_released(make_runtime):
     old = DAY0.timestamp() - 200 * 86400
     episodic = FakeEpisodic(
@@ -189,6 +220,7 @@ async def test_forget_removes_queue_items_check_ins_and_audit_payloads(reflectin
     await chat(runtime, "hi")
     receipt = await runtime.forget(peer="ann")
     assert receipt["reflection"] == {
+        "memory lines": 2,
         "queued items": 1,
         "check-ins": 1,
         "audit entries blanked": receipt["reflection"]["audit entries blanked"],
@@ -197,6 +229,35 @@ async def test_forget_removes_queue_items_check_ins_and_audit_payloads(reflectin
     assert all(i["kind"] == "skill" for i in await runtime.approvals())
     store = state(runtime).store
     assert "Ann deploys" not in json.dumps(store.audit_log()) and store.runs()[0]["peer"] == "(forgotten)"
+
+
+async def test_forget_deletes_decided_items_items_about_the_peer_and_run_errors(reflecting, chat, good):
+    about_ann = dict(good, user_model_updates={"ann": ["Ann is moving to Berlin."]}, persona_observations=[])
+    runtime, _ = reflecting(
+        [json.dumps(good)],
+        config={"thoth": {"founders": ["lead"]}},
+    )
+    rules = runtime.model().rules
+    rules[:0] = [
+        {"purpose": "reflection", "match": "peer 'bob'", "reply": json.dumps(about_ann)},
+        {"purpose": "reflection", "match": "thread 'broken'", "reply": "not json"},
+        {"purpose": "reflection-repair", "reply": "still not json"},
+    ]
+    await chat(runtime, "hi")
+    await chat(runtime, "hi", thread="broken")
+    await chat(runtime, "hi", peer="bob", thread="b1")
+    store = state(runtime).store
+    observation = next(i for i in store.all_items() if i["kind"] == "persona-observation")
+    await runtime.decide(observation["id"], "approve", actor="lead")
+    about = next(i for i in store.all_items() if i["kind"] == "user-model")
+    assert about["source"]["peer"] == "bob" and about["payload"]["peer"] == "ann"
+    assert any(r["error"] for r in store.runs() if r["status"] == "failed")
+
+    await runtime.forget(peer="ann")
+    left = store.all_items()
+    assert all(i["source"].get("peer") != "ann" and i["payload"].get("peer") != "ann" for i in left), left
+    assert "Berlin" not in json.dumps(left) and "Lead with the command" not in json.dumps(left)
+    assert all(r["error"] is None for r in store.runs() if r["status"] == "failed")
 
 
 class TinyEmbedder:

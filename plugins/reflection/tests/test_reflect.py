@@ -218,6 +218,12 @@ async def test_bad_settings_name_the_key(make_runtime):
         state(runtime)
 
 
+async def test_core_per_plugin_keys_are_accepted(make_runtime):
+    runtime = make_runtime(config={"plugins": {"reflection": {"deadline": 3, "background_deadline": 60}}})
+    assert state(runtime).settings.snapshot_tokens == 600
+    assert runtime.background_deadline("reflection") == 60
+
+
 async def test_reflection_disabled_switch(monkeypatch):
     monkeypatch.setenv("REFLECTION_DISABLED", "true")
     pm = make_plugin_manager(Config())
@@ -230,3 +236,12 @@ async def test_reflection_disabled_switch(monkeypatch):
 async def test_conformance_kit(make_runtime):
     runtime = make_runtime({"reflection": reflection})
     await check_layer_plugin(runtime, "reflection")
+
+
+async def test_conformance_kit_with_the_working_layer_showing_the_notes(make_runtime, good, tmp_path):
+    working = pytest.importorskip("thoth_working.plugin")
+    secret = "codeword-quartz-7731"
+    result = dict(good, memory_notes=[f"The user's codeword is {secret}."], user_model_updates={})
+    rules = [{"purpose": "reflection", "reply": json.dumps(result)}, {"reply": "Noted."}]
+    runtime = make_runtime({"working": working, "reflection": reflection}, replies=rules, root=tmp_path)
+    await check_layer_plugin(runtime, "reflection", expect_recall=True, secret=secret)

@@ -4,6 +4,10 @@ Reflection owns two marked sections and leaves the rest of the file alone: the s
 (rewritten by the nightly job, never larger than its token budget) and the recent notes
 (appended at session end, folded into the snapshot each night). Writes are atomic and
 serialised per file.
+
+Every line written from a session or an episode ends with its owner's tag,
+`<!-- peer:alice ws:default -->`; the working layer shows a line only to that peer in that
+workspace (untagged lines, e.g. ones a person wrote, show to everyone) and `forget` deletes them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,27 @@ SECTIONS = {"snapshot": "Snapshot", "notes": "Recent notes"}
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 NOTE_LINE = re.compile(r"^- \[(?P<day>\d{4}-\d{2}-\d{2})\] (?P<text>.*)$")
+OWNER_TAG = re.compile(r"\s*<!-- peer:(?P<peer>.+?) ws:(?P<workspace>.+?) -->\s*$")
+
+Owner = tuple[str, str]  # (peer, workspace)
+
+
+def owner_tag(owner: Owner) -> str:
+    """The trailing tag naming a line's peer and workspace."""
+    return f"<!-- peer:{owner[0]} ws:{owner[1]} -->"
+
+
+def split_owner(line: str) -> tuple[str, Owner | None]:
+    """A line without its owner tag, and the owner it named (None when untagged)."""
+    match = OWNER_TAG.search(line)
+    if match is None:
+        return line, None
+    return line[: match.start()], (match.group("peer"), match.group("workspace"))
+
+
+def tagged(line: str, owner: Owner | None) -> str:
+    """The line with its owner's tag appended (unchanged when there is no owner)."""
+    return f"{line} {owner_tag(owner)}" if owner else line
 
 
 def _markers(name: str) -> tuple[str, str]:
@@ -65,8 +90,8 @@ class MemoryFile:
             if (m := NOTE_LINE.match(line.strip()))
         ]
 
-    def append_notes(self, notes: list[str], *, day: str) -> list[str]:
-        """Append notes not already in the file; returns those appended."""
+    def append_notes(self, notes: list[str], *, day: str, owner: Owner | None = None) -> list[str]:
+        """Append notes not already in the file, tagged with their owner; returns those appended."""
         with _lock(self.path):
             text = self.text()
             current = self._section_of(text, "notes")
@@ -74,8 +99,9 @@ class MemoryFile:
             added = []
             lines = current.splitlines() if current else []
             for note in notes:
-                line = f"- [{day}] {' '.join(note.split())}"
-                if line in present or any(p.endswith("] " + " ".join(note.split())) for p in present):
+                body = tagged(" ".join(note.split()), owner)
+                line = f"- [{day}] {body}"
+                if line in present or any(p.endswith("] " + body) for p in present):
                     continue
                 lines.append(line)
                 present.add(line)
@@ -95,6 +121,15 @@ class MemoryFile:
                 if line.strip() and line.strip() not in gone
             ]
             self._write(self._with_section(text, "notes", "\n".join(kept)))
+
+    def forget(self, owner: Owner) -> int:
+        """Delete every line tagged with this owner, anywhere in the file; returns how many."""
+        with _lock(self.path):
+            lines = self.text().splitlines(keepends=True)
+            kept = [line for line in lines if split_owner(line.rstrip("\n"))[1] != owner]
+            if len(kept) < len(lines):
+                write_atomic(self.path, "".join(kept))
+            return len(lines) - len(kept)
 
     def _section_of(self, text: str, name: str) -> str:
         start, end = _markers(name)

@@ -5,6 +5,8 @@ the notes section once folded in, so a second run finds nothing new and writes n
 The snapshot is bullet lines `- [YYYY-MM-DD] text`, rewritten by the model when one is
 configured and always cut to `snapshot_tokens` by the same extractive rule (newest lines
 win), so it never grows past its budget. Every line passes redaction and the firewall.
+Lines from a session or an episode keep their owner's tag (see `memory`); the model rewrites
+each owner's lines apart from the others' and its lines get that owner's tag back.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, 
 from thoth_core.budget import truncate
 
 from . import firewall
-from .memory import MemoryFile
+from .memory import MemoryFile, Owner, split_owner, tagged
 from .redact import redact
 from .reflect import records
 from .schema import utc_day
@@ -48,13 +50,14 @@ class Material:
     episodes: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
 
-    def add(self, day: str, text: str) -> None:
+    def add(self, day: str, text: str, owner: Owner | None = None) -> None:
         """Add one line after redaction and the firewall (links become `[link]`, instructions are dropped)."""
+        text, found = split_owner(text)
         clean = firewall.URL.sub("[link]", redact(" ".join(text.split())))
         if firewall.check_text(clean):
             self.dropped += 1
             return
-        self.lines.append(f"- [{day}] {truncate(clean, LINE_TOKENS)}")
+        self.lines.append(tagged(f"- [{day}] {truncate(clean, LINE_TOKENS)}", owner or found))
 
 
 def transcripts_dir(runtime: Any) -> Path:
@@ -103,8 +106,10 @@ def gather(st: State, material: Material, now: float) -> None:
         material.sessions.append(key)
         summary = gist(rows)
         if summary:
-            peer = next((str(r["peer"]) for r in rows if r.get("peer")), "someone")
-            material.add(path.parent.name, f"{peer}: {summary}")
+            first = next((r for r in rows if r.get("peer")), {})
+            peer = str(first.get("peer", "someone"))
+            owner = (peer, str(first.get("workspace") or "default")) if first else None
+            material.add(path.parent.name, f"{peer}: {summary}", owner)
 
 
 async def gather_episodes(st: State, material: Material, now: float) -> None:
@@ -117,7 +122,9 @@ async def gather_episodes(st: State, material: Material, now: float) -> None:
             material.episodes.append(dict(record, plugin=record.get("plugin", plugin)))
             if not st.store.is_consolidated(f"record:{record['id']}"):
                 who = f"{record['peer']}: " if record.get("peer") else ""
-                material.add(utc_day(float(record.get("at") or now)), f"{who}{record.get('text', '')}")
+                ws = record.get("workspace") or st.runtime.config.get("thoth.workspace")
+                owner = (str(record["peer"]), str(ws)) if record.get("peer") else None
+                material.add(utc_day(float(record.get("at") or now)), f"{who}{record.get('text', '')}", owner)
 
 
 def fit(lines: list[str], budget: int) -> str:
@@ -142,9 +149,29 @@ async def compress(st: State, snapshot: str, material: Material, day: str) -> tu
         model = st.model()
     except ModelNotConfigured:
         return extractive, "extractive"
-    prompt = f"Today is {day}.\n\nCurrent snapshot:\n{snapshot or '(empty)'}\n\nNew material:\n" + "\n".join(
-        material.lines
-    )
+    groups: dict[Owner | None, tuple[list[str], list[str]]] = {}
+    for line in snapshot.splitlines():
+        text, owner = split_owner(line)
+        groups.setdefault(owner, ([], []))[0].append(text)
+    for line in material.lines:
+        text, owner = split_owner(line)
+        groups.setdefault(owner, ([], []))[1].append(text)
+    lines: list[str] = []
+    for owner, (old, new) in groups.items():
+        if not new:
+            lines += [tagged(line, owner) for line in old]
+            continue
+        rewritten = await _rewrite(st, model, "\n".join(old), new, day)
+        if rewritten is None:
+            return extractive, "extractive"
+        lines += [tagged(line, owner) for line in rewritten]
+    return fit(sorted(lines, key=lambda line: line[:16]), budget), "model"
+
+
+async def _rewrite(st: State, model: Any, snapshot: str, new: list[str], day: str) -> list[str] | None:
+    """One owner's snapshot lines merged with its new lines by the model; None when that failed."""
+    budget = st.settings.snapshot_tokens
+    prompt = f"Today is {day}.\n\nCurrent snapshot:\n{snapshot or '(empty)'}\n\nNew material:\n" + "\n".join(new)
     system = [
         ContextBlock(
             "consolidation-instructions",
@@ -166,16 +193,16 @@ async def compress(st: State, snapshot: str, material: Material, day: str) -> tu
             type(exc).__name__,
             str(exc)[:200],
         )
-        return extractive, "extractive"
+        return None
     checked = Material()
     for line in reply.text.splitlines():
         match = re.match(r"^\s*[-*]\s+\[(\d{4}-\d{2}-\d{2})\]\s+(.+)$", line)
         if match:
-            checked.add(match.group(1), match.group(2))
+            checked.add(match.group(1), split_owner(match.group(2))[0])  # the owner is ours to set, not the model's
     if not checked.lines:
         logger.warning("reflection nightly: the model's snapshot had no usable lines; using the extractive snapshot")
-        return extractive, "extractive"
-    return fit(checked.lines, budget), "model"
+        return None
+    return checked.lines
 
 
 async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, Any]:

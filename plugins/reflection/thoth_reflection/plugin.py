@@ -10,6 +10,7 @@ from typing import Any
 from thoth_core import Session, hookimpl
 
 from . import queue
+from .memory import MemoryFile
 from .reflect import records, reflect
 from .settings import state
 from .writers import write_result
@@ -77,16 +78,13 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
     scope = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread else "")
     args = [workspace, peer] + ([thread] if thread else [])
     sessions = {r["session_id"] for r in store.query(f"SELECT session_id FROM runs WHERE {scope}", *args)}
-    items = [
-        i["id"]
-        for i in store.pending()
-        if (i["source"].get("workspace"), i["source"].get("peer")) == (workspace, peer)
-        and (thread is None or i["source"].get("thread") == thread)
-    ]
+    items = [i["id"] for i in store.all_items() if _concerns(i, workspace=workspace, peer=peer, thread=thread)]
     with store.lock:
         for item_id in items:
             store.execute("DELETE FROM items WHERE id = ?", item_id)
         check_ins = store.execute(f"DELETE FROM check_ins WHERE {scope}", *args)
+        for session_id in sessions:
+            store.execute("UPDATE runs SET error = NULL WHERE session_id = ?", session_id)
         blanked = sum(
             store.execute("UPDATE audit SET payload = '{\"forgotten\": true}' WHERE session_id = ?", s)
             for s in sessions
@@ -96,12 +94,22 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
             store.execute("DELETE FROM peers WHERE peer = ?", peer)
     store.audit("forget", {"sessions": len(sessions), "items": len(items), "check_ins": check_ins, "at": time.time()})
     receipt = {
+        "memory lines": MemoryFile(st.path(st.settings.memory_file)).forget((peer, workspace)),
         "queued items": len(items),
         "check-ins": check_ins,
         "audit entries blanked": blanked,
         "transient records": records(st).delete_sessions(sessions),
     }
     return {k: v for k, v in receipt.items() if v} or None
+
+
+def _concerns(item: dict[str, Any], *, workspace: str, peer: str, thread: str | None) -> bool:
+    """Whether a queued item came from this peer (in this thread) or, on a whole forget, is about them."""
+    source = item["source"]
+    if (source.get("workspace"), source.get("peer")) == (workspace, peer):
+        return thread is None or source.get("thread") == thread
+    payload = item["payload"]
+    return thread is None and payload.get("peer") == peer and payload.get("workspace", workspace) == workspace
 
 
 @hookimpl

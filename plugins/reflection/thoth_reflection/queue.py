@@ -221,7 +221,9 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
         write_atomic(path, current.rstrip("\n") + f"\n- {' '.join(text.split())}\n")
         return str(st.settings.observations_file)
     if kind == "memory-note":
-        MemoryFile(st.path(st.settings.memory_file)).append_notes([text], day=utc_day(time.time()))
+        source = item["source"]
+        owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
+        MemoryFile(st.path(st.settings.memory_file)).append_notes([text], day=utc_day(time.time()), owner=owner)
         return str(st.settings.memory_file)
     if kind == "user-model":
         return await _send_identity_update(st, item, text, actor)

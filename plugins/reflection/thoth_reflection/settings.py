@@ -39,7 +39,7 @@ class Settings:
         known = {f.name: f for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, value in table.items():
-            if key in ("deadline",):
+            if key in ("deadline", "background_deadline"):  # core keys, valid for every plugin
                 continue
             if key not in known:
                 raise runtime.config.error(

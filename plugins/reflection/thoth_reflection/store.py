@@ -161,6 +161,10 @@ class Store:
         rows = self.query("SELECT * FROM items WHERE id = ?", item_id)
         return _item(rows[0]) if rows else None
 
+    def all_items(self) -> list[dict[str, Any]]:
+        """Every queued item, whatever its status."""
+        return [_item(row) for row in self.query("SELECT * FROM items ORDER BY created_at, id")]
+
     def pending(self) -> list[dict[str, Any]]:
         """Items waiting for a decision, oldest first."""
         return [

@@ -41,7 +41,13 @@ def write_result(st: State, result: dict[str, Any], session: Session) -> dict[st
         for i, n in enumerate(notes)
         if str(i) in note_flags
     ]
-    added = MemoryFile(st.path(st.settings.memory_file)).append_notes(clean, day=utc_day(time.time())) if clean else []
+    added = (
+        MemoryFile(st.path(st.settings.memory_file)).append_notes(
+            clean, day=utc_day(time.time()), owner=(session.peer, session.workspace)
+        )
+        if clean
+        else []
+    )
     if added:
         st.store.audit(
             "memory_notes_written",
