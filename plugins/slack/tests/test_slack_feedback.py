@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -46,9 +47,9 @@ class Layers:
         self.ended.append((session.thread, reason))
 
     @hookimpl
-    def due_check_ins(self, now):
-        due = [c for c in self.check_ins if c["at"] <= now]
-        self.check_ins = [c for c in self.check_ins if c["at"] > now]
+    def due_check_ins(self, now, accept):
+        due = [c for c in self.check_ins if c["at"] <= now and accept(c)]
+        self.check_ins = [c for c in self.check_ins if c not in due]
         return due
 
 
@@ -216,10 +217,12 @@ def test_check_ins_post_in_their_thread(make_slack):
             },
             {"workspace": "T1", "peer": "UANN", "thread": "DANN", "text": "Tomorrow's check-in", "at": now + 86400},
             {"workspace": "T1", "peer": "UANN", "thread": "cli", "text": "not a Slack thread", "at": now - 5},
+            {"workspace": "T9", "peer": "UBOB", "thread": "CGENERAL:1.2", "text": "another workspace", "at": now - 5},
         ]
     )
-    slack = make_slack({"layers": layers})
+    slack = make_slack({"layers": layers}, slack={"allowed_workspaces": ["T1"]})
     slack.call(slack.bridge.tick(now=now))
+    assert [c["text"] for c in layers.check_ins if c["at"] <= now] == ["not a Slack thread", "another workspace"]
     [post] = slack.fake.calls_to("chat.postMessage")
     assert (post["channel"], post["thread_ts"], post["text"]) == (
         "CGENERAL",
@@ -243,6 +246,16 @@ def test_sessions_end_after_thirty_idle_minutes_per_thread(make_slack):
     slack.call(slack.runtime.drain())
     assert layers.ended == [("CGENERAL:1700000000.000100", "idle")]
     assert list(slack.runtime.sessions) == [("T1", "UANN", "CGENERAL:1700000000.000200")]
+
+
+def test_stopping_past_a_hung_turn_still_ends_sessions_and_closes(make_slack, caplog):
+    layers = Layers()
+    slack = make_slack({"layers": layers})
+    slack.send(mention("hello"))
+    hung = slack.bridge.loop.submit(asyncio.Event().wait())  # work that never finishes
+    slack.bridge.stop(wait_seconds=0.2)
+    assert layers.ended == [("CGENERAL:1700000000.000100", "exit")] and hung.cancelled()
+    assert "still running after" in caplog.text
 
 
 def test_stopping_ends_open_sessions(make_slack):
@@ -292,17 +305,17 @@ def test_texts_from_other_layers_cannot_ping(make_slack):
     assert check_in["text"] == "&lt;!everyone&gt; how did it go?"
 
 
-def test_with_the_real_identity_layer_a_reaction_becomes_a_fact(make_slack):
+def test_with_the_real_identity_layer_a_reaction_becomes_a_noted_observation(make_slack):
     identity = pytest.importorskip("thoth_identity.plugin")  # a sibling distribution; skipped when not installed
     slack = make_slack({"identity": identity}, replies=[{"purpose": "turn", "reply": "Noted: I live in Oslo"}])
     post = _reply(slack, "where do I live?")
     before = slack.call(slack.runtime.status(peer="UANN", workspace="T1"))
     slack.react("bust_in_silhouette", user="UANN", channel="CGENERAL", ts=post["_ts"])
     ack = slack.fake.calls_to("chat.postMessage")[-1]["text"]
-    assert ack.startswith(":bust_in_silhouette: sent to the identity layer: Remembered") and "Oslo" in ack
+    assert ack.startswith(":bust_in_silhouette: sent to the identity layer: Noted about UANN") and "Oslo" in ack
     after = slack.call(slack.runtime.status(peer="UANN", workspace="T1"))
-    assert [s["facts"] for s in before if s["layer"] == "identity"] == [0]
-    assert [s["facts"] for s in after if s["layer"] == "identity"] == [1]
+    [before], [after] = ([s for s in status if s["layer"] == "identity"] for status in (before, after))
+    assert after["observations"] == before["observations"] + 1 and after["facts"] == before["facts"] == 0
 
 
 def test_with_the_real_episodic_layer_the_wastebasket_deletes_the_episode(make_slack):

@@ -26,6 +26,16 @@ def test_mention_gets_a_threaded_streamed_reply(make_slack):
     assert session.history[0].content == "how do we deploy?"  # the mention itself is stripped
 
 
+def test_a_network_error_while_streaming_does_not_fail_the_turn(make_slack):
+    slack = make_slack(replies=[{"reply": "Deploy from main after the checks pass."}])
+    slack.fake.dropped["chat.update"] = 2  # the first streaming update and its retry find no Slack
+    slack.send(mention("how do we deploy?", ts="1700000000.000100"))
+    assert slack.fake.refused == ["chat.update", "chat.update"]
+    assert slack.replies("CGENERAL", "1700000000.000100") == ["Deploy from main after the checks pass."]
+    [session] = slack.runtime.sessions.values()
+    assert [t["type"] for t in session.transcript if t["type"] in ("turn", "error")] == ["turn"]
+
+
 def test_api_calls_carry_the_bot_token(make_slack):
     slack = make_slack()
     slack.send(mention("hello"))

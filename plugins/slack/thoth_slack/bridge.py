@@ -23,6 +23,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
+from thoth_core.types import FEEDBACK_KINDS
 
 from .cards import APPROVE, REJECT, decided_card
 from .loop import LoopThread
@@ -32,13 +33,7 @@ from .settings import SlackSettings
 
 logger = logging.getLogger(__name__)
 
-REACTIONS = {
-    "white_check_mark": "approve",
-    "x": "reject",
-    "brain": "remember",
-    "wastebasket": "forget",
-    "bust_in_silhouette": "identity",
-}
+REACTIONS = {reaction: kind for kind, reaction in FEEDBACK_KINDS.items()}  # reaction name -> feedback kind
 DONE = {
     "approve": "approved",
     "reject": "rejected",
@@ -50,6 +45,7 @@ ITEM_ID = re.compile(r"\b(?:skill|persona|note|knowledge):[A-Za-z0-9][\w.-]*")
 PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 TICK_SECONDS = 60.0
+STOP_WAIT_SECONDS = 30.0
 NEW_HELP = "end this session; the next message starts a fresh one (Slack)"
 
 
@@ -109,16 +105,20 @@ class SlackBridge:
         self.loop.start()
         self._ticker = asyncio.run_coroutine_threadsafe(self._tick_forever(), self.loop.loop)
 
-    def stop(self) -> None:
-        """Finish pending turns, end every open session (`exit`), close the runtime; once."""
+    def stop(self, wait_seconds: float = STOP_WAIT_SECONDS) -> None:
+        """Finish pending turns (cancel any past `wait_seconds`), end every open session (`exit`), close the runtime."""
         if self._stopped:
             return
         self._stopped = True
-        self.loop.join()
         if self._ticker is not None:
             self._ticker.cancel()
-        self.loop.call(self._close())
-        self.loop.stop()
+        try:
+            if not self.loop.join(wait_seconds):
+                cancelled = self.loop.cancel_pending()
+                logger.warning("slack: %d turn(s) still running after %.0fs; cancelled them", cancelled, wait_seconds)
+            self.loop.call(self._close())
+        finally:
+            self.loop.stop()
 
     async def _close(self) -> None:
         for session in list(self.runtime.sessions.values()):
@@ -137,8 +137,13 @@ class SlackBridge:
         """End sessions idle past `[thoth] idle_minutes`; post check-ins that are due."""
         now = time.time() if now is None else now
         await self.runtime.reap_idle(now)
-        for item in await self.runtime.due_check_ins(now):
+        for item in await self.runtime.due_check_ins(now, accept=self.accepts_check_in):
             await asyncio.to_thread(self.deliver, "check_in", item)
+
+    def accepts_check_in(self, item: dict[str, Any]) -> bool:
+        """A check-in is Slack's if its thread is a Slack thread of an allowed workspace and channel."""
+        where = parse_thread_key(str(item.get("thread") or ""))
+        return where is not None and self.settings.allows(item.get("workspace"), where[0])
 
     # --- inbound ----------------------------------------------------------------------
 
@@ -226,8 +231,7 @@ class SlackBridge:
         if result.reply.model == "command":
             extra = f"\n/new - {NEW_HELP}" if command == "/help" and "new" not in self.runtime.commands else ""
             return result.reply.text + extra, result.session, None
-        transcript = result.session.transcript
-        return result.reply.text, result.session, transcript[-1].get("turn_id") if transcript else None
+        return result.reply.text, result.session, result.turn.id
 
     # --- reactions and buttons ----------------------------------------------------------
 

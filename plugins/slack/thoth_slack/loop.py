@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -43,15 +44,24 @@ class LoopThread:
         """Run a coroutine on the loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def join(self, timeout: float = 30) -> None:
-        """Wait until every submitted coroutine has finished."""
+    def join(self, timeout: float = 30) -> bool:
+        """Wait until every submitted coroutine has finished; False if some still run after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
         while True:
             with self._lock:
                 pending = list(self._pending)
+            left = deadline - time.monotonic()
             if not pending:
-                return
-            for future in pending:
-                future.exception(timeout)
+                return True
+            if left <= 0:
+                return False
+            wait(pending, timeout=left)
+
+    def cancel_pending(self) -> int:
+        """Cancel every submitted coroutine still running; returns how many."""
+        with self._lock:
+            pending = list(self._pending)
+        return sum(future.cancel() for future in pending)
 
     def stop(self) -> None:
         """Stop the loop and wait for its thread."""

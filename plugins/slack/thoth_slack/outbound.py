@@ -120,16 +120,15 @@ class Streamer:
         self.last = time.monotonic()
 
     async def add(self, delta: str) -> None:
-        """Take a delta; show the text so far if the interval has passed (slowing down if Slack refuses)."""
+        """Take a delta; show the text so far if the interval has passed (slowing down if Slack fails)."""
         self.parts.append(delta)
         if time.monotonic() - self.last >= self.interval:
             try:
                 await self._show(split(to_mrkdwn("".join(self.parts)))[0] + " …")
-            except SlackApiError as exc:
+            except Exception as exc:  # noqa: BLE001 - streaming is best effort; the final post reports failures
                 self.interval = max(1.0, self.interval * 2)
-                logger.info(
-                    "slack: streaming update skipped (%s); next in %.1fs", exc.response.get("error"), self.interval
-                )
+                reason = exc.response.get("error") if isinstance(exc, SlackApiError) else f"{type(exc).__name__}: {exc}"
+                logger.info("slack: streaming update skipped (%s); next in %.1fs", reason, self.interval)
 
     async def finish(self, text: str) -> list[str]:
         """Show the whole reply; a long one continues in more messages. Returns the ts of each."""

@@ -38,6 +38,7 @@ class FakeSlackAPI:
         self.socket_url = ""
         self.rate_limited: dict[str, int] = {}  # method -> how many next calls get 429
         self.errors: dict[str, str] = {}  # method -> the Slack error it answers, e.g. invalid_auth
+        self.dropped: dict[str, int] = {}  # method -> how many next calls get no answer (connection closed)
         self.refused: list[str] = []
         self._lock = threading.Condition()
         self._counter = 0
@@ -54,6 +55,9 @@ class FakeSlackAPI:
                         if isinstance(params.get(key), str):
                             params[key] = json.loads(params[key])
                 method = self.path.rsplit("/", 1)[-1]
+                if fake.drop(method):
+                    self.close_connection = True  # a network failure: no status line, no body
+                    return
                 status, answer = fake.respond(method, params, dict(self.headers))
                 body = json.dumps(answer).encode()
                 self.send_response(status)
@@ -70,6 +74,15 @@ class FakeSlackAPI:
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/api/"
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def drop(self, method: str) -> bool:
+        """True if this call of `method` is to be dropped (counting down `dropped[method]`)."""
+        with self._lock:
+            if self.dropped.get(method, 0) <= 0:
+                return False
+            self.dropped[method] -= 1
+            self.refused.append(method)
+            return True
 
     def respond(self, method: str, params: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         """The HTTP status and body: 429 while `rate_limited[method]` counts down; `errors[method]` as Slack errors."""
