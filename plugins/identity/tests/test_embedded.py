@@ -223,3 +223,27 @@ async def test_slow_synthesis_gives_way_to_retrieval_within_the_deadline(make_ru
     [block] = user_model(assembly)
     assert "Ann sails a small boat" in block.text and "weekend sailor" not in block.text
     assert "synthesis for ann took over" in caplog.text
+
+
+async def test_synthesis_pauses_after_consecutive_timeouts(make_runtime, caplog):
+    config = {
+        "models": {"replay": {"rules": RULES, "delay": 0.5}},  # 0.5 s per word: every synthesis times out
+        "plugins": {"identity": {"deadline": 0.6, "dialectic_timeout": 0.5}},
+    }
+    runtime = make_runtime({"identity": plugin}, config=config)
+    backend = backend_for(runtime)
+    backend.store.add_observation(
+        "default", "ann", "Ann sails a small boat", kind="explicit", author="deriver", confidence=0.9, source="t"
+    )
+
+    def syntheses():
+        return len([r for r in runtime.model().requests if r.purpose == "dialectic"])
+
+    with caplog.at_level(logging.INFO, logger="thoth_identity"):
+        for expected in (1, 2, 3, 3, 3):
+            [block] = user_model(await context_for(runtime, "sailing this weekend?", peer="ann", thread="t"))
+            assert "Ann sails a small boat" in block.text and syntheses() == expected
+    assert caplog.text.count("synthesis timed out 3 times in a row; skipping it for 300s") == 1
+    backend._synthesis_paused_until = 0.0  # the cool-down is over
+    await context_for(runtime, "sailing this weekend?", peer="ann", thread="t")
+    assert syntheses() == 4

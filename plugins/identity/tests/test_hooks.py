@@ -12,8 +12,11 @@ from thoth_core import Reply, Turn
 
 async def test_hooks_directly(make_runtime):
     runtime = make_runtime({"identity": plugin})
+    database = runtime.home / "identity" / "identity.db"
+    assert not database.exists()  # configure made no backend: commands that never use the layer pay nothing
     session = await runtime.session(peer="ann", thread="t")
     assert await plugin.pre_spawn_context(turn=Turn("hi", "ann", "t"), session=session) is None  # nothing held yet
+    assert database.exists()
     done = await plugin.feedback(kind="identity", turn_id="x", text="I live in Oslo", actor="ann", session=session)
     assert done == {"action": "note", "message": "Noted about ann: I live in Oslo"}
     await plugin._remember("I live in Oslo", session=session, runtime=runtime)

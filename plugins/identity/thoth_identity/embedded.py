@@ -3,7 +3,8 @@
 Per turn, in the background: both messages are stored, then the configured model derives
 observations (and high-confidence hard facts) from the peer's message. Before each model
 call: the peer's current facts and the observations most relevant to the message (FTS5
-BM25), plus a model synthesis when a model is configured and the deadline leaves time.
+BM25), plus a model synthesis when a model is configured and the deadline leaves time (paused
+for a while after several consecutive timeouts: a model that slow wastes every call).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from .render import relevant_facts, user_model_block
 logger = logging.getLogger(__name__)
 
 SYNTHESIS_MARGIN = 0.25  # seconds kept free before the deadline
+SYNTHESIS_TIMEOUTS_BEFORE_PAUSE = 3  # consecutive timeouts that pause synthesis
+SYNTHESIS_PAUSE = 300.0  # seconds synthesis is skipped after that
 RECENT_WHEN_UNMATCHED = 3
 
 
@@ -34,6 +37,8 @@ class EmbeddedBackend(IdentityBackend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._warned_no_model = False
+        self._synthesis_timeouts = 0
+        self._synthesis_paused_until = 0.0
 
     def model(self) -> Any | None:
         """The configured model, or None (logged once) when there is none."""
@@ -67,33 +72,46 @@ class EmbeddedBackend(IdentityBackend):
         facts, observations = await asyncio.to_thread(self.retrieve, turn.workspace, turn.peer, turn.text)
         answer = None
         if self.settings.synthesis and observations:
-            answer = await self._synthesis(turn, facts, observations, time.monotonic() - started)
+            answer = await self._synthesis(turn, facts, observations, started)
         return user_model_block(turn.peer, facts=facts, answer=answer, observations=observations, budget=self.budget)
 
     async def _synthesis(
-        self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]], elapsed: float
+        self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]], started: float
     ) -> str | None:
-        remaining = self.deadline - elapsed - SYNTHESIS_MARGIN
-        if remaining < 0.2 or self.runtime.model_name() is None:
+        if self.runtime.model_name() is None or time.monotonic() < self._synthesis_paused_until:
             return None
-        model = self.model()
-        if model is None:
+        model = await asyncio.to_thread(self.model)  # building a provider may read files or open clients
+        remaining = self.deadline - (time.monotonic() - started) - SYNTHESIS_MARGIN
+        if model is None or remaining < 0.2:
             return None
         known = user_model_block(turn.peer, facts=facts, observations=observations, budget=self.budget)
         try:
-            return (
-                await asyncio.wait_for(
-                    synthesize(model, peer=turn.peer, known=known.text if known else "", user_text=turn.text), remaining
-                )
-                or None
+            answer = await asyncio.wait_for(
+                synthesize(model, peer=turn.peer, known=known.text if known else "", user_text=turn.text), remaining
             )
         except TimeoutError:
             logger.info(
                 "identity: synthesis for %s took over %.2fs; using the retrieved observations", turn.peer, remaining
             )
+            self._synthesis_timed_out()
         except Exception as exc:  # noqa: BLE001 - the turn goes on with retrieval alone
             logger.warning("identity: synthesis for %s failed: %s: %s", turn.peer, type(exc).__name__, exc)
+        else:
+            self._synthesis_timeouts = 0
+            return answer or None
         return None
+
+    def _synthesis_timed_out(self) -> None:
+        """Count a timeout; after several in a row, skip synthesis for a while (logged once)."""
+        self._synthesis_timeouts += 1
+        if self._synthesis_timeouts >= SYNTHESIS_TIMEOUTS_BEFORE_PAUSE:
+            self._synthesis_timeouts = 0
+            self._synthesis_paused_until = time.monotonic() + SYNTHESIS_PAUSE
+            logger.warning(
+                "identity: synthesis timed out %d times in a row; skipping it for %.0fs (retrieval only)",
+                SYNTHESIS_TIMEOUTS_BEFORE_PAUSE,
+                SYNTHESIS_PAUSE,
+            )
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
         """Store both messages, then derive observations from the peer's message."""
@@ -101,7 +119,7 @@ class EmbeddedBackend(IdentityBackend):
         message_id = await asyncio.to_thread(self._store_messages, turn, reply, session)
         if not self.settings.derive:
             return
-        model = self.model()
+        model = await asyncio.to_thread(self.model)
         if model is None:
             return
         previous = next((m.content for m in reversed(session.history[:-2]) if m.role == "assistant"), None)

@@ -27,6 +27,7 @@ def make_backend(runtime: Any) -> IdentityBackend:
     """The configured backend over the store in the runtime's home."""
     settings = load_settings(runtime)
     store = IdentityStore(runtime.home / "identity" / "identity.db")
+    logger.info("identity: %s backend, store %s", settings.backend, store.path)
     if settings.backend == "honcho":
         from .honcho_backend import HonchoBackend
 
@@ -43,8 +44,8 @@ def backend_for(runtime: Any) -> IdentityBackend:
 
 @hookimpl
 def configure(runtime: Any) -> None:
-    backend = backend_for(runtime)
-    logger.info("identity: %s backend, store %s", backend.name, backend.store.path)
+    """Check `[plugins.identity]` now; the backend (SQLite, Honcho clients) is made on first use."""
+    logger.debug("identity: %s backend", load_settings(runtime).backend)
 
 
 @hookimpl
