@@ -87,7 +87,25 @@ async def test_input_history_and_command_completion(make_app, wait):
         await pilot.press("enter")
         await wait(app, pilot)
         assert "thread t1" in messages(app, "command")[-1].text
-    assert (app.runtime.home / "tui" / "history.txt").read_text().splitlines() == ["first", "second", "/whoami"]
+    assert (app.runtime.home / "tui" / "history" / "ann.txt").read_text().splitlines() == ["first", "second", "/whoami"]
+
+
+async def test_each_peer_has_its_own_history_and_forget_deletes_it(make_app, wait):
+    from thoth_tui import plugin as tui_plugin
+
+    app = make_app(peer="ann/../bob", replies=[{"reply": "ok"}])
+    async with app.run_test() as pilot:
+        await pilot.press(*"mine", "enter")
+        await wait(app, pilot)
+        runtime = app.runtime
+        path = runtime.home / "tui" / "history" / "ann%2F..%2Fbob.txt"  # a safe file name, inside history/
+        assert path.read_text() == "mine\n" and sorted(p.name for p in path.parent.iterdir()) == [path.name]
+        other = await tui_plugin.forget(peer="bob", thread=None, runtime=runtime)
+        assert other is None and path.exists()
+        receipt = await runtime.forget(peer="ann/../bob")
+        assert receipt["tui"] == {"input history lines": 1} and not path.exists()
+        await pilot.press("up")
+        assert app.query_one(Prompt).value == ""  # the running app forgot it too
 
 
 async def test_new_thread_by_key_and_by_command(make_app, sessions, wait, send):
@@ -188,14 +206,20 @@ async def test_every_minute_idle_sessions_end_and_check_ins_show(make_app, sessi
 
     class CheckIns:
         def __init__(self):
-            self.due = [{"workspace": "default", "peer": "ann", "thread": "t1", "text": "How did the deploy go?"}]
+            self.due = [
+                {"workspace": "default", "peer": "ann", "thread": "t1", "text": "How did the deploy go?"},
+                {"workspace": "default", "peer": "bob", "thread": "t1", "text": "Bob's check-in"},
+                {"workspace": "T1", "peer": "ann", "thread": "C1:1.2", "text": "a Slack workspace's"},
+            ]
 
         @hookimpl
-        async def due_check_ins(self, now):
-            due, self.due = self.due, []
-            return due
+        async def due_check_ins(self, now, accept):
+            taken = [c for c in self.due if accept(c)]
+            self.due = [c for c in self.due if c not in taken]
+            return taken
 
-    app = make_app({"sessions": sessions, "check-ins": CheckIns()}, config={"thoth": {"idle_minutes": 0.0001}})
+    check_ins = CheckIns()
+    app = make_app({"sessions": sessions, "check-ins": check_ins}, config={"thoth": {"idle_minutes": 0.0001}})
     async with app.run_test() as pilot:
         await wait(app, pilot)
         app.session.last_active -= 60
@@ -206,6 +230,8 @@ async def test_every_minute_idle_sessions_end_and_check_ins_show(make_app, sessi
         assert "check_in: How did the deploy go?" in messages(app, "notice")[-1].text
         await app.tick()
         assert len([m for m in messages(app, "notice") if "deploy" in m.text]) == 1
+        assert not [m for m in messages(app, "notice") if "Bob" in m.text or "Slack" in m.text]
+        assert [c["text"] for c in check_ins.due] == ["Bob's check-in", "a Slack workspace's"]  # left for others
 
 
 async def test_a_provider_that_cannot_be_built_is_a_banner_not_a_crash(make_app, wait, send):

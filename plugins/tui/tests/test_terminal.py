@@ -112,4 +112,4 @@ def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
     terminal.wait_for("EXITED 0")
     turns = [r for r in fake_anthropic.messages_requests if r.body["messages"][-1]["content"] == "hello there"]
     assert turns and turns[0].body["stream"] is True  # later requests may be installed layers' (reflection at exit)
-    assert (tmp_path / "home" / "tui" / "history.txt").read_text().splitlines() == ["hello there", "/help"]
+    assert (tmp_path / "home" / "tui" / "history" / "ann.txt").read_text().splitlines() == ["hello there", "/help"]

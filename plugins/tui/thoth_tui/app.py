@@ -24,7 +24,7 @@ from .approvals import ApprovalsScreen
 from .chat import REACTIONS, ChatMessage
 from .layers import LayersPanel
 from .palette import Action, ThothCommands, palette_actions
-from .prompt import Completions, History, Prompt
+from .prompt import Completions, History, Prompt, history_path
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class ThothApp(App[None]):
         self.busy = False
         self.model_lock = asyncio.Lock()
         self.selected: ChatMessage | None = None
-        self.history = History(runtime.home / "tui" / "history.txt")
+        self.history = History(history_path(runtime.home, peer))
 
     # --- layout and start -------------------------------------------------------------
 
@@ -221,8 +221,7 @@ class ThothApp(App[None]):
             await self.add(ChatMessage("error", str(exc)))
             self.show_banner(exc)
             return
-        turn = next((t for t in reversed(result.session.transcript) if t.get("type") == "turn"), {})
-        user.turn_id = turn.get("turn_id")
+        user.turn_id = result.turn.id
         await reply.finish(user.turn_id)
         self.session = result.session
         self.hide_banner()
@@ -275,8 +274,13 @@ class ThothApp(App[None]):
     async def tick(self) -> None:
         """Every minute: end idle sessions and deliver due check-ins."""
         await self.runtime.reap_idle()
-        for check_in in await self.runtime.due_check_ins():
+        for check_in in await self.runtime.due_check_ins(accept=self.accepts_check_in):
             await self.show_notice("check_in", check_in)
+
+    def accepts_check_in(self, item: dict[str, Any]) -> bool:
+        """Only this person's check-ins, in this workspace, are shown here."""
+        workspace = self.session.workspace if self.session is not None else self.runtime.config.get("thoth.workspace")
+        return item.get("peer") == self.peer and item.get("workspace", workspace) == workspace
 
     # --- actions ----------------------------------------------------------------------
 

@@ -10,14 +10,7 @@ from textual.message import Message
 from textual.widgets import Markdown, Static
 from textual.widgets._markdown import MarkdownStream
 
-# Feedback kinds and the Slack reactions they match.
-REACTIONS = {
-    "approve": "white_check_mark",
-    "reject": "x",
-    "remember": "brain",
-    "forget": "wastebasket",
-    "identity": "bust_in_silhouette",
-}
+from thoth_core.types import FEEDBACK_KINDS as REACTIONS  # feedback kind -> the Slack reaction it matches
 
 LABELS = {"user": "you", "assistant": "thoth", "command": "command", "notice": "notice", "error": "error"}
 

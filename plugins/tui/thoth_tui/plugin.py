@@ -21,6 +21,18 @@ def register_frontends(register):  # type: ignore[no-untyped-def]
 
 
 @hookimpl
+async def forget(peer: str, thread: str | None, runtime: Any) -> dict[str, int] | None:
+    """Delete the peer's input history (all of it: its lines do not say which thread they were in)."""
+    from .app import Attached
+    from .prompt import History, history_path
+
+    app = runtime.plugin_state("tui", Attached).app
+    history = app.history if app is not None and app.peer == peer else History(history_path(runtime.home, peer))
+    count = history.clear()
+    return {"input history lines": count} if count else None
+
+
+@hookimpl
 async def notify(event: str, payload: dict[str, Any], runtime: Any) -> None:
     from .app import Attached
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 from rich.markup import escape
 from textual.binding import Binding
@@ -33,6 +34,11 @@ def matching_commands(value: str, names: list[str]) -> list[str]:
     return sorted(name for name in names if name.startswith(prefix) and name != prefix)
 
 
+def history_path(home: Path, peer: str) -> Path:
+    """The peer's own input-history file under `$THOTH_HOME/tui/history/` (name quoted to be file-safe)."""
+    return home / "tui" / "history" / f"{quote(peer, safe='') or '_'}.txt"
+
+
 class History:
     """Sent messages, oldest first, kept in a file so they survive restarts."""
 
@@ -51,6 +57,14 @@ class History:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.path.write_text("\n".join(self.entries[-HISTORY_LIMIT:]) + "\n", encoding="utf-8")
         self.position = len(self.entries)
+
+    def clear(self) -> int:
+        """Forget every entry and delete the file; returns how many entries there were."""
+        count = len(self.entries)
+        self.entries, self.position = [], 0
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+        return count
 
     def older(self) -> str | None:
         """The message before the one shown, or None at the start."""
