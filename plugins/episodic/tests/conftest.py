@@ -1,10 +1,12 @@
-"""Shared fixtures: a clean environment, the embedder, and one PostgreSQL (pgserver) per session."""
+"""Shared fixtures: a clean environment and one PostgreSQL (pgserver) per session."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,9 +33,30 @@ def pg_server() -> Iterator[object]:
     parent = Path(tempfile.mkdtemp(prefix="thoth-episodic-pg-"))
     parent.chmod(0o755)
     server = pgserver.get_server(parent / "data", cleanup_mode="delete")
-    yield server
-    server.cleanup()
-    shutil.rmtree(parent, ignore_errors=True)
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        _stop_postmaster(parent / "data")
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def _stop_postmaster(data: Path) -> None:
+    """Stop the server this fixture started if pgserver's cleanup left it running."""
+    pid_file = data / "postmaster.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text().split()[0])
+    try:
+        os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 @pytest.fixture
