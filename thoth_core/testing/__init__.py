@@ -62,6 +62,18 @@ def thoth_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def thoth_env(thoth_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A clean environment: no ANTHROPIC_*, HONCHO_*, THOTH_* or *_DISABLED variables
+    (THOTH_HOME is `thoth_home`), and the test's own folder as working directory."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("THOTH_HOME", str(thoth_home))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
 def make_runtime(thoth_home: Path) -> Iterator[Callable[..., Runtime]]:
     """Factory: `make_runtime({"name": plugin_module}, config={...}, replies=[...])`."""
     made: list[Runtime] = []

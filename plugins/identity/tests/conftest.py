@@ -5,14 +5,8 @@ from thoth_identity.fake_honcho import FakeHoncho
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch, tmp_path):
-    """No model, Honcho or Thoth settings leak in from the environment."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")) and name != "THOTH_HOME":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
+def _clean_env(thoth_env):
+    """No model, config or switch leaks in from the environment; cwd is the test's folder."""
 
 
 @pytest.fixture

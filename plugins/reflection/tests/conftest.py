@@ -6,15 +6,8 @@ from thoth_core import hookimpl
 
 
 @pytest.fixture(autouse=True)
-def _isolated(thoth_home, monkeypatch, tmp_path):
-    """Own THOTH_HOME and project folder; no model, config or switches from the environment."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("THOTH_HOME", str(thoth_home))
-    monkeypatch.chdir(tmp_path)
+def _clean_env(thoth_env):
+    """No model, config or switch leaks in from the environment; cwd is the test's folder."""
 
 
 GOOD = {

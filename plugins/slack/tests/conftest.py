@@ -18,16 +18,16 @@ SLACK_CONFIG = {
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch, tmp_path):
+def _clean_env(thoth_env, monkeypatch):
+    """A clean environment (see `thoth_env`) with test Slack tokens and no other SLACK_* variable."""
     import os
 
     for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_", "SLACK_")) or name.endswith("_DISABLED"):
+        if name.startswith("SLACK_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test-token")
     monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-test-token")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture

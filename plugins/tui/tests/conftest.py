@@ -14,22 +14,8 @@ from thoth_core.runtime import Command
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch, tmp_path):
-    """No model, config or plugin switches from the environment; run in a temp dir."""
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "THOTH_CONFIG",
-        "THOTH_LOAD_PLUGINS",
-        "THOTH_TRACE_PLUGINS",
-        "HONCHO_DISABLED",
-        "EPISODIC_DISABLED",
-        "REFLECTION_DISABLED",
-        "HONCHO_URL",
-        "HONCHO_API_KEY",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
+def _clean_env(thoth_env):
+    """No model, config or switch leaks in from the environment; cwd is the test's folder."""
 
 
 class IdentityStandIn:
