@@ -170,3 +170,15 @@ async def test_call_each_reports_each_plugin_on_its_own(make_runtime):
         "failing": (None, "error", "ValueError: disk on fire"),
     }
     assert await runtime.status(peer="ann") == [{"layer": "episodic", "episodes": 3, "plugin": "counter"}]
+
+
+def test_storage_migrates_once_in_order(tmp_path):
+    from thoth_core.storage import connect, migrate
+
+    steps = ["CREATE TABLE a (x INTEGER)", lambda db: db.execute("INSERT INTO a VALUES (1)")]
+    db = connect(tmp_path / "deep" / "x.db", rows=True)
+    migrate(db, steps)
+    migrate(db, steps)  # nothing new to apply
+    assert [tuple(r) for r in db.execute("SELECT x FROM a")] == [(1,)]
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

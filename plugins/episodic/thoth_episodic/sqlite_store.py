@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from thoth_core.storage import connect
+
 from .ivf import IVFIndex
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, fts_match, index_text, rank
@@ -83,13 +85,9 @@ class SQLiteStore:
     ) -> None:
         self.path = Path(path)
         self.ann, self.ann_min_rows, self.ann_nprobe = ann, ann_min_rows, ann_nprobe
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.dim = dim
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db = connect(self.path, synchronous=synchronous)
         with self._lock:
             self._db.executescript(SCHEMA)
             if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:

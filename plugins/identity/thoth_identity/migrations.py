@@ -51,12 +51,3 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables]
-
-
-def migrate(db: sqlite3.Connection) -> None:
-    """Apply the migrations this database has not seen yet."""
-    current = db.execute("PRAGMA user_version").fetchone()[0]
-    for number, migration in enumerate(MIGRATIONS[current:], start=current + 1):
-        with db:
-            migration(db)
-            db.execute(f"PRAGMA user_version = {number}")

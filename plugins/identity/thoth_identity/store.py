@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .migrations import migrate
+from thoth_core.storage import connect, migrate
+
+from .migrations import MIGRATIONS
 
 _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
 STOPWORDS = frozenset(
@@ -47,14 +49,10 @@ class IdentityStore:
     """Thread-safe access to the identity database."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.lock = threading.RLock()
-        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        migrate(self.db)
+        self.db = connect(path, rows=True)
+        migrate(self.db, MIGRATIONS)
 
     def close(self) -> None:
         """Close the connection."""

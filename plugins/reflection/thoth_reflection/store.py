@@ -8,12 +8,13 @@ hook implementations run in worker threads.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from thoth_core.storage import connect, migrate
 
 MIGRATIONS = [
     """
@@ -38,20 +39,10 @@ class Store:
     """The reflection database."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.lock = threading.RLock()
-        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self.lock:
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                self.db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
+        self.db = connect(path, rows=True)
+        migrate(self.db, MIGRATIONS)
 
     def close(self) -> None:
         """Close the connection."""

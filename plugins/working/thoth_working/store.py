@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Message, Session
+from thoth_core.storage import connect
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +84,8 @@ class SessionStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(root / "sessions.db", check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect(root / "sessions.db")
         self._db.executescript(SCHEMA)
         self._written: dict[str, int] = {}
 
