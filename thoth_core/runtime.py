@@ -22,7 +22,7 @@ import pluggy
 from ._calls import call_each, call_sync, hook_loop
 from .budget import Assembly, assemble, trim_history
 from .config import Config, load_config
-from .errors import ConfigError, ModelError, ModelNotConfigured, ThothError
+from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
 from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
@@ -125,7 +125,8 @@ class Runtime:
     def register(self, plugin: object, name: str | None = None) -> str:
         """Register a plugin object after start-up and configure it."""
         registered = self.pm.register(plugin, name=name)
-        assert registered is not None, f"plugin {name} is blocked"
+        if registered is None:
+            raise PluginError(str(name), "is disabled in thoth.toml or by a *_DISABLED switch")
         configure = getattr(plugin, "configure", None)
         if configure is not None and getattr(configure, "thoth_impl", None) is not None:
             configure(runtime=self)
