@@ -30,7 +30,10 @@ class ThothGroup(click.Group):
 
             group = click.Group()
             ctx.meta["thoth.plugin_commands"] = group.commands
-            call_sync(make_plugin_manager(load_config()), "register_cli_commands", cli=group)
+            config = load_config()
+            pm = make_plugin_manager(config)
+            ctx.meta["thoth.loaded"] = (config, pm)  # runtime() reuses them instead of loading again
+            call_sync(pm, "register_cli_commands", cli=group)
         return ctx.meta["thoth.plugin_commands"]  # type: ignore[no-any-return]
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -58,7 +61,8 @@ def runtime() -> Runtime:
     if "runtime" not in obj:
         from .runtime import Runtime
 
-        obj["runtime"] = Runtime.load()
+        loaded = ctx.meta.get("thoth.loaded")
+        obj["runtime"] = Runtime(loaded[0], pm=loaded[1]) if loaded else Runtime.load()
     return obj["runtime"]  # type: ignore[no-any-return]
 
 
