@@ -1,4 +1,5 @@
-"""SIGKILL during a burst of writes: the store stays readable and every acknowledged episode is there."""
+"""SIGKILL during a burst of writes: the store stays readable, every acknowledged episode is there,
+and the next start embeds the episodes that were still waiting for a vector."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from thoth_episodic import plugin
+from thoth_episodic.memory import memory_for
 from thoth_episodic.sqlite_store import SQLiteStore
+
+from thoth_core.testing import make_test_runtime
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 
@@ -51,3 +56,11 @@ def test_sigkill_mid_burst_keeps_every_acknowledged_episode(tmp_path, synchronou
         assert store.count() >= len(acknowledged)
     finally:
         store.close()
+
+    memory = memory_for(make_test_runtime(tmp_path, {"episodic": plugin}))
+    try:
+        memory.warm_up()  # the next start embeds what the killed process had queued
+        assert memory.flush(timeout=120)
+        assert memory.store.unembedded(limit=1) == []
+    finally:
+        memory.close()

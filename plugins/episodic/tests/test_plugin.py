@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import numpy as np
 import pytest
 from thoth_episodic import plugin
-from thoth_episodic.embedder import EmbedderUnavailable
+from thoth_episodic.embedder import EmbedderUnavailable, MiniLMEmbedder
 from thoth_episodic.memory import memory_for, summarize
 from thoth_episodic.records import Episode
+from thoth_episodic.sqlite_store import SQLiteStore
 
 from thoth_core import ConfigError, hookimpl
 from thoth_core.testing import check_layer_plugin, context_for
@@ -201,6 +203,84 @@ async def test_without_the_model_the_layer_keeps_working_on_bm25(make_runtime, c
     assert "plumber" in hit.episode.user and hit.dense is None and hit.bm25_rank == 1
     [status] = await runtime.status(peer="ann")
     assert status["embedder"] == "bm25-only"
+
+
+class GatedEmbedder:
+    """The real MiniLM; the background embedder's calls wait until the test opens the gate."""
+
+    name = "gated"
+    dim = 384
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.batches = []
+        self.model = MiniLMEmbedder()
+
+    def embed(self, texts):
+        if threading.current_thread().name == "episodic-embed":
+            assert self.gate.wait(30)
+            self.batches.append(len(texts))
+        return self.model.embed(texts)
+
+
+class GatedEmbedderPlugin:
+    def __init__(self):
+        self.embedder = GatedEmbedder()
+
+    @hookimpl
+    def register_embedders(self, register):
+        register("gated", lambda runtime, options: self.embedder)
+
+
+def test_a_write_returns_before_its_embedding_and_waiting_episodes_are_embedded_in_one_batch(make_runtime):
+    gated = GatedEmbedderPlugin()
+    runtime = make_runtime({"episodic": plugin, "gated": gated}, config={"plugins": {"episodic": {"embedder": "gated"}}})
+    memory = memory_for(runtime)
+    written = [
+        memory.write(Episode(workspace="default", peer="ann", thread="t", user=f"Note {i} about the sailing trip."))
+        for i in range(10)
+    ]
+    assert not memory.flush(timeout=0.2)  # the embedder is still held back, yet every write has returned
+    hits = memory.recall("sailing", workspace="default", peer="ann", k=3)
+    assert hits and all(h.dense is None for h in hits)  # found by BM25 already
+    gated.embedder.gate.set()
+    assert memory.flush(timeout=30)
+    assert sum(gated.embedder.batches) == 10 and len(gated.embedder.batches) <= 2  # the first, then the 9 waiting
+    assert memory.store.unembedded(limit=20) == []
+    [hit] = memory.recall("a trip on a boat", workspace="default", peer="ann", k=1)
+    assert hit.dense is not None and hit.episode.id in {e.id for e in written}
+
+
+def test_closing_embeds_what_is_still_queued(make_runtime, thoth_home):
+    runtime = make_runtime({"episodic": plugin})
+    memory = memory_for(runtime)
+    for i in range(40):
+        memory.write(Episode(workspace="default", peer="ann", thread=f"t{i % 3}", user=f"Queued note number {i}."))
+    memory.close()
+    store = SQLiteStore(thoth_home / "episodic" / "episodes.db")
+    try:
+        assert store.count() == 40 and store.unembedded(limit=50) == []
+    finally:
+        store.close()
+
+
+async def test_episodes_stored_without_a_model_are_embedded_at_the_next_start_that_has_one(make_runtime):
+    without = make_runtime(
+        {"episodic": plugin, "broken-embedder": BrokenEmbedderPlugin()},
+        config={"plugins": {"episodic": {"embedder": "broken"}}},
+    )
+    for text in ("The plumber comes on Thursday.", "My sister lives in Bergen."):
+        await without.turn(text, peer="ann", thread="t")
+    await without.drain()
+    assert len(memory_for(without).store.unembedded(limit=10)) == 2
+    memory_for(without).close()
+
+    memory = memory_for(make_runtime({"episodic": plugin}))
+    memory.warm_up()  # what session_start does
+    assert memory.flush(timeout=60)
+    assert memory.store.unembedded(limit=10) == []
+    [hit] = memory.recall("a relative in Norway", workspace="default", peer="ann", k=1)
+    assert "Bergen" in hit.episode.user and hit.dense is not None
 
 
 @pytest.mark.parametrize(

@@ -205,6 +205,29 @@ class StoreContract:
         store.set_vectors([a.id, b.id], np.stack([unit(2), unit(1)]))
         assert store.search(query("zzz", unit(1), k=1, tau_days=0))[0].episode.id == b.id
 
+    def test_unembedded_lists_current_episodes_without_a_vector_oldest_first(self, store: EpisodeStore) -> None:
+        newer, older, embedded = episode("newer", days_ago=1), episode("older", days_ago=2), episode("has one")
+        store.add([newer, older])
+        store.add([embedded], np.stack([unit(3)]))
+        assert [e.id for e in store.unembedded(limit=10)] == [older.id, newer.id]
+        assert [e.id for e in store.unembedded(limit=1)] == [older.id]
+        store.set_vectors([older.id, newer.id], np.stack([unit(1), unit(2)]))
+        assert store.unembedded(limit=10) == []
+
+    def test_a_vector_set_later_is_found_by_a_handle_that_searched_before(
+        self, store: EpisodeStore, open_store: Callable[[], EpisodeStore]
+    ) -> None:
+        other = open_store()
+        try:
+            first, later = episode("walked the dog"), episode("repaired the bike")
+            store.add([first], np.stack([unit(1)]))
+            store.add([later])
+            assert [h.episode.id for h in other.search(query("zzz", unit(2), k=2))] == [first.id]
+            store.set_vectors([later.id], np.stack([unit(2)]))
+            assert other.search(query("zzz", unit(2), k=1, tau_days=0))[0].episode.id == later.id
+        finally:
+            other.close()
+
     def test_latest_and_neighbour_context_are_searchable(self, store: EpisodeStore) -> None:
         first, second = episode("What did you do at the weekend?", days_ago=2), episode("Went hiking", days_ago=1)
         store.add([first, second], np.stack([unit(1), unit(2)]))

@@ -38,7 +38,7 @@ class IVFIndex:
         )
         self.order = np.argsort(assigned, kind="stable")
         self.offsets = np.searchsorted(assigned[self.order], np.arange(cells + 1))
-        self.sorted = matrix[self.order]
+        self.sorted = np.ascontiguousarray(matrix[self.order])
 
     def search(self, query: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
         """(row positions, cosine scores) of every row in the `nprobe` cells nearest the query."""

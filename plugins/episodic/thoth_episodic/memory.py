@@ -3,8 +3,10 @@
 `memory_for(runtime)` gives the runtime's `EpisodicMemory` (made once, kept in
 `runtime.plugin_state`). Backends and embedders come from the `register_episodic_backends`
 and `register_embedders` hooks, so a third-party one is a pip install plus
-`[plugins.episodic] backend = "NAME"`. When the embedder cannot load, episodes are stored
-without vectors and recall runs on BM25 alone (logged once, with how to fix it).
+`[plugins.episodic] backend = "NAME"`. A written episode is stored at once and embedded
+in the background (`embedding_queue`). When the embedder cannot load, episodes are stored
+without vectors and recall runs on BM25 alone (logged once, with how to fix it); they are
+embedded at the next start that has one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from thoth_core import ContextBlock
 
 from .embedder import Embedder, EmbedderUnavailable
+from .embedding_queue import EmbeddingQueue
 from .records import Episode, EpisodeStore, Hit, Query
 from .scoring import DAY, embed_text
 
@@ -33,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 NAME = "episodic"
 CONTEXT_CHARS = 300
+QUEUED_WAIT = 0.5  # seconds a recall waits for queued episodes' vectors before it searches without them
 
 
 @dataclass
@@ -109,6 +113,8 @@ class EpisodicMemory:
         self._warming = False
         self._lock = threading.RLock()
         self.last_retire = 0.0
+        self.queue = EmbeddingQueue(lambda: self.store, self.embed)
+        self._backfilled = False
 
     @property
     def store(self) -> EpisodeStore:
@@ -164,6 +170,17 @@ class EpisodicMemory:
         if not self._warming and not self._embedder_failed:
             self._warming = True
             threading.Thread(target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True).start()
+            self._backfill()
+
+    def _backfill(self) -> None:
+        """Once per process: embed the stored episodes an earlier one left without a vector."""
+        if not self._backfilled and not self._embedder_failed:
+            self._backfilled = True
+            self.queue.backfill()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every written episode has its vector; False when the timeout came first."""
+        return self.queue.join(timeout)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -184,12 +201,14 @@ class EpisodicMemory:
         )
 
     def write(self, episode: Episode) -> Episode:
-        """Store one episode with its embedding and link it with its thread's previous one."""
+        """Store one episode, link it with its thread's previous one, and queue its embedding."""
         previous = self.store.latest(workspace=episode.workspace, peer=episode.peer, thread=episode.thread)
         if previous is not None:
             episode.context = _clip(previous.user + " " + previous.assistant)
-        vectors = self.embed([embed_text(episode)])
-        self.store.add([episode], vectors)
+        self.store.add([episode])
+        if not self._embedder_failed:
+            self.queue.put(episode.id, embed_text(episode))
+            self._backfill()
         if previous is not None:
             self.store.set_context(previous.id, _clip(previous.context + " " + episode.user, 2 * CONTEXT_CHARS))
         return episode
@@ -242,6 +261,7 @@ class EpisodicMemory:
         newest: int | None = None,
     ) -> list[Hit]:
         """The k episodes of this peer and workspace most related to text."""
+        self.queue.join(QUEUED_WAIT, backfill=False)  # read your own writes: recent turns normally embed in ms
         vectors = self.embed([text])
         query = Query(
             text=text,
@@ -287,7 +307,8 @@ class EpisodicMemory:
         return self.store.purge(cutoff, consolidated_only=self.runtime.pm.has_plugin("reflection"))
 
     def close(self) -> None:
-        """Close the backend."""
+        """Embed what is still queued, then close the backend."""
+        self.queue.close()
         if self._store is not None:
             self._store.close()
 

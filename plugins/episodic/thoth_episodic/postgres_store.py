@@ -51,6 +51,8 @@ def schema(dim: int) -> str:
     CREATE INDEX IF NOT EXISTS thoth_episodes_turn ON thoth_episodes (turn_id);
     CREATE INDEX IF NOT EXISTS thoth_episodes_newest ON thoth_episodes (workspace, peer, occurred_at);
     CREATE INDEX IF NOT EXISTS thoth_episodes_tsv ON thoth_episodes USING gin (tsv);
+    CREATE INDEX IF NOT EXISTS thoth_episodes_unembedded ON thoth_episodes (occurred_at)
+        WHERE embedding IS NULL AND superseded_at IS NULL;
     """
 
 
@@ -194,6 +196,12 @@ class PostgresStore:
         """The current episode of a turn."""
         found = self._select("turn_id = %(t)s AND superseded_at IS NULL", {"t": turn_id})
         return found[0] if found else None
+
+    def unembedded(self, *, limit: int) -> list[Episode]:
+        """Current episodes stored without a vector, oldest first."""
+        return self._select(
+            "embedding IS NULL AND superseded_at IS NULL", {"n": limit}, "ORDER BY occurred_at LIMIT %(n)s"
+        )
 
     def expiring(self, before: float) -> list[Episode]:
         """Current, unconsolidated episodes that happened before `before`."""

@@ -156,6 +156,10 @@ class EpisodeStore(Protocol):
         """Replace stored embeddings (reindex)."""
         ...
 
+    def unembedded(self, *, limit: int) -> list[Episode]:
+        """Up to `limit` current episodes stored without a vector, oldest first (the background embedder's work)."""
+        ...
+
     def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
         """How many current episodes."""
         ...

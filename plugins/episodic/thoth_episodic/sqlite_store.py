@@ -4,9 +4,10 @@ Every version of an episode is a row (bitemporal, see `records`). BM25 comes fro
 table (the turn, its neighbour turns, its date); the scope filter joins the matches with
 their rows, so its cost follows the matches, not the size of the scope. Dense search is
 brute force over the whole store: a numpy matrix of every row's embedding, kept in memory
-and refreshed incrementally (new rowids are appended; a delete, supersede or reindex bumps
-a generation counter in `meta` and the next search reloads). Several processes may share
-the file; each refreshes before it searches. Commits use WAL with `synchronous=NORMAL`
+and refreshed incrementally: new rowids are appended; vectors set later (by the background
+embedder or a reindex) carry a `vector_version` and only those rows are reloaded; a delete
+or supersede bumps a generation counter in `meta` and the next search reloads everything.
+Several processes may share the file; each refreshes before it searches. Commits use WAL with `synchronous=NORMAL`
 (configurable): a committed write survives the process being killed, which
 `tests/test_crash.py` checks with SIGKILL.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from thoth_core.storage import connect
+from thoth_core.storage import connect, migrate
 
 from .ivf import IVFIndex
 from .records import Episode, Hit, Query
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     context TEXT NOT NULL DEFAULT '',
     occurred_at REAL NOT NULL, recorded_at REAL NOT NULL, superseded_at REAL,
     cost_usd REAL, model TEXT NOT NULL DEFAULT '', consolidated INTEGER NOT NULL DEFAULT 0,
-    embedding BLOB
+    embedding BLOB, vector_version INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS episodes_scope ON episodes (workspace, peer, thread, occurred_at);
 CREATE INDEX IF NOT EXISTS episodes_id ON episodes (id);
@@ -50,8 +51,23 @@ CREATE INDEX IF NOT EXISTS episodes_turn ON episodes (turn_id);
 CREATE INDEX IF NOT EXISTS episodes_occurred ON episodes (occurred_at);
 CREATE INDEX IF NOT EXISTS episodes_newest ON episodes (workspace, peer, occurred_at);
 CREATE VIRTUAL TABLE IF NOT EXISTS episodes_fts USING fts5(body, context, dates, tokenize = 'porter unicode61');
-INSERT OR IGNORE INTO meta VALUES ('generation', '0');
+INSERT OR IGNORE INTO meta VALUES ('generation', '0')
 """
+
+
+def _vector_versions(db: sqlite3.Connection) -> None:
+    """Migration 2: `vector_version` (which vectors changed since a cache loaded) and an index of rows without one."""
+    if "vector_version" not in {row[1] for row in db.execute("PRAGMA table_info(episodes)")}:
+        db.execute("ALTER TABLE episodes ADD COLUMN vector_version INTEGER NOT NULL DEFAULT 0")
+    db.executescript(
+        "CREATE INDEX IF NOT EXISTS episodes_vector_version ON episodes (vector_version);"
+        "CREATE INDEX IF NOT EXISTS episodes_unembedded ON episodes (occurred_at) "
+        "WHERE embedding IS NULL AND superseded_at IS NULL;"
+        "INSERT OR IGNORE INTO meta VALUES ('vectors', '0');"
+    )
+
+
+MIGRATIONS = [SCHEMA, _vector_versions]
 # FTS5's `rank` column computes bm25 once per match and lets the table sort (about 2x faster
 # than calling bm25() in SELECT and ORDER BY). Weights: body, context (neighbour turns), dates.
 RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
@@ -89,7 +105,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._db = connect(self.path, synchronous=synchronous)
         with self._lock:
-            self._db.executescript(SCHEMA)
+            migrate(self._db, MIGRATIONS)
             if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:
                 self._db.execute(RANK)
         self._cache = VectorCache(dim)
@@ -155,15 +171,19 @@ class SQLiteStore:
             self._db.execute("COMMIT")
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Replace the embeddings of the current versions of these episodes."""
+        """Replace the embeddings of the current versions of these episodes (caches reload only those)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            for episode_id, vector in zip(ids, vectors, strict=True):
-                blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-                self._db.execute(
-                    "UPDATE episodes SET embedding = ? WHERE id = ? AND superseded_at IS NULL", (blob, episode_id)
-                )
-            self._bump()
+            version = self._db.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vectors' RETURNING value"
+            ).fetchone()[0]
+            self._db.executemany(
+                "UPDATE episodes SET embedding = ?, vector_version = ? WHERE id = ? AND superseded_at IS NULL",
+                [
+                    (np.ascontiguousarray(vector, dtype=np.float32).tobytes(), version, episode_id)
+                    for episode_id, vector in zip(ids, vectors, strict=True)
+                ],
+            )
             self._db.execute("COMMIT")
 
     def delete(
@@ -263,6 +283,12 @@ class SQLiteStore:
         found = self._select("turn_id = ? AND superseded_at IS NULL", [turn_id])
         return found[0] if found else None
 
+    def unembedded(self, *, limit: int) -> list[Episode]:
+        """Current episodes stored without a vector, oldest first."""
+        return self._select(
+            "embedding IS NULL AND superseded_at IS NULL", [], f"ORDER BY occurred_at LIMIT {int(limit)}"
+        )
+
     def expiring(self, before: float) -> list[Episode]:
         """Current, unconsolidated episodes that happened before `before`."""
         return self._select(
@@ -286,19 +312,27 @@ class SQLiteStore:
     def refresh(self) -> None:
         """Bring the vector cache up to date with the file (other processes included)."""
         with self._lock:
-            generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
-            if generation != self._cache.generation:
-                self._cache = VectorCache(self.dim)
-                self._cache.generation = generation
+            counters = dict(self._db.execute("SELECT key, CAST(value AS INTEGER) FROM meta").fetchall())
+            cache = self._cache
+            if counters["generation"] != cache.generation:
+                cache = self._cache = VectorCache(self.dim)
+                cache.generation, cache.vectors_version = counters["generation"], counters["vectors"]
             while True:
                 rows = self._db.execute(
                     "SELECT rowid, workspace || char(0) || peer, occurred_at, recorded_at, superseded_at, embedding "
                     "FROM episodes WHERE rowid > ? ORDER BY rowid LIMIT 20000",
-                    (self._cache.last_rowid,),
+                    (cache.last_rowid,),
                 ).fetchall()
                 if not rows:
                     break
-                self._cache.append(rows)
+                cache.append(rows)
+            if counters["vectors"] != cache.vectors_version:
+                cache.set_vectors(
+                    self._db.execute(
+                        "SELECT rowid, embedding FROM episodes WHERE vector_version > ?", (cache.vectors_version,)
+                    ).fetchall()
+                )
+                cache.vectors_version = counters["vectors"]
 
     def _dense(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         cache = self._cache
@@ -319,10 +353,10 @@ class SQLiteStore:
             positions, scores = positions[keep], scores[keep]
         elif 8 * visible < cache.size:  # a small scope in a big store: score only its rows
             positions = np.flatnonzero(mask)
-            scores = cache.matrix[positions] @ vector
+            scores = vector @ cache.columns[:, positions]
         else:
             positions = np.flatnonzero(mask)
-            scores = (cache.matrix[: cache.size] @ vector)[positions]
+            scores = (vector @ cache.columns[:, : cache.size])[positions]
         if not len(positions):
             return []
         n = min(candidate_count(query.k), len(positions))
@@ -334,11 +368,11 @@ class SQLiteStore:
         """Candidates from the IVF cells (built or rebuilt as needed) plus the rows added since."""
         cache = self._cache
         if cache.index is None or cache.size - cache.index.size > cache.index.size // 4:
-            cache.index = IVFIndex(cache.matrix[: cache.size])
+            cache.index = IVFIndex(cache.rows)
         positions, scores = cache.index.search(vector, self.ann_nprobe or math.ceil(len(cache.index.centroids) / 10))
         if cache.size > cache.index.size:
             positions = np.concatenate([positions, np.arange(cache.index.size, cache.size)])
-            scores = np.concatenate([scores, cache.matrix[cache.index.size : cache.size] @ vector])
+            scores = np.concatenate([scores, vector @ cache.columns[:, cache.index.size : cache.size]])
         return positions, scores
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:

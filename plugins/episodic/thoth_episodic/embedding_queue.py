@@ -1,0 +1,135 @@
+"""Embeddings computed behind the write path: stored episodes get their vectors in batches.
+
+`EpisodicMemory.write` stores an episode without a vector (BM25 finds it at once) and puts
+its embedding text here; one background thread embeds whatever is waiting in one batch and
+stores the vectors. One MiniLM call on a batch of 32 costs about a third of 32 single calls,
+so a burst of writes is embedded at the batched rate, and the write path only pays for the
+SQLite insert. Episodes stored without a vector by an earlier process (killed before its
+queue drained, or without an embedder) are picked up by `backfill`, from the store itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import replace
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .scoring import embed_text
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .records import EpisodeStore
+
+logger = logging.getLogger(__name__)
+
+BATCH = 32
+
+
+class EmbeddingQueue:
+    """Episode ids waiting for a vector, and the thread that embeds them in batches."""
+
+    def __init__(
+        self, store: Callable[[], EpisodeStore], embed: Callable[[Sequence[str]], np.ndarray | None]
+    ) -> None:
+        self._store, self._embed = store, embed
+        self._waiting: dict[str, str] = {}  # episode id -> text to embed, oldest first
+        self._scan = False
+        self._busy = False
+        self._closed = False
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def put(self, episode_id: str, text: str) -> None:
+        """Embed this episode's text soon."""
+        with self._changed:
+            self._waiting[episode_id] = text
+            self._wake()
+
+    def backfill(self) -> None:
+        """Also embed every stored current episode that has no vector yet."""
+        with self._changed:
+            self._scan = True
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._closed:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="episodic-embed", daemon=True)
+            self._thread.start()
+        self._changed.notify_all()
+
+    def join(self, timeout: float | None = None, *, backfill: bool = True) -> bool:
+        """Wait until every queued episode (and the backfill, if asked) has its vector; False on timeout."""
+        done = self._idle if backfill else lambda: not self._waiting
+        with self._changed:
+            return self._changed.wait_for(lambda: done() or self._closed, timeout)
+
+    def _idle(self) -> bool:
+        return not self._waiting and not self._scan and not self._busy
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._waiting)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Embed what this process wrote (the backfill can wait for the next start), then stop."""
+        with self._changed:
+            self._scan = False
+            finished = self._changed.wait_for(lambda: self._idle() or self._thread is None, timeout)
+            left = len(self._waiting)
+            self._closed = True
+            self._changed.notify_all()
+        if not finished:
+            logger.warning("episodic: %d episodes still wait for a vector; they are embedded at the next start", left)
+
+    def _run(self) -> None:
+        failed: set[str] = set()
+        while True:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+                self._changed.wait_for(lambda: self._waiting or self._scan or self._closed)
+                if self._closed:
+                    return
+                batch = dict(list(self._waiting.items())[:BATCH])
+                scan = self._scan and len(batch) < BATCH
+                self._busy = True
+            try:
+                if scan:
+                    found = self._missing(BATCH - len(batch), failed | batch.keys())
+                    batch |= found
+                    if not found:
+                        with self._changed:
+                            self._scan = False
+                if batch and not self._store_vectors(batch):
+                    return
+            except Exception:  # noqa: BLE001 - a failing embedder or store must not kill the thread silently
+                logger.exception("episodic: embedding %d episodes failed; they stay BM25-only until reindexed", len(batch))
+                failed |= batch.keys()
+            with self._changed:
+                for episode_id in batch:
+                    self._waiting.pop(episode_id, None)
+
+    def _missing(self, limit: int, skip: set[str]) -> dict[str, str]:
+        """Stored current episodes without a vector, except those to skip, with their own text only.
+
+        By now their stored context may also hold the next turn, so it is left out of the vector.
+        """
+        found = [e for e in self._store().unembedded(limit=limit + len(skip)) if e.id not in skip]
+        return {e.id: embed_text(replace(e, context="")) for e in found[:limit]}
+
+    def _store_vectors(self, batch: dict[str, str]) -> bool:
+        """Embed and store one batch; False (and stop) when there is no embedder."""
+        vectors = self._embed(list(batch.values()))
+        if vectors is None:
+            with self._changed:
+                self._waiting.clear()
+                self._scan, self._closed = False, True
+                self._changed.notify_all()
+            return False
+        self._store().set_vectors(list(batch), vectors)
+        return True
