@@ -80,6 +80,7 @@ async def ingest(runtime: Any, sample: dict[str, Any]) -> tuple[int, float]:
             reply=Reply(text="", model="locomo"),
             session=session,
         )
+    memory_for(runtime).flush()  # every turn's vector is stored
     return len(turns), time.perf_counter() - started
 
 

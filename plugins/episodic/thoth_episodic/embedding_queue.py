@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .scoring import embed_text
@@ -71,10 +71,6 @@ class EmbeddingQueue:
     def _idle(self) -> bool:
         return not self._waiting and not self._scan and not self._busy
 
-    def __len__(self) -> int:
-        with self._changed:
-            return len(self._waiting)
-
     def close(self, timeout: float = 30.0) -> None:
         """Embed what this process wrote (the backfill can wait for the next start), then stop."""
         with self._changed:
@@ -98,19 +94,20 @@ class EmbeddingQueue:
                 batch = dict(list(self._waiting.items())[:BATCH])
                 scan = self._scan and len(batch) < BATCH
                 self._busy = True
+            scan_over = False  # a finished or failing scan is tried again at the next start
             try:
                 if scan:
                     found = self._missing(BATCH - len(batch), failed | batch.keys())
                     batch |= found
-                    if not found:
-                        with self._changed:
-                            self._scan = False
+                    scan_over = not found
                 if batch and not self._store_vectors(batch):
                     return
             except Exception:  # noqa: BLE001 - a failing embedder or store must not kill the thread silently
-                logger.exception("episodic: embedding %d episodes failed; they stay BM25-only until reindexed", len(batch))
+                logger.exception("episodic: embedding %d episodes failed; they stay BM25-only for now", len(batch))
                 failed |= batch.keys()
+                scan_over = scan
             with self._changed:
+                self._scan = self._scan and not scan_over
                 for episode_id in batch:
                     self._waiting.pop(episode_id, None)
 

@@ -262,7 +262,11 @@ class EpisodicMemory:
     ) -> list[Hit]:
         """The k episodes of this peer and workspace most related to text."""
         self.queue.join(QUEUED_WAIT, backfill=False)  # read your own writes: recent turns normally embed in ms
-        vectors = self.embed([text])
+        try:
+            vectors = self.embed([text])
+        except Exception as exc:  # noqa: BLE001 - a broken embedder leaves BM25
+            logger.warning("episodic: embedder %r failed (%s); this recall uses BM25 alone", self.embedder_name, exc)
+            vectors = None
         query = Query(
             text=text,
             workspace=workspace,
