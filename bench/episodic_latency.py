@@ -170,7 +170,9 @@ def ivf_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, A
     build = time.perf_counter() - started
 
     def dense_top(store: Any, vector: np.ndarray) -> set[int]:
-        return {key for key, _, _ in store._dense(Query("", "bench", "p", k=10, vector=vector), None)[:10]}
+        query = Query("", "bench", "p", k=10, vector=vector)
+        cache = store.refresh()
+        return {key for key, _, _ in store._dense(cache, query, store._visible(cache, query, None))[:10]}
 
     overlap = [len(dense_top(ivf, v) & dense_top(exact_store, v)) / 10 for _, v in asked]
     search = timed(lambda q: ivf.search(Query(q[0], "bench", "p", k=10, vector=q[1])), asked)

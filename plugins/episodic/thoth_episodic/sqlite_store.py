@@ -309,8 +309,8 @@ class SQLiteStore:
 
     # --- search -----------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """Bring the vector cache up to date with the file (other processes included)."""
+    def refresh(self) -> VectorCache:
+        """Bring the vector cache up to date with the file (other processes included) and return it."""
         with self._lock:
             counters = dict(self._db.execute("SELECT key, CAST(value AS INTEGER) FROM meta").fetchall())
             cache = self._cache
@@ -333,46 +333,42 @@ class SQLiteStore:
                     ).fetchall()
                 )
                 cache.vectors_version = counters["vectors"]
+            return cache
 
-    def _dense(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
-        cache = self._cache
-        if query.vector is None or cache.size == 0:
-            return []
+    def _visible(self, cache: VectorCache, query: Query, allowed: np.ndarray | None) -> np.ndarray:
+        """Which cached rows dense search may return: in scope, current (or as of), with a vector."""
         mask = cache.mask(f"{query.workspace}\0{query.peer}", query.as_of)
         if allowed is not None:
             rowids = cache.rowids[: cache.size]  # ascending: rows are appended in rowid order
-            positions = np.clip(np.searchsorted(rowids, allowed), 0, cache.size - 1)
+            positions = np.clip(np.searchsorted(rowids, allowed), 0, max(cache.size - 1, 0))
             keep = np.zeros(cache.size, dtype=bool)
             keep[positions[rowids[positions] == allowed]] = True
             mask &= keep
+        return mask
+
+    def _dense(self, cache: VectorCache, query: Query, mask: np.ndarray) -> list[tuple[int, float, float]]:
+        if query.vector is None:
+            return []
         vector = np.asarray(query.vector, dtype=np.float32)
-        visible = int(np.count_nonzero(mask))
-        if self.ann == "ivf" and visible >= self.ann_min_rows:
-            positions, scores = self._approximate(vector)
+        n = candidate_count(query.k)
+        if self.ann == "ivf" and np.count_nonzero(mask) >= self.ann_min_rows:
+            positions, scores = self._approximate(cache, vector, len(mask))
             keep = mask[positions]
             positions, scores = positions[keep], scores[keep]
-        elif 8 * visible < cache.size:  # a small scope in a big store: score only its rows
-            positions = np.flatnonzero(mask)
-            scores = vector @ cache.columns[:, positions]
+            best = np.argsort(-scores)[:n]
+            positions, scores = positions[best], scores[best]
         else:
-            positions = np.flatnonzero(mask)
-            scores = (vector @ cache.columns[:, : cache.size])[positions]
-        if not len(positions):
-            return []
-        n = min(candidate_count(query.k), len(positions))
-        top = np.argpartition(-scores, n - 1)[:n]
-        top = top[np.argsort(-scores[top])]
-        return [(int(cache.rowids[positions[i]]), float(scores[i]), float(cache.occurred[positions[i]])) for i in top]
+            positions, scores = cache.top(vector, mask, n)
+        return [(int(cache.rowids[p]), float(s), float(cache.occurred[p])) for p, s in zip(positions, scores, strict=True)]
 
-    def _approximate(self, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _approximate(self, cache: VectorCache, vector: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Candidates from the IVF cells (built or rebuilt as needed) plus the rows added since."""
-        cache = self._cache
-        if cache.index is None or cache.size - cache.index.size > cache.index.size // 4:
-            cache.index = IVFIndex(cache.rows)
+        if cache.index is None or size - cache.index.size > cache.index.size // 4:
+            cache.index = IVFIndex(cache.vectors[:size])
         positions, scores = cache.index.search(vector, self.ann_nprobe or math.ceil(len(cache.index.centroids) / 10))
-        if cache.size > cache.index.size:
-            positions = np.concatenate([positions, np.arange(cache.index.size, cache.size)])
-            scores = np.concatenate([scores, vector @ cache.columns[:, cache.index.size : cache.size]])
+        if size > cache.index.size:
+            positions = np.concatenate([positions, np.arange(cache.index.size, size)])
+            scores = np.concatenate([scores, cache.vectors[cache.index.size : size] @ vector])
         return positions, scores
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
@@ -404,10 +400,11 @@ class SQLiteStore:
 
     def search(self, query: Query) -> list[Hit]:
         """Hybrid recall over the whole scope (or its newest `query.newest` episodes)."""
-        self.refresh()
+        cache = self.refresh()
         allowed = self._newest(query)
-        lexical = _LEXICAL_POOL.submit(self._lexical, query, allowed)  # SQLite and numpy both release the GIL
-        dense = self._dense(query, allowed)
+        mask = self._visible(cache, query, allowed)  # before BM25 starts in its thread: small numpy steps hold the GIL
+        lexical = _LEXICAL_POOL.submit(self._lexical, query, allowed)  # SQLite and BLAS release the GIL
+        dense = self._dense(cache, query, mask)
         return rank(query, dense, lexical.result(), self._load_rows)
 
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:

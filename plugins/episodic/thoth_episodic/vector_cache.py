@@ -1,11 +1,11 @@
-"""The SQLite backend's in-memory copy of every row's embedding, for brute-force dense search.
+"""The SQLite backend's in-memory copy of every row's embedding, for exact brute-force dense search.
 
-The embeddings are kept as the columns of one float32 (dim, capacity) matrix, grown by
-doubling: a query's scores are then `vector @ columns`, which BLAS computes about 1.4x faster
-than `rows @ vector` at 100k x 384 (`bench/episodic_latency.py`). Beside it are the columns
-the visibility filter needs: scope code, occurred/recorded/superseded times and whether the
-row has a vector. Rows are appended in rowid order, so `rowids` stays sorted. An optional IVF
-index over it lives in `index`.
+The embeddings are kept as one float32 (capacity, dim) matrix, grown by doubling, and as
+the columns of an int8 (dim, capacity) matrix for the screen in `int8_screen`, which `top`
+uses on big scopes (the screen's kernel reads codes column-wise; rescoring its few
+candidates gathers whole float32 rows). Beside them are the columns the visibility filter
+needs: scope code, occurred/recorded/superseded times and whether the row has a vector. Rows are appended in rowid order, so `rowids` stays sorted. An
+optional IVF index over it lives in `index`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,42 @@ from typing import Any
 
 import numpy as np
 
+from . import int8_screen
 from .ivf import IVFIndex
 
 INF = float("inf")
+SCREEN_MIN_ROWS = 20_000  # below this, the float32 product alone is faster than screening first
+
+
+PER_ROW = (  # arrays with one entry per row, besides `vectors` and `codes`
+    ("scale", np.float32),  # of the int8 codes (see int8_screen)
+    ("error", np.float32),
+    ("norm", np.float32),
+    ("code_sum", np.int32),
+    ("rowids", np.int64),
+    ("scopes", np.int32),
+    ("occurred", np.float64),
+    ("recorded", np.float64),
+    ("superseded", np.float64),
+    ("has_vector", np.bool_),
+)
 
 
 class VectorCache:
-    """Every row's embedding as a column of one float32 matrix, plus the columns the filters need."""
+    """Every row's embedding as float32 and as int8 codes, plus the columns the filters need."""
+
+    vectors: np.ndarray
+    codes: np.ndarray
+    scale: np.ndarray
+    error: np.ndarray
+    norm: np.ndarray
+    code_sum: np.ndarray
+    rowids: np.ndarray
+    scopes: np.ndarray
+    occurred: np.ndarray
+    recorded: np.ndarray
+    superseded: np.ndarray
+    has_vector: np.ndarray
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -28,48 +57,33 @@ class VectorCache:
         self.vectors_version = 0
         self.last_rowid = 0
         self.size = 0
-        self.columns = np.zeros((dim, 0), dtype=np.float32)
-        self.rowids = np.zeros(0, dtype=np.int64)
-        self.scopes = np.zeros(0, dtype=np.int32)
-        self.occurred = np.zeros(0)
-        self.recorded = np.zeros(0)
-        self.superseded = np.zeros(0)
-        self.has_vector = np.zeros(0, dtype=bool)
         self.scope_codes: dict[str, int] = {}
         self.index: IVFIndex | None = None
+        self._grow(0)
 
     def _grow(self, need: int) -> None:
-        capacity = len(self.rowids)
-        if need <= capacity:
+        """Make room for `need` rows (capacity doubles), keeping the first `size`."""
+        capacity = len(getattr(self, "rowids", ()))
+        if need <= capacity and capacity:
             return
         capacity = max(need, capacity * 2, 1024)
-        columns = np.zeros((self.dim, capacity), dtype=np.float32)
-        columns[:, : self.size] = self.columns[:, : self.size]
-        self.columns = columns
-        for name, dtype in (
-            ("rowids", np.int64),
-            ("scopes", np.int32),
-            ("occurred", float),
-            ("recorded", float),
-            ("superseded", float),
-            ("has_vector", bool),
-        ):
-            old = getattr(self, name)
+        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
+        codes = np.zeros((self.dim, capacity), dtype=np.int8)
+        if self.size:
+            vectors[: self.size], codes[:, : self.size] = self.vectors[: self.size], self.codes[:, : self.size]
+        self.vectors, self.codes = vectors, codes
+        for name, dtype in PER_ROW:
             new = np.zeros(capacity, dtype=dtype)
-            new[: self.size] = old[: self.size]
+            if self.size:
+                new[: self.size] = getattr(self, name)[: self.size]
             setattr(self, name, new)
 
-    @property
-    def rows(self) -> np.ndarray:
-        """The embeddings as a (size, dim) view, one row per stored row."""
-        return self.columns[:, : self.size].T
-
     def _unpack(self, blobs: list[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
-        """(which blobs are vectors of this dim, their (dim, n) columns with zeros for the others)."""
+        """(which blobs are vectors of this dim, their (n, dim) rows with zeros for the others)."""
         valid = np.array([b is not None and len(b) == 4 * self.dim for b in blobs], dtype=bool)
         zero = bytes(4 * self.dim)
         joined = b"".join(b if ok else zero for b, ok in zip(blobs, valid, strict=True))
-        return valid, np.frombuffer(joined, dtype=np.float32).reshape(len(blobs), self.dim).T
+        return valid, np.frombuffer(joined, dtype=np.float32).reshape(len(blobs), self.dim)
 
     def append(self, rows: list[tuple[Any, ...]]) -> None:
         """Add rows of (rowid, scope, occurred, recorded, superseded, embedding)."""
@@ -82,7 +96,8 @@ class VectorCache:
         self.scopes[start:end] = [self.scope_codes.setdefault(s, len(self.scope_codes)) for s in scopes]
         self.occurred[start:end], self.recorded[start:end] = occurred, recorded
         self.superseded[start:end] = [INF if s is None else s for s in superseded]
-        self.has_vector[start:end], self.columns[:, start:end] = self._unpack(list(blobs))
+        self.has_vector[start:end], self.vectors[start:end] = self._unpack(list(blobs))
+        self._quantize(np.arange(start, end))
         self.size = end
         self.last_rowid = max(self.last_rowid, int(self.rowids[end - 1]))
 
@@ -93,12 +108,40 @@ class VectorCache:
         rowids = np.array([r[0] for r in rows], dtype=np.int64)
         positions = np.searchsorted(self.rowids[: self.size], rowids)
         known = (positions < self.size) & (self.rowids[np.minimum(positions, max(self.size - 1, 0))] == rowids)
-        valid, columns = self._unpack([r[1] for r in rows])
+        valid, vectors = self._unpack([r[1] for r in rows])
         changed = positions[known]
         self.has_vector[changed] = valid[known]
-        self.columns[:, changed] = columns[:, known]
+        self.vectors[changed] = vectors[known]
+        self._quantize(changed)
         if self.index is not None and len(changed) and changed.min() < self.index.size:
             self.index = None  # its sorted copy holds the old vectors
+
+    def _quantize(self, positions: np.ndarray) -> None:
+        codes, self.scale[positions], self.error[positions], self.norm[positions], self.code_sum[positions] = (
+            int8_screen.quantize(self.vectors[positions])
+        )
+        self.codes[:, positions] = codes.T
+
+    def top(self, vector: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, float32 scores) of the n visible rows nearest the vector, best first; exact."""
+        size, visible = len(mask), int(np.count_nonzero(mask))
+        if not visible:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if visible >= SCREEN_MIN_ROWS and 2 * visible >= size:
+            lower, upper = int8_screen.screen(
+                vector, self.codes, self.scale[:size], self.error[:size], self.norm[:size], self.code_sum[:size]
+            )
+            lower[~mask] = -INF
+            n = min(n, visible)
+            threshold = np.partition(lower, size - n)[size - n]  # the n-th best lower bound
+            positions = np.flatnonzero(mask & (upper >= threshold))
+        else:
+            positions = np.flatnonzero(mask)
+        scores = self.vectors[:size] @ vector if len(positions) == size else self.vectors[positions] @ vector
+        n = min(n, len(positions))
+        best = np.argpartition(scores, len(scores) - n)[-n:]
+        best = best[np.argsort(-scores[best])]
+        return positions[best], scores[best]
 
     def mask(self, scope: str, as_of: float | None) -> np.ndarray:
         """Which rows are visible for a scope (current, or as of a moment)."""
