@@ -232,9 +232,11 @@ class GatedEmbedderPlugin:
         register("gated", lambda runtime, options: self.embedder)
 
 
-def test_a_write_returns_before_its_embedding_and_waiting_episodes_are_embedded_in_one_batch(make_runtime):
+def test_a_write_returns_before_its_embedding_and_queued_episodes_are_embedded_in_one_batch(make_runtime):
     gated = GatedEmbedderPlugin()
-    runtime = make_runtime({"episodic": plugin, "gated": gated}, config={"plugins": {"episodic": {"embedder": "gated"}}})
+    runtime = make_runtime(
+        {"episodic": plugin, "gated": gated}, config={"plugins": {"episodic": {"embedder": "gated"}}}
+    )
     memory = memory_for(runtime)
     written = [
         memory.write(Episode(workspace="default", peer="ann", thread="t", user=f"Note {i} about the sailing trip."))

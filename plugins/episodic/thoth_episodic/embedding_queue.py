@@ -31,9 +31,7 @@ BATCH = 32
 class EmbeddingQueue:
     """Episode ids waiting for a vector, and the thread that embeds them in batches."""
 
-    def __init__(
-        self, store: Callable[[], EpisodeStore], embed: Callable[[Sequence[str]], np.ndarray | None]
-    ) -> None:
+    def __init__(self, store: Callable[[], EpisodeStore], embed: Callable[[Sequence[str]], np.ndarray | None]) -> None:
         self._store, self._embed = store, embed
         self._waiting: dict[str, str] = {}  # episode id -> text to embed, oldest first
         self._scan = False

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from thoth_core.storage import connect, migrate
+from thoth_core.storage import Migration, connect, migrate
 
 from .ivf import IVFIndex
 from .records import Episode, Hit, Query
@@ -67,7 +67,7 @@ def _vector_versions(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = [SCHEMA, _vector_versions]
+MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions]
 # FTS5's `rank` column computes bm25 once per match and lets the table sort (about 2x faster
 # than calling bm25() in SELECT and ORDER BY). Weights: body, context (neighbour turns), dates.
 RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
@@ -359,7 +359,8 @@ class SQLiteStore:
             positions, scores = positions[best], scores[best]
         else:
             positions, scores = cache.top(vector, mask, n)
-        return [(int(cache.rowids[p]), float(s), float(cache.occurred[p])) for p, s in zip(positions, scores, strict=True)]
+        rowids, occurred = cache.rowids[positions], cache.occurred[positions]
+        return [(int(r), float(s), float(o)) for r, s, o in zip(rowids, scores, occurred, strict=True)]
 
     def _approximate(self, cache: VectorCache, vector: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Candidates from the IVF cells (built or rebuilt as needed) plus the rows added since."""

@@ -4,8 +4,9 @@ The embeddings are kept as one float32 (capacity, dim) matrix, grown by doubling
 the columns of an int8 (dim, capacity) matrix for the screen in `int8_screen`, which `top`
 uses on big scopes (the screen's kernel reads codes column-wise; rescoring its few
 candidates gathers whole float32 rows). Beside them are the columns the visibility filter
-needs: scope code, occurred/recorded/superseded times and whether the row has a vector. Rows are appended in rowid order, so `rowids` stays sorted. An
-optional IVF index over it lives in `index`.
+needs: scope code, occurred/recorded/superseded times and whether the row has a vector.
+Rows are appended in rowid order, so `rowids` stays sorted. An optional IVF index over it
+lives in `index`.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class VectorCache:
         """(which blobs are vectors of this dim, their (n, dim) rows with zeros for the others)."""
         valid = np.array([b is not None and len(b) == 4 * self.dim for b in blobs], dtype=bool)
         zero = bytes(4 * self.dim)
-        joined = b"".join(b if ok else zero for b, ok in zip(blobs, valid, strict=True))
+        joined = b"".join(b if ok and b is not None else zero for b, ok in zip(blobs, valid, strict=True))
         return valid, np.frombuffer(joined, dtype=np.float32).reshape(len(blobs), self.dim)
 
     def append(self, rows: list[tuple[Any, ...]]) -> None:
