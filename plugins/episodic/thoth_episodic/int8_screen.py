@@ -64,7 +64,7 @@ def screen(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) bounds of vector . x for each row, from its int8 codes (a column of `codes`) alone."""
     peak = float(np.abs(vector).max())
-    step = 63.0 / peak if peak > 0 else 1.0
+    step = 63.0 / peak if peak > 1e-30 else 1.0  # a (near) zero query gets zero codes and its norm as error
     query = np.clip(np.rint(vector * step), -63, 63)
     query_error = float(np.linalg.norm(vector - query / step))
     raw = _run((query + QUERY_OFFSET).astype(np.uint8), codes)[: len(scale)]
