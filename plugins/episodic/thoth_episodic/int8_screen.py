@@ -1,12 +1,12 @@
 """Exact dense top-n, faster: an int8 screen on ONNX Runtime, then float32 scores for the rows it cannot rule out.
 
-Each cached vector x is also kept as int8 codes c = round(x * s), with its own scale
-s = 127 / max|x_i|, its error e = |x - c/s| and the norm |c/s|. A query q gets 7-bit codes
-q7 = round(q * t), |q7| <= 63, offset by 64 into uint8, so ONNX Runtime's u8 x s8 kernel
+Each cached vector x is also kept as int8 codes c = round(x / u), with its own unit
+u = max|x_i| / 127, its error e = |x - c u| and the norm |c u|. A query q gets 7-bit codes
+q7 = round(q t), |q7| <= 63, offset by 64 into uint8, so ONNX Runtime's u8 x s8 kernel
 (`MatMulInteger`, whose AVX2 path adds pairs of products in int16) cannot saturate. One call
 scores every row, reading a quarter of the bytes of the float32 product. The approximate
-score a = q7.c / (t s) differs from the exact q.x by at most |q| e + |q - q7/t| |c/s|
-(Cauchy-Schwarz on q.(x - c/s) + (q - q7/t).(c/s)); every row whose upper bound reaches the
+score a = q7.c u / t differs from the exact q.x by at most |q| e + |q - q7/t| |c u|
+(Cauchy-Schwarz on q.(x - c u) + (q - q7/t).(c u)); every row whose upper bound reaches the
 n-th best lower bound is rescored in float32, so the top n is exactly the float32 top n.
 The graph is 122 bytes, built by `scripts/build_screen_model.py`.
 """
@@ -44,30 +44,43 @@ def _run(query: np.ndarray, codes: np.ndarray) -> np.ndarray:
 
 
 def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(codes, scale, error, norm, code sum) of float32 rows (n, dim); a zero row gets zero codes."""
+    """(codes, unit, error, norm, offset) of float32 rows (n, dim): x ~ codes * unit; a zero row gets zero codes.
+
+    `offset` is what the uint8 query's +64 adds to the row's integer score (64 * sum of codes).
+    """
     peak = np.abs(rows).max(axis=1, keepdims=True)
-    scale = np.where(peak > 0, 127.0 / np.maximum(peak, 1e-30), 1.0).astype(np.float32)
-    codes = np.clip(np.rint(rows * scale), -127, 127).astype(np.int8)
-    decoded = codes / scale
+    unit = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(rows / unit), -127, 127).astype(np.int8)
+    decoded = codes * unit
     error = np.linalg.norm(rows - decoded, axis=1).astype(np.float32)
     norm = np.linalg.norm(decoded, axis=1).astype(np.float32)
-    return codes, scale[:, 0], error, norm, codes.sum(axis=1, dtype=np.int32)
+    return codes, unit[:, 0], error, norm, QUERY_OFFSET * codes.sum(axis=1, dtype=np.int32)
 
 
 def screen(
     vector: np.ndarray,
     codes: np.ndarray,
-    scale: np.ndarray,
+    unit: np.ndarray,
     error: np.ndarray,
     norm: np.ndarray,
-    code_sum: np.ndarray,
+    offset: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds of vector . x for each row, from its int8 codes (a column of `codes`) alone."""
+    """(lower, upper) bounds of vector . x for each row, from its int8 codes (a column of `codes`) alone.
+
+    float32 and in place: at 100k rows a float64 temporary costs more than the kernel call.
+    """
     peak = float(np.abs(vector).max())
     step = 63.0 / peak if peak > 1e-30 else 1.0  # a (near) zero query gets zero codes and its norm as error
     query = np.clip(np.rint(vector * step), -63, 63)
     query_error = float(np.linalg.norm(vector - query / step))
-    raw = _run((query + QUERY_OFFSET).astype(np.uint8), codes)[: len(scale)]
-    approximate = (raw - QUERY_OFFSET * code_sum) / (step * scale)
-    bound = float(np.linalg.norm(vector)) * error + query_error * norm + SLACK
-    return approximate - bound, approximate + bound
+    raw = _run((query + QUERY_OFFSET).astype(np.uint8), codes)[: len(unit)]
+    raw -= offset
+    approximate = raw.astype(np.float32)
+    approximate *= unit
+    approximate *= np.float32(1.0 / step)
+    bound = error * np.float32(np.linalg.norm(vector))
+    bound += np.float32(query_error) * norm
+    bound += np.float32(SLACK)
+    lower = approximate - bound
+    approximate += bound
+    return lower, approximate

@@ -23,10 +23,10 @@ SCREEN_MIN_ROWS = 20_000  # below this, the float32 product alone is faster than
 
 
 PER_ROW = (  # arrays with one entry per row, besides `vectors` and `codes`
-    ("scale", np.float32),  # of the int8 codes (see int8_screen)
+    ("unit", np.float32),  # of the int8 codes (see int8_screen)
     ("error", np.float32),
     ("norm", np.float32),
-    ("code_sum", np.int32),
+    ("offset", np.int32),
     ("rowids", np.int64),
     ("scopes", np.int32),
     ("occurred", np.float64),
@@ -41,10 +41,10 @@ class VectorCache:
 
     vectors: np.ndarray
     codes: np.ndarray
-    scale: np.ndarray
+    unit: np.ndarray
     error: np.ndarray
     norm: np.ndarray
-    code_sum: np.ndarray
+    offset: np.ndarray
     rowids: np.ndarray
     scopes: np.ndarray
     occurred: np.ndarray
@@ -118,7 +118,7 @@ class VectorCache:
             self.index = None  # its sorted copy holds the old vectors
 
     def _quantize(self, positions: np.ndarray) -> None:
-        codes, self.scale[positions], self.error[positions], self.norm[positions], self.code_sum[positions] = (
+        codes, self.unit[positions], self.error[positions], self.norm[positions], self.offset[positions] = (
             int8_screen.quantize(self.vectors[positions])
         )
         self.codes[:, positions] = codes.T
@@ -130,7 +130,7 @@ class VectorCache:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if visible >= SCREEN_MIN_ROWS and 2 * visible >= size:
             lower, upper = int8_screen.screen(
-                vector, self.codes, self.scale[:size], self.error[:size], self.norm[:size], self.code_sum[:size]
+                vector, self.codes, self.unit[:size], self.error[:size], self.norm[:size], self.offset[:size]
             )
             lower[~mask] = -INF
             n = min(n, visible)
