@@ -294,7 +294,7 @@ def test_closing_embeds_what_is_still_queued(make_runtime, thoth_home):
         store.close()
 
 
-async def test_episodes_stored_without_a_model_are_embedded_at_the_next_start_that_has_one(make_runtime):
+async def test_episodes_stored_without_a_model_are_embedded_at_the_next_start_that_has_one(make_runtime, caplog):
     without = make_runtime(
         {"episodic": plugin, "broken-embedder": BrokenEmbedderPlugin()},
         config={"plugins": {"episodic": {"embedder": "broken"}}},
@@ -306,9 +306,11 @@ async def test_episodes_stored_without_a_model_are_embedded_at_the_next_start_th
     memory_for(without).close()
 
     memory = memory_for(make_runtime({"episodic": plugin}))
-    memory.warm_up()  # what session_start does
-    assert memory.flush(timeout=60)
+    with caplog.at_level(logging.INFO, logger="thoth_episodic"):
+        memory.warm_up()  # what session_start does
+        assert memory.flush(timeout=60)
     assert memory.store.unembedded(limit=10) == []
+    assert "embedded 2 stored episodes that had no vector" in caplog.text
     [hit] = memory.recall("a relative in Norway", workspace="default", peer="ann", k=1)
     assert "Bergen" in hit.episode.user and hit.dense is not None
 

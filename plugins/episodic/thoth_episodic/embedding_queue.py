@@ -39,6 +39,7 @@ class EmbeddingQueue:
         self._closed = False
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self.backfilled = 0  # stored episodes embedded by `backfill` so far
 
     def put(self, episode_id: str, text: str) -> None:
         """Embed this episode's text soon."""
@@ -82,20 +83,13 @@ class EmbeddingQueue:
 
     def _run(self) -> None:
         failed: set[str] = set()
-        while True:
-            with self._changed:
-                self._busy = False
-                self._changed.notify_all()
-                self._changed.wait_for(lambda: self._waiting or self._scan or self._closed)
-                if self._closed:
-                    return
-                batch = dict(list(self._waiting.items())[:BATCH])
-                scan = self._scan and len(batch) < BATCH
-                self._busy = True
+        while (work := self._next()) is not None:
+            batch, scan = work
             scan_over = False  # a finished or failing scan is tried again at the next start
             try:
                 if scan:
                     found = self._missing(BATCH - len(batch), failed | batch.keys())
+                    self._count_backfill(len(found))
                     batch |= found
                     scan_over = not found
                 if batch and not self._store_vectors(batch):
@@ -108,6 +102,25 @@ class EmbeddingQueue:
                 self._scan = self._scan and not scan_over
                 for episode_id in batch:
                     self._waiting.pop(episode_id, None)
+
+    def _next(self) -> tuple[dict[str, str], bool] | None:
+        """Wait for work: (queued texts, at most a batch; whether to add stored ones); None once closed."""
+        with self._changed:
+            self._busy = False
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._waiting or self._scan or self._closed)
+            if self._closed:
+                return None
+            self._busy = True
+            batch = dict(list(self._waiting.items())[:BATCH])
+            return batch, self._scan and len(batch) < BATCH
+
+    def _count_backfill(self, found: int) -> None:
+        if found and not self.backfilled:
+            logger.info("episodic: embedding stored episodes that have no vector yet, in the background")
+        elif not found and self.backfilled:
+            logger.info("episodic: embedded %d stored episodes that had no vector", self.backfilled)
+        self.backfilled += found
 
     def _missing(self, limit: int, skip: set[str]) -> dict[str, str]:
         """Stored current episodes without a vector, except those to skip, with their own text only.

@@ -3,13 +3,13 @@
 Every version of an episode is a row (bitemporal, see `records`). BM25 comes from an FTS5
 table (the turn, its neighbour turns, its date); the scope filter joins the matches with
 their rows, so its cost follows the matches, not the size of the scope. Dense search is
-brute force over the whole store: a numpy matrix of every row's embedding, kept in memory
-and refreshed incrementally: new rowids are appended; vectors set later (by the background
+exact over the whole store (`VectorCache.top`): every row's embedding, kept in memory and
+refreshed incrementally: new rowids are appended; vectors set later (by the background
 embedder or a reindex) carry a `vector_version` and only those rows are reloaded; a delete
 or supersede bumps a generation counter in `meta` and the next search reloads everything.
-Several processes may share the file; each refreshes before it searches. Commits use WAL with `synchronous=NORMAL`
-(configurable): a committed write survives the process being killed, which
-`tests/test_crash.py` checks with SIGKILL.
+Several processes may share the file; each refreshes before it searches. Commits use WAL
+with `synchronous=NORMAL` (configurable): a committed write survives the process being
+killed, which `tests/test_crash.py` checks with SIGKILL.
 """
 
 from __future__ import annotations

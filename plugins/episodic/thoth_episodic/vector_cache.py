@@ -136,9 +136,12 @@ class VectorCache:
             n = min(n, visible)
             threshold = np.partition(lower, size - n)[size - n]  # the n-th best lower bound
             positions = np.flatnonzero(mask & (upper >= threshold))
+            scores = self.vectors[positions] @ vector
         else:
             positions = np.flatnonzero(mask)
-        scores = self.vectors[:size] @ vector if len(positions) == size else self.vectors[positions] @ vector
+            # a small scope gathers its rows; a big one is cheaper scored whole (a gather copies)
+            small = 8 * len(positions) < size
+            scores = self.vectors[positions] @ vector if small else (self.vectors[:size] @ vector)[positions]
         n = min(n, len(positions))
         best = np.argpartition(scores, len(scores) - n)[-n:]
         best = best[np.argsort(-scores[best])]
