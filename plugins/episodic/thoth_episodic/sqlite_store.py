@@ -315,7 +315,8 @@ class SQLiteStore:
             counters = dict(self._db.execute("SELECT key, CAST(value AS INTEGER) FROM meta").fetchall())
             cache = self._cache
             if counters["generation"] != cache.generation:
-                cache = self._cache = VectorCache(self.dim)
+                rows = self._db.execute("SELECT count(*) FROM episodes").fetchone()[0]
+                cache = self._cache = VectorCache(self.dim, capacity=rows + 1024)
                 cache.generation, cache.vectors_version = counters["generation"], counters["vectors"]
             while True:
                 rows = self._db.execute(

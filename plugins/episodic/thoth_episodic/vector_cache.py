@@ -1,7 +1,7 @@
 """The SQLite backend's in-memory copy of every row's embedding, for exact brute-force dense search.
 
-The embeddings are kept as one float32 (capacity, dim) matrix, grown by doubling, and as
-the columns of an int8 (dim, capacity) matrix for the screen in `int8_screen`, which `top`
+The embeddings are kept as one float32 (capacity, dim) matrix and as the columns of an
+int8 (dim, capacity) matrix for the screen in `int8_screen`, which `top`
 uses on big scopes (the screen's kernel reads codes column-wise; rescoring its few
 candidates gathers whole float32 rows). Beside them are the columns the visibility filter
 needs: scope code, occurred/recorded/superseded times and whether the row has a vector.
@@ -52,7 +52,7 @@ class VectorCache:
     superseded: np.ndarray
     has_vector: np.ndarray
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, *, capacity: int = 1024) -> None:
         self.dim = dim
         self.generation = -1
         self.vectors_version = 0
@@ -60,14 +60,18 @@ class VectorCache:
         self.size = 0
         self.scope_codes: dict[str, int] = {}
         self.index: IVFIndex | None = None
-        self._grow(0)
+        self._grow(capacity, exactly=True)
 
-    def _grow(self, need: int) -> None:
-        """Make room for `need` rows (capacity doubles), keeping the first `size`."""
+    def _grow(self, need: int, *, exactly: bool = False) -> None:
+        """Make room for `need` rows, keeping the first `size`.
+
+        Capacity grows by a quarter: the screen's kernel reads every column of `codes`, so
+        unused capacity costs time on every search (the store sizes a new cache exactly).
+        """
         capacity = len(getattr(self, "rowids", ()))
         if need <= capacity and capacity:
             return
-        capacity = max(need, capacity * 2, 1024)
+        capacity = need if exactly else max(need, capacity + capacity // 4, 1024)
         vectors = np.zeros((capacity, self.dim), dtype=np.float32)
         codes = np.zeros((self.dim, capacity), dtype=np.int8)
         if self.size:
