@@ -1,12 +1,11 @@
 """The SQLite backend's in-memory copy of every row's embedding, for exact brute-force dense search.
 
-The embeddings are kept as one float32 (capacity, dim) matrix and as the columns of an
-int8 (dim, capacity) matrix for the screen in `int8_screen`, which `top`
-uses on big scopes (the screen's kernel reads codes column-wise; rescoring its few
-candidates gathers whole float32 rows). Beside them are the columns the visibility filter
-needs: scope code, occurred/recorded/superseded times and whether the row has a vector.
-Rows are appended in rowid order, so `rowids` stays sorted. An optional IVF index over it
-lives in `index`.
+The embeddings are kept as one float32 (capacity, dim) matrix and as the columns of an int8
+(dim, capacity) matrix for the screen in `int8_screen`, which `top` uses on big scopes (the
+screen's kernel reads codes column-wise; rescoring its few candidates gathers whole float32
+rows). Beside them are the columns the visibility filter needs: scope code,
+occurred/recorded/superseded times and whether the row has a vector. Rows are appended in
+rowid order, so `rowids` stays sorted. An optional IVF index over it lives in `index`.
 """
 
 from __future__ import annotations
