@@ -294,6 +294,24 @@ def test_only_the_person_in_the_conversation_or_a_founder_reacts_on_its_memory(m
     assert [(kind, actor) for kind, _, _, actor, _ in layers.feedback_calls] == [("forget", "UBOSS")]
 
 
+def test_a_reaction_on_a_reply_from_before_a_restart_still_reaches_its_turn(make_slack):
+    first = make_slack({"layers": Layers()}, replies=[{"reply": "Use blue-green deploys."}])
+    post = _reply(first)
+    [session] = first.runtime.sessions.values()
+    turn_id = session.transcript[-1]["turn_id"]
+    first.bridge.stop()
+
+    layers = Layers()
+    restarted = make_slack({"layers": layers})
+    restarted.react("wastebasket", user="UANN", channel="CGENERAL", ts=post["_ts"])
+    assert layers.feedback_calls == [
+        ("forget", turn_id, "Use blue-green deploys.", "UANN", "CGENERAL:1700000000.000100")
+    ]
+    assert restarted.runtime.sessions == {}  # the feedback did not open a session
+    restarted.react("wastebasket", user="UBOB", channel="CGENERAL", ts=post["_ts"])
+    assert len(layers.feedback_calls) == 1  # only the person (or a founder), as before the restart
+
+
 def test_texts_from_other_layers_cannot_ping(make_slack):
     slack = make_slack(founders=["UBOSS"])
     slack.bridge.deliver(

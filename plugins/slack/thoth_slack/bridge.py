@@ -15,6 +15,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from slack_bolt import App, BoltResponse
@@ -23,7 +24,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
-from thoth_core.types import FEEDBACK_KINDS
+from thoth_core.types import FEEDBACK_KINDS, Session
 
 from .cards import APPROVE, REJECT, decided_card
 from .loop import LoopThread
@@ -81,7 +82,7 @@ class SlackBridge:
         self.settings = settings
         self.client = WebClient(token=settings.bot_token, base_url=settings.api_url)
         self.client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
-        self.ledger = Ledger()
+        self.ledger = Ledger(Path(runtime.home) / "slack" / "ledger.db")
         self.outbox = Outbox(self.client, self.ledger)
         self.loop = LoopThread()
         self.bot_user = str(slack_call(self.client.auth_test, "plugins.slack.bot_token")["user_id"])
@@ -119,6 +120,7 @@ class SlackBridge:
             self.loop.call(self._close())
         finally:
             self.loop.stop()
+            self.ledger.close()
 
     async def _close(self) -> None:
         for session in list(self.runtime.sessions.values()):
@@ -212,10 +214,9 @@ class SlackBridge:
             except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
                 logger.exception("slack: turn in %s failed", inbound.thread)
                 text = f":warning: the turn failed: {type(exc).__name__}"
+            key = dict(zip(("workspace", "peer", "thread"), session.key, strict=True)) if session else {}
             for piece_ts in await streamer.finish(text):
-                self.ledger.add(
-                    Posted(inbound.channel, piece_ts, inbound.thread_ts, text, turn_id=turn_id, session=session)
-                )
+                self.ledger.add(Posted(inbound.channel, piece_ts, inbound.thread_ts, text, turn_id=turn_id, **key))
 
     async def _turn(self, inbound: Inbound, streamer: Streamer) -> tuple[str, Any, str | None]:
         """The reply text, session and turn id (None for commands); `/new` is this frontend's own command."""
@@ -254,15 +255,15 @@ class SlackBridge:
                 return
         if posted.item_id is not None:
             return  # on a card only approve and reject mean something
-        if posted.session is None or posted.turn_id is None:
+        if not posted.peer or posted.turn_id is None:
             note = "that message is not a turn of a conversation"
-        elif user != posted.session.peer and user not in self.settings.founders:
-            text = f"Only <@{posted.session.peer}> (or a founder) can change what is kept of this conversation."
+        elif user != posted.peer and user not in self.settings.founders:
+            text = f"Only <@{posted.peer}> (or a founder) can change what is kept of this conversation."
             await asyncio.to_thread(self.outbox.whisper, posted.channel, user, text, thread_ts=posted.thread_ts)
             return
         else:
             results = await self.runtime.feedback(
-                kind, turn_id=posted.turn_id, text=posted.text, actor=user, session=posted.session
+                kind, turn_id=posted.turn_id, text=posted.text, actor=user, session=self._session_of(posted)
             )
             note = (
                 "; ".join(str(r.get("message") or f"{r['plugin']} did it") for r in results)
@@ -271,6 +272,11 @@ class SlackBridge:
         await asyncio.to_thread(
             self.outbox.post, posted.channel, f":{name}: {DONE[kind]}: {note}", thread_ts=posted.thread_ts or posted.ts
         )
+
+    def _session_of(self, posted: Posted) -> Session:
+        """The session a reply belongs to: the open one, or (after it ended or a restart) one that is not opened."""
+        key = (posted.workspace, posted.peer, posted.thread)
+        return self.runtime.sessions.get(key) or Session(*key, home=self.runtime.home, runtime=self.runtime)
 
     def _on_button(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         ack()

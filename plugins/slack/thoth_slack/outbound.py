@@ -1,7 +1,9 @@
 """What the agent posts: replies streamed into a placeholder, cards, DMs, and the ledger of them.
 
 The ledger remembers which Slack messages are the agent's (a reply to a turn, or an approval
-card), so that a reaction or a button on one can be traced back to its turn or item.
+card), so that a reaction or a button on one can be traced back to its turn or item, also
+after a restart: the newest are kept in memory, those of the last `KEEP_DAYS` in SQLite
+(`$THOTH_HOME/slack/ledger.db`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from thoth_core.storage import connect, migrate
+
 from .cards import pending_card
 from .mrkdwn import split, to_mrkdwn
 
 logger = logging.getLogger(__name__)
+
+KEEP_DAYS = 90
 
 THREAD_KEY = re.compile(r"^(?P<channel>[CDG][A-Z0-9]+)(?::(?P<ts>\d+\.\d+))?$")
 
@@ -39,26 +46,39 @@ def parse_thread_key(key: str) -> tuple[str, str | None] | None:
 
 @dataclass
 class Posted:
-    """One message the agent posted: a reply to a turn, or a card for an approval item."""
+    """One message the agent posted: a reply to a turn (and its session's key), or a card for an approval item."""
 
     channel: str
     ts: str
     thread_ts: str | None
     text: str
     turn_id: str | None = None
-    session: Any = None
+    workspace: str = ""
+    peer: str = ""
+    thread: str = ""
     item_id: str | None = None
     title: str = ""
     card: bool = False
 
 
-class Ledger:
-    """The agent's recent messages by (channel, ts); bounded, thread-safe."""
+COLUMNS = [f.name for f in fields(Posted)]
+SCHEMA = f"""
+CREATE TABLE posted ({", ".join(COLUMNS)}, at REAL NOT NULL, PRIMARY KEY (channel, ts));
+CREATE INDEX posted_at ON posted (at)
+"""
 
-    def __init__(self, size: int = 10_000) -> None:
+
+class Ledger:
+    """The agent's messages by (channel, ts): the newest in memory, all of the last KEEP_DAYS on disk; thread-safe."""
+
+    def __init__(self, path: Path | None = None, size: int = 10_000) -> None:
         self._items: OrderedDict[tuple[str, str], Posted] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
+        self._db = None if path is None else connect(path)
+        if self._db is not None:
+            migrate(self._db, [SCHEMA])
+            self._db.execute("DELETE FROM posted WHERE at < ?", (time.time() - KEEP_DAYS * 86400,))
 
     def add(self, posted: Posted) -> None:
         """Remember a posted message."""
@@ -66,11 +86,27 @@ class Ledger:
             self._items[(posted.channel, posted.ts)] = posted
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+            if self._db is not None:
+                marks = ", ".join("?" * (len(COLUMNS) + 1))
+                self._db.execute(f"INSERT OR REPLACE INTO posted VALUES ({marks})", (*astuple(posted), time.time()))
 
     def get(self, channel: str, ts: str) -> Posted | None:
         """The posted message at (channel, ts), if it is the agent's."""
         with self._lock:
-            return self._items.get((channel, ts))
+            posted = self._items.get((channel, ts))
+            if posted is None and self._db is not None:
+                row = self._db.execute(
+                    f"SELECT {', '.join(COLUMNS)} FROM posted WHERE channel = ? AND ts = ?", (channel, ts)
+                ).fetchone()
+                posted = None if row is None else replace(Posted(*row), card=bool(row[-1]))
+            return posted
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
 
 class Outbox:
