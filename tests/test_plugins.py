@@ -182,3 +182,41 @@ def test_storage_migrates_once_in_order(tmp_path):
     assert [tuple(r) for r in db.execute("SELECT x FROM a")] == [(1,)]
     assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+MIGRATING_CHILD = """
+import sys, time
+from pathlib import Path
+from thoth_core.storage import connect, migrate
+
+def add_column(db):
+    db.execute("ALTER TABLE a ADD COLUMN y INTEGER")  # fails if a step ran twice
+    db.execute("INSERT INTO a (x) VALUES (2)")
+
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+db = connect(Path(sys.argv[1]))
+migrate(db, ["CREATE TABLE a (x INTEGER); INSERT INTO a (x) VALUES (1)", add_column])
+print(db.execute("SELECT count(*) FROM a").fetchone()[0])
+"""
+
+
+def test_processes_opening_one_new_file_at_once_apply_each_migration_once(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    start = time.time() + 1.0
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", MIGRATING_CHILD, str(tmp_path / "shared.db"), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    results = [child.communicate(timeout=60) for child in children]
+    assert [child.returncode for child in children] == [0] * 4, [err for _, err in results]
+    assert [out.strip() for out, _ in results] == ["2"] * 4

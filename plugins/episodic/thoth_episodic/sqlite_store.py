@@ -59,12 +59,12 @@ def _vector_versions(db: sqlite3.Connection) -> None:
     """Migration 2: `vector_version` (which vectors changed since a cache loaded) and an index of rows without one."""
     if "vector_version" not in {row[1] for row in db.execute("PRAGMA table_info(episodes)")}:
         db.execute("ALTER TABLE episodes ADD COLUMN vector_version INTEGER NOT NULL DEFAULT 0")
-    db.executescript(
-        "CREATE INDEX IF NOT EXISTS episodes_vector_version ON episodes (vector_version);"
+    db.execute("CREATE INDEX IF NOT EXISTS episodes_vector_version ON episodes (vector_version)")
+    db.execute(
         "CREATE INDEX IF NOT EXISTS episodes_unembedded ON episodes (occurred_at) "
-        "WHERE embedding IS NULL AND superseded_at IS NULL;"
-        "INSERT OR IGNORE INTO meta VALUES ('vectors', '0');"
+        "WHERE embedding IS NULL AND superseded_at IS NULL"
     )
+    db.execute("INSERT OR IGNORE INTO meta VALUES ('vectors', '0')")
 
 
 MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions]

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
+from thoth_core.storage import Migration
 
-
-def m001_create_tables(db: sqlite3.Connection) -> None:
-    """Peers, their messages, observations (with full-text index), hard facts, Honcho cache."""
-    db.executescript(
-        """
+# 1: peers, their messages, observations (with full-text index), hard facts, Honcho cache.
+M001_CREATE_TABLES = """
         CREATE TABLE peers (
             workspace TEXT NOT NULL, peer TEXT NOT NULL, owner TEXT NOT NULL, created_at REAL NOT NULL,
             PRIMARY KEY (workspace, peer)
@@ -46,8 +42,6 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
             workspace TEXT NOT NULL, peer TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, at REAL NOT NULL,
             PRIMARY KEY (workspace, peer, kind)
         );
-        """
-    )
+"""
 
-
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_create_tables]
+MIGRATIONS: list[Migration] = [M001_CREATE_TABLES]
