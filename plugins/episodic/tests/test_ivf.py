@@ -47,6 +47,9 @@ def test_ivf_recalls_what_exact_search_finds(tmp_path):
     other = Episode(workspace="w", peer="bob", thread="t", user="bob's", occurred_at=1_700_000_000.0)
     approximate.add([other], queries[1:2])
     assert other.id not in top_ids(approximate, queries[1]) and top_ids(approximate, queries[1], "bob") == [other.id]
+    index = approximate._cache.index
+    exact.set_vectors([items[7].id], queries[2:3])  # a new vector (reindex, backfill) on an indexed row
+    assert top_ids(approximate, queries[2])[0] == items[7].id and approximate._cache.index is index  # no rebuild
     exact.close()
     approximate.close()
 

@@ -281,6 +281,19 @@ def test_an_embedder_that_crashes_loses_no_episode_and_is_logged(make_runtime, c
     assert len(hits) == 2 and all(h.dense is None for h in hits)  # BM25 still finds them
 
 
+async def test_without_a_model_flush_says_nothing_was_embedded_and_close_does_not_wait(make_runtime):
+    runtime = make_runtime(
+        {"episodic": plugin, "broken-embedder": BrokenEmbedderPlugin()},
+        config={"plugins": {"episodic": {"embedder": "broken"}}},
+    )
+    memory = memory_for(runtime)
+    memory.write(Episode(workspace="default", peer="ann", thread="t", user="The plumber comes on Thursday."))
+    assert memory.flush(timeout=10) is False
+    started = time.monotonic()
+    memory.close()
+    assert time.monotonic() - started < 1.0
+
+
 def test_closing_embeds_what_is_still_queued(make_runtime, thoth_home):
     runtime = make_runtime({"episodic": plugin})
     memory = memory_for(runtime)

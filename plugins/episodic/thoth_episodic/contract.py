@@ -211,6 +211,7 @@ class StoreContract:
         store.add([embedded], np.stack([unit(3)]))
         assert [e.id for e in store.unembedded(limit=10)] == [older.id, newer.id]
         assert [e.id for e in store.unembedded(limit=1)] == [older.id]
+        assert [e.id for e in store.unembedded(limit=10, recorded_before=older.recorded_at + 1)] == [older.id]
         store.set_vectors([older.id, newer.id], np.stack([unit(1), unit(2)]))
         assert store.unembedded(limit=10) == []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -39,7 +40,9 @@ class EmbeddingQueue:
         self._closed = False
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._started = time.time()  # the backfill leaves later writes to the process that made them
         self.backfilled = 0  # stored episodes embedded by `backfill` so far
+        self.unavailable = False  # the embedder returned nothing: the queue stopped
 
     def put(self, episode_id: str, text: str) -> None:
         """Embed this episode's text soon."""
@@ -62,10 +65,14 @@ class EmbeddingQueue:
         self._changed.notify_all()
 
     def join(self, timeout: float | None = None, *, backfill: bool = True) -> bool:
-        """Wait until every queued episode (and the backfill, if asked) has its vector; False on timeout."""
+        """Wait until every queued episode (and the backfill, if asked) has its vector.
+
+        False when the timeout came first, or the queue stopped (closed, or no embedder) with work left.
+        """
         done = self._idle if backfill else lambda: not self._waiting
         with self._changed:
-            return self._changed.wait_for(lambda: done() or self._closed, timeout)
+            self._changed.wait_for(lambda: done() or self._closed, timeout)
+            return done() and not self.unavailable
 
     def _idle(self) -> bool:
         return not self._waiting and not self._scan and not self._busy
@@ -74,7 +81,7 @@ class EmbeddingQueue:
         """Embed what this process wrote (the backfill can wait for the next start), then stop."""
         with self._changed:
             self._scan = False
-            finished = self._changed.wait_for(lambda: self._idle() or self._thread is None, timeout)
+            finished = self._changed.wait_for(lambda: self._idle() or self._thread is None or self._closed, timeout)
             left = len(self._waiting)
             self._closed = True
             self._changed.notify_all()
@@ -84,11 +91,11 @@ class EmbeddingQueue:
     def _run(self) -> None:
         failed: set[str] = set()
         while (work := self._next()) is not None:
-            batch, scan = work
+            batch, scan, waiting = work
             scan_over = False  # a finished or failing scan is tried again at the next start
             try:
                 if scan:
-                    found = self._missing(BATCH - len(batch), failed | batch.keys())
+                    found = self._missing(BATCH - len(batch), failed | waiting)
                     self._count_backfill(len(found))
                     batch |= found
                     scan_over = not found
@@ -100,11 +107,15 @@ class EmbeddingQueue:
                 scan_over = scan
             with self._changed:
                 self._scan = self._scan and not scan_over
-                for episode_id in batch:
-                    self._waiting.pop(episode_id, None)
+                for episode_id, text in batch.items():
+                    if self._waiting.get(episode_id) == text:  # not put again meanwhile
+                        del self._waiting[episode_id]
 
-    def _next(self) -> tuple[dict[str, str], bool] | None:
-        """Wait for work: (queued texts, at most a batch; whether to add stored ones); None once closed."""
+    def _next(self) -> tuple[dict[str, str], bool, set[str]] | None:
+        """Wait for work: (queued texts, at most a batch; whether to add stored ones; every queued id).
+
+        None once closed.
+        """
         with self._changed:
             self._busy = False
             self._changed.notify_all()
@@ -113,7 +124,7 @@ class EmbeddingQueue:
                 return None
             self._busy = True
             batch = dict(list(self._waiting.items())[:BATCH])
-            return batch, self._scan and len(batch) < BATCH
+            return batch, self._scan and len(batch) < BATCH, set(self._waiting)
 
     def _count_backfill(self, found: int) -> None:
         if found and not self.backfilled:
@@ -127,7 +138,8 @@ class EmbeddingQueue:
 
         By now their stored context may also hold the next turn, so it is left out of the vector.
         """
-        found = [e for e in self._store().unembedded(limit=limit + len(skip)) if e.id not in skip]
+        stored = self._store().unembedded(limit=limit + len(skip), recorded_before=self._started)
+        found = [e for e in stored if e.id not in skip]
         return {e.id: embed_text(replace(e, context="")) for e in found[:limit]}
 
     def _store_vectors(self, batch: dict[str, str]) -> bool:
@@ -136,7 +148,7 @@ class EmbeddingQueue:
         if vectors is None:
             with self._changed:
                 self._waiting.clear()
-                self._scan, self._closed = False, True
+                self._scan, self._busy, self._closed, self.unavailable = False, False, True, True
                 self._changed.notify_all()
             return False
         self._store().set_vectors(list(batch), vectors)

@@ -24,7 +24,6 @@ MODEL = bytes.fromhex(
     "62190a0673636f726573120f0a0d080612090a0208010a0312016e42040a00100d"
 )
 QUERY_OFFSET = 64
-SLACK = 1e-5  # float32 rounding in the bound itself
 
 _session: Any = None
 _lock = threading.Lock()
@@ -69,6 +68,7 @@ def screen(
 
     float32 and in place: at 100k rows a float64 temporary costs more than the kernel call.
     """
+    vector = np.asarray(vector, dtype=np.float64)  # a float32 norm of a tiny query underflows to 0
     peak = float(np.abs(vector).max())
     step = 63.0 / peak if peak > 1e-30 else 1.0  # a (near) zero query gets zero codes and its norm as error
     query = np.clip(np.rint(vector * step), -63, 63)
@@ -78,9 +78,10 @@ def screen(
     approximate = raw.astype(np.float32)
     approximate *= unit
     approximate *= np.float32(1.0 / step)
-    bound = error * np.float32(np.linalg.norm(vector))
-    bound += np.float32(query_error) * norm
-    bound += np.float32(SLACK)
+    length = float(np.linalg.norm(vector))
+    rounding = len(vector) * 2.0**-23 * length  # float32 dot products are off by at most this times |x|
+    bound = error * np.float32(length + rounding)
+    bound += np.float32(query_error + rounding) * norm
     lower = approximate - bound
     approximate += bound
     return lower, approximate

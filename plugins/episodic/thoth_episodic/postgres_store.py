@@ -197,10 +197,12 @@ class PostgresStore:
         found = self._select("turn_id = %(t)s AND superseded_at IS NULL", {"t": turn_id})
         return found[0] if found else None
 
-    def unembedded(self, *, limit: int) -> list[Episode]:
-        """Current episodes stored without a vector, oldest first."""
+    def unembedded(self, *, limit: int, recorded_before: float | None = None) -> list[Episode]:
+        """Current episodes stored without a vector (recorded before a moment, if given), oldest first."""
         return self._select(
-            "embedding IS NULL AND superseded_at IS NULL", {"n": limit}, "ORDER BY occurred_at LIMIT %(n)s"
+            "embedding IS NULL AND superseded_at IS NULL AND recorded_at < %(before)s",
+            {"n": limit, "before": float("inf") if recorded_before is None else recorded_before},
+            "ORDER BY occurred_at LIMIT %(n)s",
         )
 
     def expiring(self, before: float) -> list[Episode]:

@@ -156,8 +156,8 @@ class EpisodeStore(Protocol):
         """Replace stored embeddings (reindex)."""
         ...
 
-    def unembedded(self, *, limit: int) -> list[Episode]:
-        """Up to `limit` current episodes stored without a vector, oldest first (the background embedder's work)."""
+    def unembedded(self, *, limit: int, recorded_before: float | None = None) -> list[Episode]:
+        """Up to `limit` current episodes stored without a vector, recorded before a moment if given, oldest first."""
         ...
 
     def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:

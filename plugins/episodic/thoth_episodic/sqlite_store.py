@@ -283,10 +283,12 @@ class SQLiteStore:
         found = self._select("turn_id = ? AND superseded_at IS NULL", [turn_id])
         return found[0] if found else None
 
-    def unembedded(self, *, limit: int) -> list[Episode]:
-        """Current episodes stored without a vector, oldest first."""
+    def unembedded(self, *, limit: int, recorded_before: float | None = None) -> list[Episode]:
+        """Current episodes stored without a vector (recorded before a moment, if given), oldest first."""
         return self._select(
-            "embedding IS NULL AND superseded_at IS NULL", [], f"ORDER BY occurred_at LIMIT {int(limit)}"
+            "embedding IS NULL AND superseded_at IS NULL AND recorded_at < ?",
+            [float("inf") if recorded_before is None else recorded_before],
+            f"ORDER BY occurred_at LIMIT {int(limit)}",
         )
 
     def expiring(self, before: float) -> list[Episode]:
@@ -364,14 +366,19 @@ class SQLiteStore:
         return [(int(r), float(s), float(o)) for r, s, o in zip(rowids, scores, occurred, strict=True)]
 
     def _approximate(self, cache: VectorCache, vector: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Candidates from the IVF cells (built or rebuilt as needed) plus the rows added since."""
-        if cache.index is None or size - cache.index.size > cache.index.size // 4:
-            cache.index = IVFIndex(cache.vectors[:size])
-        positions, scores = cache.index.search(vector, self.ann_nprobe or math.ceil(len(cache.index.centroids) / 10))
-        if size > cache.index.size:
-            positions = np.concatenate([positions, np.arange(cache.index.size, size)])
-            scores = np.concatenate([scores, cache.vectors[cache.index.size : size] @ vector])
-        return positions, scores
+        """Candidates from the IVF cells (built or rebuilt as needed), plus exact scores of the rows
+        added or given a new vector since it was built."""
+        index = cache.index  # another thread may replace it meanwhile: use one
+        stale = np.zeros(0, dtype=np.int64) if index is None else np.flatnonzero(cache.stale[: index.size])
+        if index is None or index.size > size or (size - index.size) + len(stale) > index.size // 4:
+            index = cache.index = IVFIndex(cache.vectors[:size])
+            cache.stale[:size] = False
+            stale = stale[:0]
+        positions, scores = index.search(vector, self.ann_nprobe or math.ceil(len(index.centroids) / 10))
+        current = ~cache.stale[positions]
+        exact = np.concatenate([stale, np.arange(index.size, size)])
+        positions = np.concatenate([positions[current], exact])
+        return positions, np.concatenate([scores[current], cache.vectors[exact] @ vector])
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         match = fts_match(query.text)

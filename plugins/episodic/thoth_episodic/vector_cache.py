@@ -32,6 +32,7 @@ PER_ROW = (  # arrays with one entry per row, besides `vectors` and `codes`
     ("recorded", np.float64),
     ("superseded", np.float64),
     ("has_vector", np.bool_),
+    ("stale", np.bool_),  # its vector changed since the IVF index was built
 )
 
 
@@ -50,6 +51,7 @@ class VectorCache:
     recorded: np.ndarray
     superseded: np.ndarray
     has_vector: np.ndarray
+    stale: np.ndarray
 
     def __init__(self, dim: int, *, capacity: int = 1024) -> None:
         self.dim = dim
@@ -117,8 +119,8 @@ class VectorCache:
         self.has_vector[changed] = valid[known]
         self.vectors[changed] = vectors[known]
         self._quantize(changed)
-        if self.index is not None and len(changed) and changed.min() < self.index.size:
-            self.index = None  # its sorted copy holds the old vectors
+        if self.index is not None:
+            self.stale[changed[changed < self.index.size]] = True  # its sorted copy holds the old vectors
 
     def _quantize(self, positions: np.ndarray) -> None:
         codes, self.unit[positions], self.error[positions], self.norm[positions], self.offset[positions] = (
