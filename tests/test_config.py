@@ -212,3 +212,28 @@ def test_config_set_refuses_a_literal_secret_but_takes_a_reference(tmp_path):
     assert not path.exists()
     reference = set_value(path, "models.anthropic.api_key", '{ "$env" = "ANTHROPIC_API_KEY" }')
     assert reference == {"$env": "ANTHROPIC_API_KEY"}
+
+
+def test_config_set_keeps_comments_and_layout(tmp_path):
+    from thoth_core.config import load_config, set_value
+
+    path = tmp_path / "thoth.toml"
+    original = (
+        "# Thoth settings for the team\n"
+        "[thoth]\n"
+        "deadline = 1.5  # seconds each layer may take\n\n"
+        "[plugins.episodic]\n"
+        "# keep a year\n"
+        "retention_days = 365\n"
+    )
+    path.write_text(original)
+    set_value(path, "thoth.deadline", "2.0")
+    set_value(path, "plugins.episodic.tau_days", "7")
+    set_value(path, "models.anthropic.api_key", '{ "$env" = "ANTHROPIC_API_KEY" }')
+    text = path.read_text()
+    for kept in ("# Thoth settings for the team", "# seconds each layer may take", "# keep a year"):
+        assert kept in text
+    assert "deadline = 2.0" in text and 'api_key = { "$env" = "ANTHROPIC_API_KEY" }' in text
+    config = load_config(path)
+    assert config.get("thoth.deadline") == 2.0 and config.plugin("episodic")["tau_days"] == 7
+    assert config.plugin("episodic")["retention_days"] == 365

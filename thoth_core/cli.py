@@ -208,7 +208,7 @@ def config_get(key: str) -> None:
 def config_set(key: str, value: str) -> None:
     """Set a dotted KEY to VALUE (parsed as TOML when it parses, else a string).
 
-    The file is rewritten (comments are not kept). Secrets only as references:
+    Comments and layout are kept. Secrets only as references:
     thoth config set models.anthropic.api_key '{ "$env" = "ANTHROPIC_API_KEY" }'
     """
     path = config_path()

@@ -248,24 +248,30 @@ SECRET_KEY = re.compile(r"(key|token|secret|password)$", re.IGNORECASE)
 
 
 def set_value(path: Path, key: str, raw: str) -> Any:
-    """Set a dotted key in the file (creating it), parsing raw as TOML when it parses."""
-    import tomli_w
+    """Set a dotted key in the file (creating it), parsing raw as TOML when it parses; comments and layout stay."""
+    import tomlkit
+    from tomlkit.exceptions import ParseError
 
-    data = parse(path.read_text(encoding="utf-8"), path) if path.exists() else {}
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    parse(text, path)  # a broken file is reported as usual, naming its line
+    document = tomlkit.parse(text)
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+        value = tomlkit.parse(f"v = {raw}")["v"]
+    except ParseError:
         value = raw
-    node = data
+    node: Any = document
     *parents, leaf = key.split(".")
     for part in parents:
-        node = node.setdefault(part, {})
+        if part not in node:
+            node[part] = tomlkit.table()
+        node = node[part]
         if not isinstance(node, dict):
             raise ConfigError(f"{path}: {key}: {part} is not a table")
-    if SECRET_KEY.search(leaf) and not (isinstance(value, dict) and set(value) <= {"$env", "$file"}):
+    plain = value.unwrap() if hasattr(value, "unwrap") else value
+    if SECRET_KEY.search(leaf) and not (isinstance(plain, dict) and set(plain) <= {"$env", "$file"}):
         raise ConfigError(f'{path}: {key}: secrets are references, not values: {key} = {{ "$env" = "VARIABLE" }}')
     node[leaf] = value
-    candidate = Config(data=data, path=path, text=tomli_w.dumps(data))
+    candidate = Config(data=document.unwrap(), path=path, text=tomlkit.dumps(document).rstrip("\n") + "\n")
     validate(candidate)
     path.write_text(candidate.text, encoding="utf-8")
-    return value
+    return plain
