@@ -30,12 +30,8 @@ def one_error_line(result) -> str:
         ('[thoth\nmodel = "replay"\n', "thoth.toml:1: invalid TOML"),
         ('[thoth]\nmodel = "replay"\nmodel = "x"\n', "thoth.toml:3: invalid TOML"),
         (
-            '[plugins]\ndisabled = ["no-such-plugin"]\n',
-            "thoth.toml:2: plugins.disabled: unknown plugin 'no-such-plugin'",
-        ),
-        (
-            "[plugins.no-such-plugin]\ncolour = 1\n",
-            "thoth.toml:1: plugins.no-such-plugin: unknown plugin 'no-such-plugin'",
+            '[models.anthropic]\napi_key = "sk-ant-api03-abc"\n',
+            'thoth.toml:2: models.anthropic.api_key: secrets are references, not values: api_key = { "$env"',
         ),
         (
             '[thoth]\nworkspace = "w"\ndeadline = "soon"\n',
@@ -54,8 +50,7 @@ def one_error_line(result) -> str:
     ids=[
         "syntax",
         "duplicate-key",
-        "unknown-disabled",
-        "unknown-table",
+        "literal-secret",
         "wrong-type",
         "bool-for-int",
         "layer-type",
@@ -70,6 +65,22 @@ def test_malformed_config_exits_2_with_one_line_naming_file_and_key(tmp_path, to
     (tmp_path / "thoth.toml").write_text(toml)
     line = one_error_line(run_thoth(*command, cwd=tmp_path, env=NO_PLUGINS))
     assert line.startswith("thoth: error: ") and expected in line
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [('[plugins]\ndisabled = ["tui"]\n', "plugins.disabled"), ("[plugins.tui]\ncolour = 1\n", "plugins.tui")],
+)
+def test_a_plugin_named_but_not_installed_is_a_warning_and_a_doctor_finding(tmp_path, toml, key):
+    (tmp_path / "thoth.toml").write_text(toml + '[thoth]\nmodel = "replay"\n[models.replay]\nrules = []\n')
+    env = {**NO_PLUGINS, "THOTH_LOAD_PLUGINS": "working,procedural"}  # tui is not loaded: as if uninstalled
+    result = run_thoth("context", "hi", "--peer", "ann", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"plugin 'tui' is not installed (pip install thoth-tui); running without it" in result.stderr
+    assert f"thoth.toml:{2 if key == 'plugins.disabled' else 1}: {key}:" in result.stderr
+    doctor = run_thoth("doctor", cwd=tmp_path, env=env)
+    assert doctor.returncode == 1
+    assert f"BAD plugin tui is named in {tmp_path / 'thoth.toml'} but not installed (pip install thoth-tui)" in doctor.stdout
 
 
 def test_thoth_config_names_the_file(tmp_path):

@@ -256,7 +256,7 @@ def test_doctor_reports_what_is_wrong(site, tmp_path):
     assert lines[0] == "ok  config: no thoth.toml, using defaults"
     assert any(line.startswith("BAD plugin broken: failed to load: ModuleNotFoundError") for line in lines)
     assert (
-        "BAD plugin working (essential) is not loaded: pip install -e plugins/working or add it to THOTH_LOAD_PLUGINS"
+        "BAD plugin working (essential) is not loaded: pip install thoth-working or add it to THOTH_LOAD_PLUGINS"
         in lines
     )
     assert any(line.startswith("ok  storage: ") and line.endswith("is writable") for line in lines)

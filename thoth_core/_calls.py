@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -125,13 +127,30 @@ async def call_each(
     """Call every implementation of a hook concurrently; returns (plugin, result, call) for each."""
     impls = getattr(pm.hook, hook).get_hookimpls()
     outcomes = await asyncio.gather(*(_call_one(impl, hook, kwargs, deadline_for(impl.plugin_name)) for impl in impls))
+    for _result, call in outcomes:
+        trace(call)
     return [(impl.plugin_name, result, call) for impl, (result, call) in zip(impls, outcomes, strict=True)]
 
 
-def call_sync(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> None:
-    """Call a hook in every plugin on this thread, logging (not raising) each plugin's failure."""
+def call_sync(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+    """Call a hook in every plugin on this thread, logging (not raising) each plugin's failure.
+
+    Returns (plugin, result) for each plugin that did not fail.
+    """
+    results = []
     for impl in getattr(pm.hook, hook).get_hookimpls():
+        started = time.perf_counter()
         try:
-            impl.function(**_arguments(impl, kwargs))
+            results.append((impl.plugin_name, impl.function(**_arguments(impl, kwargs))))
+            trace(PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "ok"))
         except Exception as exc:  # noqa: BLE001
             logger.error("plugin %s: %s failed: %s: %s", impl.plugin_name, hook, type(exc).__name__, exc)
+            trace(PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "error", str(exc)))
+    return results
+
+
+def trace(call: PluginCall) -> None:
+    """With `THOTH_TRACE_PLUGINS` set, one stderr line per hook call: plugin.hook, outcome, time."""
+    if os.environ.get("THOTH_TRACE_PLUGINS", "").strip().lower() not in ("", "0", "false", "no", "off"):
+        error = f" ({call.error})" if call.error else ""
+        print(f"thoth trace: {call.plugin}.{call.hook} {call.status} {call.seconds * 1000:.1f} ms{error}", file=sys.stderr)

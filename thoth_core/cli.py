@@ -6,13 +6,15 @@ import asyncio
 import getpass
 import json
 import logging
+import os
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import config_path, load_config, set_value
+from .config import Config, config_path, load_config, set_value
 from .errors import ThothError
 
 if TYPE_CHECKING:
@@ -63,6 +65,10 @@ def runtime() -> Runtime:
 
         loaded = ctx.meta.get("thoth.loaded")
         obj["runtime"] = Runtime(loaded[0], pm=loaded[1]) if loaded else Runtime.load()
+        if obj["runtime"].config.path is None and not os.environ.get("THOTH_HOME"):
+            from .home import no_home_hint
+
+            click.echo(f"thoth: {no_home_hint()}", err=True)
     return obj["runtime"]  # type: ignore[no-any-return]
 
 
@@ -89,10 +95,10 @@ workspace_option = click.option("--workspace", default=None, help="Workspace (de
 def cli(verbose: int) -> None:
     """Thoth: a chat agent with five layers of memory.
 
-    Configuration is ./thoth.toml (or $THOTH_CONFIG); data lives in $THOTH_HOME.
+    Configuration is the agent home's thoth.toml (the nearest one upwards, or $THOTH_CONFIG); `thoth init DIR`
+    makes an agent home. Data lives in the home's .thoth/ folder (or $THOTH_HOME).
     """
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
-    logging.basicConfig(level=level, format="thoth: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
 
 
 @cli.command()
@@ -236,6 +242,24 @@ def forget(peer: str, thread: str | None, workspace: str | None, as_json: bool) 
 
 
 @cli.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+def init(directory: Path) -> None:
+    """Make DIRECTORY (default: here) an agent home, a git repository."""
+    from .home import init_home
+    from .plugins import make_plugin_manager
+
+    report = init_home(directory, make_plugin_manager(Config()))
+    for name in report.written:
+        click.echo(f"  wrote {name}")
+    if not report.written:
+        click.echo(f"{report.root} is already an agent home; nothing was missing.")
+        return
+    history = f"committed {report.commit[:10]}" if report.commit else "not committed (git failed; see above)"
+    click.echo(f"Agent home ready at {report.root} ({history}).")
+    click.echo(f"Next: cd {directory} && thoth doctor && thoth chat")
+
+
+@cli.command()
 def doctor() -> None:
     """Check config, plugins, storage and the model, and say what is wrong."""
     from .doctor import diagnose
@@ -249,6 +273,8 @@ def doctor() -> None:
 
 def main() -> None:
     """Entry point of the `thoth` console script."""
+    # before click resolves a plugin subcommand (which loads the plugins, and may warn); -v lowers the level
+    logging.basicConfig(level=logging.WARNING, format="thoth: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         cli(prog_name="thoth")
     except ThothError as exc:  # raised while building the command list

@@ -55,8 +55,12 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
 
 
 def config_path() -> Path:
-    """Where the config file is: `$THOTH_CONFIG`, else `./thoth.toml`."""
-    return Path(os.environ.get("THOTH_CONFIG") or "thoth.toml")
+    """Where the config file is: `$THOTH_CONFIG`, else the nearest `thoth.toml` upwards, else `./thoth.toml`."""
+    from .home import CONFIG_NAME, find_config
+
+    if os.environ.get("THOTH_CONFIG"):
+        return Path(os.environ["THOTH_CONFIG"])
+    return find_config() or Path(CONFIG_NAME)
 
 
 @dataclass
@@ -66,6 +70,7 @@ class Config:
     data: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     text: str = ""
+    fallback_root: Path | None = None  # the project folder when there is no file (the runtime sets its home)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value at a dotted key such as `budget.total`, or default."""
@@ -83,8 +88,10 @@ class Config:
 
     @property
     def root(self) -> Path:
-        """The project folder: where thoth.toml lives (or the working directory)."""
-        return self.path.parent.resolve() if self.path else Path.cwd()
+        """The agent home: where thoth.toml lives (without one, the data home, else the working directory)."""
+        if self.path:
+            return self.path.parent.resolve()
+        return self.fallback_root or Path.cwd()
 
     def plugin(self, name: str) -> dict[str, Any]:
         """A plugin's own `[plugins.NAME]` table, secrets resolved."""
@@ -143,6 +150,21 @@ def parse(text: str, path: Path) -> dict[str, Any]:
         raise ConfigError(f"{where}: invalid TOML: {str(exc).split(' (at line')[0]}") from exc
 
 
+SECRET_KEY = re.compile(r"(key|token|secret|password)$", re.IGNORECASE)
+
+
+def literal_secrets(data: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys that name a secret (`api_key`, `bot_token`, ...) but hold a literal string."""
+    found = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found += literal_secrets(value, f"{dotted}.")
+        elif isinstance(value, str) and value.strip() and SECRET_KEY.search(key):
+            found.append(dotted)
+    return found
+
+
 def validate(config: Config) -> None:
     """Check the core's own keys; raises ConfigError on the first bad one."""
     for section in ("thoth", "budget", "plugins", "models"):
@@ -180,6 +202,8 @@ def validate(config: Config) -> None:
                 "plugins.disabled",
                 f"plugin {name!r} is essential (L1 working and L4 procedural always run) and cannot be disabled",
             )
+    for key in literal_secrets(config.data):
+        raise config.error(key, f'secrets are references, not values: {key.rsplit(".", 1)[-1]} = {{ "$env" = "VARIABLE" }}')
     for name, table in config.data.get("plugins", {}).items():
         if name == "disabled":
             continue
@@ -191,13 +215,11 @@ def validate(config: Config) -> None:
                 raise config.error(f"plugins.{name}.{key}", f"expected a positive number of seconds, got {value!r}")
 
 
-def check_plugin_names(config: Config, known: set[str]) -> None:
-    """Every plugin the file names must be installed or built in."""
+def missing_plugins(config: Config, known: set[str]) -> dict[str, str]:
+    """Plugins the file names that are neither installed nor built in: name -> the key naming it."""
     named = [("plugins.disabled", n) for n in config.disabled]
     named += [(f"plugins.{n}", n) for n in config.data.get("plugins", {}) if n != "disabled"]
-    for key, name in named:
-        if name not in known:
-            raise config.error(key, f"unknown plugin {name!r}; installed: {', '.join(sorted(known)) or 'none'}")
+    return {name: key for key, name in reversed(named) if name not in known}
 
 
 def resolve_secrets(value: Any, *, where: str, source: str = "thoth.toml") -> Any:
@@ -244,7 +266,6 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-SECRET_KEY = re.compile(r"(key|token|secret|password)$", re.IGNORECASE)
 
 
 def set_value(path: Path, key: str, raw: str) -> Any:

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .errors import ThothError
-from .plugins import ESSENTIAL
+from .home import no_home_hint
+from .plugins import ESSENTIAL, install_hint
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -24,15 +25,19 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
         problems += not ok
         echo(f"{'ok ' if ok else 'BAD'} {what}")
 
-    report(True, f"config: {runtime.config.source if runtime.config.path else 'no thoth.toml, using defaults'}")
+    hint = "" if runtime.config.path or os.environ.get("THOTH_HOME") else f" ({no_home_hint()})"
+    report(True, f"config: {runtime.config.source if runtime.config.path else 'no thoth.toml, using defaults'}{hint}")
     infos = runtime.pm.thoth_info  # type: ignore[attr-defined]
     for name, info in sorted(infos.items()):
         if info.error:
-            report(False, f"plugin {name}: failed to load: {info.error}")
+            if info.error.startswith("not installed"):
+                report(False, f"plugin {name} is named in {runtime.config.source} but {info.error}")
+            else:
+                report(False, f"plugin {name}: failed to load: {info.error}")
     for name in sorted(ESSENTIAL):
         loaded = runtime.pm.has_plugin(name)
         hint = " or add it to THOTH_LOAD_PLUGINS" if os.environ.get("THOTH_LOAD_PLUGINS") is not None else ""
-        state = "loaded" if loaded else f"is not loaded: pip install -e plugins/{name}{hint}"
+        state = "loaded" if loaded else f"is not loaded: {install_hint(name)}{hint}"
         report(loaded, f"plugin {name} (essential) {state}")
     try:
         with tempfile.NamedTemporaryFile(dir=runtime.home):

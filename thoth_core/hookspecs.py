@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import click
 
     from .runtime import Runtime
@@ -121,6 +123,15 @@ def register_commands(register: Callable[..., None]) -> None:
 @hookspec
 def register_cli_commands(cli: click.Group) -> None:
     """Add subcommands to the `thoth` command line."""
+
+
+@hookspec
+def init_home(root: Path) -> list[str] | None:
+    """Write this plugin's default files into a new agent home (`thoth init`); never overwrite.
+
+    Returns:
+        The paths written, relative to root.
+    """
 
 
 @hookspec

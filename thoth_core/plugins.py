@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 import pluggy
 
 from . import hookspecs
-from .config import ESSENTIAL, Config, check_plugin_names
+from .config import ESSENTIAL, Config, missing_plugins
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,8 @@ DEFAULT_PLUGINS = {
     "repl": "thoth_core.default_plugins.repl",
 }
 
+FIRST_PARTY = ("working", "identity", "episodic", "procedural", "reflection", "blackboard", "tui", "slack")
+
 ENV_SWITCHES = {"HONCHO_DISABLED": "identity", "EPISODIC_DISABLED": "episodic", "REFLECTION_DISABLED": "reflection"}
 
 
@@ -38,6 +40,13 @@ class PluginInfo:
     version: str
     enabled: bool
     error: str | None = None
+
+
+def install_hint(name: str) -> str:
+    """How a pip user installs the plugin of this name."""
+    if name in FIRST_PARTY:
+        return f"pip install thoth-{name}"
+    return f"pip install the distribution that provides the {name!r} plugin"
 
 
 def disabled_names(config: Config) -> set[str]:
@@ -65,9 +74,12 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
         pm.set_blocked(name)
     installed = {ep.name: ep for ep in entry_points(group=GROUP)}
     if autoload:
-        check_plugin_names(config, set(installed) | set(DEFAULT_PLUGINS))
         allowed = os.environ.get("THOTH_LOAD_PLUGINS")
         wanted = set(installed) if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+        for name, key in missing_plugins(config, (set(installed) & wanted) | set(DEFAULT_PLUGINS)).items():
+            error = f"not installed ({install_hint(name)})"
+            logger.warning("%s", config.error(key, f"plugin {name!r} is {error}; running without it"))
+            pm.thoth_info[name] = PluginInfo(name, "-", "-", enabled=False, error=error)  # type: ignore[attr-defined]
         for name in sorted(wanted - set(installed)):
             logger.warning(
                 "THOTH_LOAD_PLUGINS names %r, which is not installed; installed: %s",
@@ -98,9 +110,6 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
             continue
         pm.register(importlib.import_module(module), name=name)
         pm.thoth_info[name] = PluginInfo(name, "thoth-core", _core_version(), enabled=True)  # type: ignore[attr-defined]
-    if os.environ.get("THOTH_TRACE_PLUGINS"):
-        pm.trace.root.setwriter(print)
-        pm.enable_tracing()
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:

@@ -108,6 +108,8 @@ class Runtime:
         self.pm = pm or make_plugin_manager(self.config, autoload=autoload)
         self.home = home or default_home(self.config)
         self.home.mkdir(parents=True, exist_ok=True)
+        if self.config.path is None and self.config.fallback_root is None:
+            self.config.fallback_root = self.home  # outside an agent home nothing is written where thoth runs
         self.sessions: dict[tuple[str, str, str], Session] = {}
         self.last: TurnResult | None = None
         self._state: dict[str, Any] = {}

@@ -5,9 +5,7 @@ from pathlib import Path
 
 import pytest
 from thoth_procedural import plugin
-
-REPO = Path(__file__).resolve().parents[3]
-
+from thoth_procedural.defaults import copy_defaults
 
 @pytest.fixture(autouse=True)
 def _clean_env(thoth_env):
@@ -25,9 +23,11 @@ def runtime_at(make_runtime, tmp_path):
 
 
 @pytest.fixture
-def repo() -> Path:
-    """The Thoth checkout, for the shipped persona, skills and notes."""
-    return REPO
+def shipped_home(tmp_path_factory) -> Path:
+    """A folder holding what `thoth init` writes from this plugin's package data: persona, skills, notes."""
+    home = tmp_path_factory.mktemp("shipped")
+    assert copy_defaults(home)
+    return home
 
 
 @pytest.fixture

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from thoth_procedural import plugin
+from thoth_procedural.defaults import copy_defaults
 from thoth_procedural.settings import Settings
 
 from thoth_core import ConfigError
@@ -13,12 +12,20 @@ from thoth_core.testing import check_layer_plugin, context_for
 
 
 @pytest.fixture
-def shipped(repo, tmp_path):
-    """The repository's persona, skills, knowledge and reflexion notes, copied into the test project."""
-    for folder in ("persona", "knowledge", "reflexion"):
-        shutil.copytree(repo / folder, tmp_path / folder)
-    shutil.copytree(repo / ".claude" / "skills", tmp_path / ".claude" / "skills")
+def shipped(tmp_path):
+    """The test project as `thoth init` makes it: the shipped persona, skills, knowledge and reflexion notes."""
+    copy_defaults(tmp_path)
     return tmp_path
+
+
+def test_init_home_writes_the_defaults_once_and_never_overwrites(tmp_path):
+    (tmp_path / "persona").mkdir()
+    (tmp_path / "persona" / "SOUL.md").write_text("# Soul\n\nMine.\n")
+    written = plugin.init_home(root=tmp_path)
+    assert "persona/IDENTITY.md" in written and ".claude/skills/write-thoth-plugin/SKILL.md" in written
+    assert "persona/SOUL.md" not in written and (tmp_path / "persona" / "SOUL.md").read_text() == "# Soul\n\nMine.\n"
+    assert (tmp_path / ".claude" / "skills" / "recall-before-answering" / "src").is_dir()
+    assert plugin.init_home(root=tmp_path) == []
 
 
 async def test_conformance_with_the_shipped_defaults(runtime_at, shipped):

@@ -142,7 +142,7 @@ async def test_an_error_with_no_known_issue_adds_nothing(runtime_at, records):
     ]
 
 
-def test_the_shipped_reflexion_example_parses_and_matches_an_overload(repo, tmp_path):
-    shutil.copytree(repo / "reflexion", tmp_path / "shipped")
+def test_the_shipped_reflexion_example_parses_and_matches_an_overload(shipped_home, tmp_path):
+    shutil.copytree(shipped_home / "reflexion", tmp_path / "shipped")
     loaded = load_reflexion(tmp_path / "shipped")
     assert loaded and matching(loaded, "anthropic.InternalServerError: 529 overloaded_error")

@@ -93,8 +93,8 @@ def test_load_skill_rejects_unknown_and_bad_slugs(tmp_path):
 
 
 @pytest.mark.parametrize("slug", ["write-thoth-plugin", "recall-before-answering"])
-def test_shipped_example_skills_are_valid_for_thoth_and_the_reference_validator(slug, repo):
-    folder = repo / ".claude" / "skills" / slug
+def test_shipped_example_skills_are_valid_for_thoth_and_the_reference_validator(slug, shipped_home):
+    folder = shipped_home / ".claude" / "skills" / slug
     doc = validate_skill(folder, require_manifest=True)
     assert doc.slug == slug and (folder / "src").is_dir()
     agentskills = str(Path(sys.executable).with_name("agentskills"))
@@ -102,8 +102,8 @@ def test_shipped_example_skills_are_valid_for_thoth_and_the_reference_validator(
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_the_scaffold_script_of_write_thoth_plugin_makes_an_importable_plugin(tmp_path, repo):
-    script = repo / ".claude" / "skills" / "write-thoth-plugin" / "src" / "new_plugin.py"
+def test_the_scaffold_script_of_write_thoth_plugin_makes_an_importable_plugin(tmp_path, shipped_home):
+    script = shipped_home / ".claude" / "skills" / "write-thoth-plugin" / "src" / "new_plugin.py"
     done = subprocess.run(
         [sys.executable, str(script), "demo-layer", "episodic", "--root", str(tmp_path)], capture_output=True, text=True
     )

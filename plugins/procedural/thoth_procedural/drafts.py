@@ -27,7 +27,7 @@ from typing import Any
 
 from thoth_core import ThothError
 
-from .gitops import git_commit
+from thoth_core.git import git_commit
 from .settings import Settings
 from .validate import SkillError, check_slug, validate_skill
 

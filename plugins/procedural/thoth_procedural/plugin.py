@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from thoth_core import ContextBlock, Session, ThothError, Turn, hookimpl
 from thoth_core.runtime import Command
 
 from . import drafts
+from .defaults import copy_defaults
 from .cli import skills as skills_cli
 from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
 from .persona import PersonaError, load_persona
@@ -136,6 +138,11 @@ async def _skill_command(args: str, session: Session, runtime: Any, **_: Any) ->
         return f"Skill {skill.slug} loaded for your next message."
     result = await runtime.turn(message.strip(), peer=session.peer, thread=session.thread, workspace=session.workspace)
     return str(result.reply.text)
+
+
+@hookimpl
+def init_home(root: Path) -> list[str]:
+    return copy_defaults(root)
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""Committing an approved skill when its folder is inside a git repository (plain `git -C` subprocesses)."""
+"""Git for agent homes: create the repository, commit exactly one path (plain `git -C` subprocesses)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def git_commit(path: Path, message: str) -> str | None:
     Other staged changes in the repository are left out (`git commit -- PATH`). Returns None when
     path is not in a repository or the commit failed (logged with git's message).
     """
-    repo = repository_of(path.parent)
+    repo = repository_of(path if path.is_dir() else path.parent)
     if repo is None:
         return None
     relative = os.path.relpath(path.resolve(), repo.resolve())
@@ -43,3 +43,14 @@ def git_commit(path: Path, message: str) -> str | None:
             logger.error("git %s in %s failed: %s", name, repo, (done.stderr or done.stdout).strip())
             return None
     return _git(repo, "rev-parse", "HEAD").stdout.strip() or None
+
+
+def git_init(root: Path, message: str) -> str | None:
+    """Make root a git repository (unless it is one) and commit everything in it; returns the commit id."""
+    try:
+        if not (root / ".git").exists() and _git(root, "init", "-q").returncode != 0:
+            return None
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.warning("git is not available (%s): the agent home is not a git repository", exc)
+        return None
+    return git_commit(root, message)

@@ -1,0 +1,74 @@
+"""Agent homes: the folder with `thoth.toml`, the persona, skills and notes of one agent.
+
+`thoth init DIR` makes one from the templates installed with the core and the plugins
+(each plugin writes its defaults in `init_home`), as a git repository so that approved skills
+are committed there. Commands find the home like git finds a repository: `$THOTH_CONFIG`,
+else the nearest `thoth.toml` in the working directory or its parents.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+import pluggy
+
+from ._calls import call_sync
+from .git import git_init
+
+CONFIG_NAME = "thoth.toml"
+DATA_DIR = ".thoth"  # the home's own data ([thoth] home in the template), ignored by git
+GITIGNORE = f"""# Thoth: data and drafts stay out of the agent's history
+{DATA_DIR}/
+.claude/skill-drafts/
+__pycache__/
+"""
+
+NO_HOME = (
+    "no agent home here (no {name} in {cwd} or its parents); running with built-in defaults: no persona, "
+    "skills or notes. Make one with `thoth init DIR` and run thoth inside it, or set THOTH_CONFIG."
+)
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """The nearest `thoth.toml` in start (default: the working directory) or its parents."""
+    folder = (start or Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / CONFIG_NAME).is_file():
+            return candidate / CONFIG_NAME
+    return None
+
+
+def no_home_hint() -> str:
+    """The one line commands print when they run outside an agent home."""
+    return NO_HOME.format(name=CONFIG_NAME, cwd=os.getcwd())
+
+
+@dataclass
+class InitReport:
+    """What `thoth init` did: the files it wrote (relative to root) and the commit it made."""
+
+    root: Path
+    written: list[str] = field(default_factory=list)
+    commit: str | None = None
+
+
+def init_home(root: Path, pm: pluggy.PluginManager) -> InitReport:
+    """Create (or complete) an agent home at root; existing files are never overwritten."""
+    root.mkdir(parents=True, exist_ok=True)
+    report = InitReport(root.resolve())
+    core_files = {
+        CONFIG_NAME: files("thoth_core").joinpath("templates", CONFIG_NAME).read_text(encoding="utf-8"),
+        ".gitignore": GITIGNORE,
+    }
+    for name, text in core_files.items():
+        if not (root / name).exists():
+            (root / name).write_text(text, encoding="utf-8")
+            report.written.append(name)
+    for _plugin, written in call_sync(pm, "init_home", root=report.root):
+        report.written += written or []
+    if report.written:
+        report.commit = git_init(report.root, "Create agent home (thoth init)")
+    return report
