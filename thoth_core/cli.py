@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import Config, config_path, load_config, set_value
+from .config import Config, config_path, load_config, set_value, with_plugin_defaults
 from .errors import ThothError
 
 if TYPE_CHECKING:
@@ -201,10 +201,13 @@ def config() -> None:
 @config.command("get")
 @click.argument("key")
 def config_get(key: str) -> None:
-    """Print the value of a dotted KEY (defaults included)."""
-    value = load_config().get(key)
+    """Print the value of a dotted KEY (the defaults of core and plugins included)."""
+    from .plugins import make_plugin_manager
+
+    loaded = load_config()
+    value = Config(data=with_plugin_defaults(loaded, make_plugin_manager(loaded).get_plugins())).get(key)
     if value is None:
-        raise ThothError(f"{config_path()}: {key}: not set")
+        raise ThothError(f"{config_path()}: {key}: not set, and no default")
     click.echo(json.dumps(value) if not isinstance(value, str) else value)
 
 

@@ -215,6 +215,18 @@ def validate(config: Config) -> None:
                 raise config.error(f"plugins.{name}.{key}", f"expected a positive number of seconds, got {value!r}")
 
 
+def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any]:
+    """The file's values over the core's defaults and each plugin module's `CONFIG_DEFAULTS`."""
+    defaults: dict[str, Any] = {}
+    for plugin in plugins:
+        for table, values in (getattr(plugin, "CONFIG_DEFAULTS", None) or {}).items():
+            node = defaults
+            for part in table.split("."):
+                node = node.setdefault(part, {})
+            node.update(values)
+    return _merged(defaults, config.merged)
+
+
 def missing_plugins(config: Config, known: set[str]) -> dict[str, str]:
     """Plugins the file names that are neither installed nor built in: name -> the key naming it."""
     named = [("plugins.disabled", n) for n in config.disabled]

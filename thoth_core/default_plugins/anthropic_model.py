@@ -42,6 +42,14 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_TOOL_ROUNDS = 4
+CONFIG_DEFAULTS = {
+    "models.anthropic": {
+        "model": DEFAULT_MODEL,
+        "timeout": DEFAULT_TIMEOUT,
+        "max_retries": DEFAULT_MAX_RETRIES,
+        "max_tool_rounds": DEFAULT_TOOL_ROUNDS,
+    }
+}
 CACHE = {"type": "ephemeral"}
 KEY_HELP = "ANTHROPIC_API_KEY or [models.anthropic] api_key"
 

@@ -24,6 +24,15 @@ from typing import Any
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 
 DEFAULT_TIMEOUT = 300.0
+CONFIG_DEFAULTS = {
+    "models.claude-cli": {
+        "command": "claude",
+        "timeout": DEFAULT_TIMEOUT,
+        "output_format": "stream-json",
+        "system_prompt": "replace",
+        "extra_args": [],
+    }
+}
 LINE_LIMIT = 16 * 1024 * 1024  # one stream-json line holds a whole message
 INSTALL_HELP = (
     "install Claude Code (npm install -g @anthropic-ai/claude-code) or set [models.claude-cli] command = PATH"
@@ -195,7 +204,7 @@ def make_claude_cli(runtime: Any, options: dict[str, Any]) -> ClaudeCliModel:
     def error(key: str, message: str) -> Exception:
         return runtime.config.error(f"models.claude-cli.{key}", message)  # type: ignore[no-any-return]
 
-    command = options.get("command", "claude")
+    command = options.get("command", CONFIG_DEFAULTS["models.claude-cli"]["command"])
     if not isinstance(command, str) or not command:
         raise error("command", f"expected a command name or path, got {command!r}")
     if shutil.which(command) is None:
@@ -206,10 +215,10 @@ def make_claude_cli(runtime: Any, options: dict[str, Any]) -> ClaudeCliModel:
     timeout = options.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise error("timeout", f"expected a positive number of seconds, got {timeout!r}")
-    output_format = options.get("output_format", "stream-json")
+    output_format = options.get("output_format", CONFIG_DEFAULTS["models.claude-cli"]["output_format"])
     if output_format not in ("stream-json", "text"):
         raise error("output_format", f"expected 'stream-json' or 'text', got {output_format!r}")
-    system_prompt = options.get("system_prompt", "replace")
+    system_prompt = options.get("system_prompt", CONFIG_DEFAULTS["models.claude-cli"]["system_prompt"])
     if system_prompt not in ("replace", "append"):
         raise error("system_prompt", f"expected 'replace' or 'append', got {system_prompt!r}")
     extra_args = options.get("extra_args", [])

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from thoth_core import hookimpl
+from thoth_core.budget import Assembly, block_tokens
 from thoth_core.runtime import Command
+from thoth_core.types import LAYERS, Session, Turn
+
+STATUS_META = ("layer", "plugin")  # status keys that label a row rather than count something
 
 
 def _help(runtime: Any, **_: Any) -> str:
@@ -24,12 +29,52 @@ def _whoami(session: Any, **_: Any) -> str:
     return f"peer {session.peer} in workspace {session.workspace}, thread {session.thread} (session {session.id})"
 
 
-async def _layers(runtime: Any, session: Any, **_: Any) -> str:
+async def session_assembly(runtime: Any, session: Session) -> tuple[Assembly, bool]:
+    """The session's last assembled context, else one assembled now; True when it is the last turn's."""
+    last = runtime.last
+    if last is not None and last.session.key == session.key and last.session.id == session.id:
+        return last.assembly, True
+    probe = copy.copy(session)  # plugins may consume scratch entries (a chosen /skill) while assembling
+    probe.scratch = dict(session.scratch)
+    text = next((m.content for m in reversed(session.history) if m.role == "user"), "")
+    return await runtime.context(Turn(text, session.peer, session.thread, session.workspace), probe), False
+
+
+def layer_lines(runtime: Any, statuses: list[dict[str, Any]], assembly: Assembly) -> list[str]:
+    """L1-L5 with used/budget tokens and counts, then every other plugin under its own name."""
+    budgets = runtime.config.layer_budgets
+    used: dict[str, int] = {}
+    own: dict[str, int] = {}
+    for block in assembly.blocks:
+        used[block.layer] = used.get(block.layer, 0) + block_tokens(block)
+        own[block.plugin] = own.get(block.plugin, 0) + block_tokens(block)
+    counts = {s["plugin"]: {k: v for k, v in s.items() if k not in STATUS_META} for s in statuses}
+    present = {runtime.layer_of(name) for name, _ in runtime.pm.list_name_plugin()}
+    disabled = {name for name, info in getattr(runtime.pm, "thoth_info", {}).items() if not info.enabled}
     lines = []
-    for status in await runtime.status(peer=session.peer, workspace=session.workspace):
-        counts = ", ".join(f"{k} {v}" for k, v in status.items() if k not in ("layer", "plugin"))
-        lines.append(f"{status.get('layer', status['plugin'])}: {counts}")
-    return "\n".join(lines) or "no layer reports any status"
+    for number, layer in enumerate(LAYERS, start=1):
+        budget = budgets.get(layer)
+        tokens = f"{used.get(layer, 0)}/{budget if budget is not None else 'no budget'} tokens"
+        state = "disabled" if layer in disabled else "" if layer in present else "not installed"
+        shown = ", ".join(f"{k} {v}" for k, v in counts.pop(layer, {}).items()) or state
+        lines.append(f"L{number} {layer}  {tokens}" + (f" · {shown}" if shown else ""))
+    others = list(counts) + [p for p in own if p not in counts and p not in LAYERS]
+    for plugin in others:
+        parts = [", ".join(f"{k} {v}" for k, v in counts.get(plugin, {}).items())]
+        if plugin in own:
+            layer = runtime.layer_of(plugin)
+            where = f" (in L{LAYERS.index(layer) + 1} {layer}'s budget)" if layer in LAYERS else ""
+            parts.insert(0, f"{own[plugin]} tokens{where}")
+        lines.append(f"{plugin}  " + " · ".join(p for p in parts if p))
+    return lines
+
+
+async def _layers(runtime: Any, session: Session, **_: Any) -> str:
+    statuses = await runtime.status(peer=session.peer, workspace=session.workspace)
+    assembly, from_last_turn = await session_assembly(runtime, session)
+    source = "last turn of this thread" if from_last_turn else "assembled now"
+    head = f"context {assembly.tokens}/{assembly.budget} tokens ({source}); per layer used/budget:"
+    return "\n".join([head, *layer_lines(runtime, statuses, assembly)])
 
 
 async def _approvals(runtime: Any, **_: Any) -> str:

@@ -61,14 +61,32 @@ def thoth_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "thoth_plugins",
+        "Installed plugins the tests load (THOTH_LOAD_PLUGINS under `thoth_env`); others installed are ignored",
+        type="args",
+        default=[],
+    )
+
+
 @pytest.fixture
-def thoth_env(thoth_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def thoth_env(
+    thoth_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
+) -> Path:
     """A clean environment: no ANTHROPIC_*, HONCHO_*, THOTH_* or *_DISABLED variables
-    (THOTH_HOME is `thoth_home`), and the test's own folder as working directory."""
+    (THOTH_HOME is `thoth_home`), and the test's own folder as working directory.
+
+    With the ini option `thoth_plugins` set, only those installed plugins load (THOTH_LOAD_PLUGINS),
+    so the suite passes whatever else is installed in its environment.
+    """
     for name in list(os.environ):
         if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("THOTH_HOME", str(thoth_home))
+    plugins = request.config.getini("thoth_plugins")
+    if plugins:
+        monkeypatch.setenv("THOTH_LOAD_PLUGINS", ",".join(plugins))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

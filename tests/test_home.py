@@ -1,0 +1,71 @@
+"""Agent homes: `thoth init` makes one, commands find it from any folder inside, and say how to make one outside."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from thoth_core.testing import run_thoth
+
+PLUGINS = {"THOTH_LOAD_PLUGINS": "working,procedural", "THOTH_HOME": None}
+
+
+def git(home, *args):
+    return subprocess.run(["git", "-C", str(home), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_init_makes_a_git_tracked_agent_home_and_completes_it_without_overwriting(tmp_path):
+    home = tmp_path / "agent"
+    result = run_thoth("init", str(home), cwd=tmp_path, env=PLUGINS)
+    assert result.returncode == 0, result.stderr
+    assert "wrote thoth.toml" in result.stdout and "wrote persona/SOUL.md" in result.stdout
+    assert "wrote .claude/skills/recall-before-answering/SKILL.md" in result.stdout
+    assert f"Agent home ready at {home}" in result.stdout
+    assert git(home, "log", "--format=%s").splitlines() == ["Create agent home (thoth init)"]
+    assert git(home, "status", "--porcelain") == ""
+    assert '\nhome = ".thoth"' in (home / "thoth.toml").read_text()
+
+    (home / "persona" / "SOUL.md").write_text("# Soul\n\nMine.\n")
+    (home / "persona" / "USER.md").unlink()
+    again = run_thoth("init", str(home), cwd=tmp_path, env=PLUGINS)
+    assert again.returncode == 0, again.stderr
+    assert "wrote persona/USER.md" in again.stdout and "SOUL.md" not in again.stdout
+    assert (home / "persona" / "SOUL.md").read_text() == "# Soul\n\nMine.\n"
+    assert "already an agent home" in run_thoth("init", cwd=home, env=PLUGINS).stdout
+
+
+def test_commands_find_the_home_from_a_folder_inside_it_and_keep_data_in_it(tmp_path):
+    home = tmp_path / "agent"
+    assert run_thoth("init", str(home), cwd=tmp_path, env=PLUGINS).returncode == 0
+    inside = home / "knowledge"
+    result = run_thoth("context", "hi", "--peer", "ann", "--thread", "t", "--json", cwd=inside, env=PLUGINS)
+    assert result.returncode == 0, result.stderr
+    blocks = json.loads(result.stdout)["blocks"]
+    assert {"persona", "skills", "knowledge"} <= {b["tag"] for b in blocks}
+    assert "no agent home" not in result.stderr
+    assert (home / ".thoth" / "working").is_dir()  # [thoth] home = ".thoth", relative to thoth.toml
+    assert git(home, "status", "--porcelain") == ""  # the data folder is ignored
+
+
+def test_outside_a_home_commands_say_how_to_make_one_and_write_nothing_where_they_run(tmp_path):
+    here = tmp_path / "project"
+    here.mkdir()
+    env = {**PLUGINS, "XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path / "user")}
+    result = run_thoth("context", "hi", "--peer", "ann", cwd=here, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"thoth: no agent home here (no thoth.toml in {here} or its parents)" in result.stderr
+    assert "`thoth init DIR`" in result.stderr
+    assert list(here.iterdir()) == []
+    doctor = run_thoth("doctor", cwd=here, env=env)
+    assert "ok  config: no thoth.toml, using defaults (no agent home here" in doctor.stdout
+
+
+def test_trace_plugins_prints_one_line_per_hook_call(tmp_path):
+    env = {**PLUGINS, "THOTH_HOME": str(tmp_path / "data"), "THOTH_TRACE_PLUGINS": "1"}
+    result = run_thoth("context", "hi", "--peer", "ann", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    traced = [line for line in result.stderr.splitlines() if line.startswith("thoth trace: ")]
+    assert any(line.startswith("thoth trace: working.pre_spawn_context ok ") for line in traced), result.stderr
+    assert any(line.startswith("thoth trace: procedural.session_start ok ") for line in traced)
+    quiet = run_thoth("context", "hi", "--peer", "ann", cwd=tmp_path, env={**env, "THOTH_TRACE_PLUGINS": "0"})
+    assert "thoth trace:" not in quiet.stderr
