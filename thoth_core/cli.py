@@ -56,6 +56,24 @@ class ThothGroup(click.Group):
             ctx.exit(2)
 
 
+class HelpGroup(click.Group):
+    """A command group that, run without a subcommand, shows its help and exits 0 (not usage and 2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("invoke_without_command", True)
+        super().__init__(*args, **kwargs)
+        callback = self.callback
+
+        def then_help(*cb_args: Any, **cb_kwargs: Any) -> Any:
+            result = callback(*cb_args, **cb_kwargs) if callback else None
+            ctx = click.get_current_context()
+            if ctx.invoked_subcommand is None:
+                click.echo(ctx.get_help())
+            return result
+
+        self.callback = then_help
+
+
 def runtime() -> Runtime:
     """The runtime for this command, built once from thoth.toml."""
     ctx = click.get_current_context()
@@ -103,9 +121,9 @@ def cli(verbose: int) -> None:
 
 @cli.command()
 @peer_option
-@thread_option
+@click.option("--thread", default=None, help="Conversation thread (default: the one you were last active in).")
 @click.option("--frontend", default=None, help="Frontend to start (default: [thoth] frontend, else the TUI).")
-def chat(peer: str, thread: str, frontend: str | None) -> None:
+def chat(peer: str, thread: str | None, frontend: str | None) -> None:
     """Chat with the agent in the default frontend."""
     rt = runtime()
     frontends = rt.registry("register_frontends")
@@ -193,7 +211,7 @@ def plugins(as_json: bool) -> None:
         click.echo(f"{row['name']:<12} {row['distribution']} {row['version']:<8} {state:<9} {', '.join(row['hooks'])}")
 
 
-@cli.group()
+@cli.group(cls=HelpGroup)
 def config() -> None:
     """Read or change thoth.toml."""
 
@@ -289,4 +307,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["cli", "main", "run", "runtime"]
+__all__ = ["HelpGroup", "cli", "main", "run", "runtime"]

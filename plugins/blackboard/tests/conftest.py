@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 from thoth_blackboard.memory import InProcessBoard
+from thoth_blackboard.sqlite_board import SqliteBoard
 from thoth_blackboard.testing import RedisServer
 
 
@@ -17,10 +18,12 @@ def redis_server(tmp_path_factory):
     server.kill()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def board(request, tmp_path):
     if request.param == "memory":
         made = InProcessBoard()
+    elif request.param == "sqlite":
+        made = SqliteBoard(tmp_path / "board.db", name="test")
     else:
         from thoth_blackboard.redis_board import RedisBoard
 

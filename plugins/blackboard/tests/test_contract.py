@@ -1,4 +1,4 @@
-"""The contract every blackboard backend keeps; runs on the in-process and the Redis board."""
+"""The contract every blackboard backend keeps; runs on the in-process, the SQLite and the Redis board."""
 
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ import json
 import click
 
 from thoth_core import ThothError
-from thoth_core.cli import run, runtime
+from thoth_core.cli import HelpGroup, run, runtime
 
 from .board import Board
 from .plugin import board_for, settings_of
 
 
-@click.group()
+@click.group(cls=HelpGroup)
 @click.option("--workspace", default=None, help="Workspace whose board to use (default from thoth.toml).")
 @click.pass_context
 def board(ctx: click.Context, workspace: str | None) -> None:
@@ -67,8 +67,10 @@ def list_(prefix: str, as_json: bool) -> None:
 def watch(pattern: str, count: int, timeout: float) -> None:
     """Print every new signal whose key matches PATTERN (`task:42:*` or an exact key)."""
 
-    if settings_of(runtime()).backend != "redis":
-        raise ThothError('watch needs a board shared between processes: set [plugins.blackboard] backend = "redis"')
+    if settings_of(runtime()).backend == "memory":
+        raise ThothError(
+            'watch needs a board shared between processes: set [plugins.blackboard] backend = "sqlite" or "redis"'
+        )
 
     async def follow() -> None:
         subscription = await _board().subscribe(pattern)

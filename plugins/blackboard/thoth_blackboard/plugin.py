@@ -1,8 +1,9 @@
 """Blackboard plugin: a `blackboard` context block, `/board`, and `thoth board get|put|ls|watch`.
 
-Config, `[plugins.blackboard]`: `backend` ("memory", default, or "redis"), `url` (Redis),
-`persist` (keep values past the session/process; default false), `ttl` (seconds a
-non-persistent Redis board lives after its last publish), `agent` (this process's agent id,
+Config, `[plugins.blackboard]`: `backend` ("sqlite", default: `$THOTH_HOME/blackboard/board.db`;
+"memory", in-process; or "redis"), `url` (Redis), `persist` (keep values past the ttl or, in
+memory, past the process; default false), `ttl` (seconds a non-persistent SQLite or Redis
+board lives after its last publish), `agent` (this process's agent id,
 default the first in `persona/AGENTS.md`, else "thoth"), `subscriptions` (key patterns the
 agent watches, e.g. ["task:*", "index:*"]; `agent:{id}:*` is always included).
 """
@@ -19,6 +20,7 @@ from .board import Board, BoardError, matches
 from .roster import agent_ids
 
 LAYER = "working"
+BACKENDS = ("sqlite", "memory", "redis")
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,10 @@ def settings_of(runtime: Any) -> Settings:
 
 def _settings(runtime: Any) -> Settings:
     options = runtime.config.plugin("blackboard")
-    backend = options.get("backend", "memory")
-    if backend not in ("memory", "redis"):
+    backend = options.get("backend", "sqlite")
+    if backend not in BACKENDS:
         raise runtime.config.error(
-            "plugins.blackboard.backend", f"unknown backend {backend!r}; expected memory or redis"
+            "plugins.blackboard.backend", f"unknown backend {backend!r}; expected {', '.join(BACKENDS)}"
         )
     if backend == "redis" and not options.get("url"):
         raise runtime.config.error(
@@ -76,6 +78,12 @@ def _make_board(runtime: Any, workspace: str) -> Board:
         assert settings.url is not None
         return RedisBoard(
             settings.url, namespace=f"thoth:board:{workspace}", ttl=None if settings.persist else settings.ttl
+        )
+    if settings.backend == "sqlite":
+        from .sqlite_board import SqliteBoard
+
+        return SqliteBoard(
+            runtime.home / "blackboard" / "board.db", name=workspace, ttl=None if settings.persist else settings.ttl
         )
     from .memory import InProcessBoard
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from thoth_core import ThothError
-from thoth_core.cli import run, runtime
+from thoth_core.cli import HelpGroup, run, runtime
 
 from .backend import validate_export
 from .plugin import backend_for
@@ -32,7 +32,7 @@ async def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(function, *args, **kwargs)
 
 
-@click.group()
+@click.group(cls=HelpGroup)
 def identity() -> None:
     """L2 identity memory: what the agent holds about each person."""
 

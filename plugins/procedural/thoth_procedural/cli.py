@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import click
+from thoth_core.cli import HelpGroup
 
 from . import drafts
 from .settings import Settings
@@ -36,7 +37,7 @@ actor_option = click.option(
 )
 
 
-@click.group("skills")
+@click.group("skills", cls=HelpGroup)
 def skills() -> None:
     """Skills: list installed ones and pending drafts, show one, approve or reject a draft."""
 

@@ -10,6 +10,17 @@ def _clean_env(thoth_env):
     """No model, config or switch leaks in from the environment; cwd is the test's folder."""
 
 
+@pytest.fixture
+def make_runtime(make_runtime, tmp_path):
+    """The core's factory with the project root at the test's folder, where these tests look for persona/."""
+
+    def factory(plugins=None, **kwargs):
+        kwargs.setdefault("root", tmp_path)
+        return make_runtime(plugins, **kwargs)
+
+    return factory
+
+
 GOOD = {
     "what_worked": ["Asking which environment first saved a round trip."],
     "what_didnt": ["The first answer was too long."],

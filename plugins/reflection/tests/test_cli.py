@@ -100,3 +100,10 @@ def test_interactive_review_rejects_with_a_reason(tmp_path, thoth_home, good):
     audit = json.loads(thoth(env, "reflect", "audit", "--json").stdout)
     [decision] = [e for e in audit if e["event"] == "decision"]
     assert decision["actor"] == "lead" and decision["payload"]["reason"] == "not our style"
+
+
+def test_reflect_without_a_subcommand_shows_its_help(tmp_path, thoth_home):
+    shown = run_thoth("reflect", cwd=tmp_path, env={"THOTH_LOAD_PLUGINS": "reflection", "THOTH_CONFIG": None})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("Usage: thoth reflect")
+    assert all(name in shown.stdout for name in ("session", "nightly", "records", "promote", "audit"))

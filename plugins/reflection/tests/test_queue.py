@@ -133,3 +133,29 @@ async def test_transient_record_promotion_into_knowledge(reflecting, chat, tmp_p
     assert "Ask which environment first." in knowledge and f"From {record.id}" in knowledge
     assert "knowledge/deploys.md" in outcome["message"]
     assert records(st).get("../../etc/passwd") is None
+
+
+async def test_an_identical_pending_item_is_not_queued_twice(reflecting):
+    from thoth_core import Session
+
+    runtime, fakes = reflecting()
+    st = state(runtime)
+    ann = Session("default", "ann", "t1", runtime=runtime)
+    later = Session("default", "ann", "t2", runtime=runtime)
+    bob = Session("default", "bob", "t1", runtime=runtime)
+    first = queue.observe(st, text="Lead with the command.", session=ann, run_id="r1", flags=[])
+    assert queue.observe(st, text="  lead with the   COMMAND ", session=later, run_id="r2", flags=[]) == first
+    assert queue.observe(st, text="Lead with the command.", session=bob, run_id="r3", flags=[]) != first
+    held = queue.hold(st, kind="memory-note", title="n", text="Ann is on call.", session=ann, run_id="r1", flags=[])
+    twin = queue.hold(st, kind="memory-note", title="n", text="Ann is on call", session=ann, run_id="r2", flags=[])
+    assert twin == held
+    about_bob = dict(kind="user-model", title="u", text="Ann is on call.", session=ann, flags=[])
+    assert queue.hold(st, run_id="r1", payload={"peer": "bob"}, **about_bob) != held  # another kind, about bob
+    assert len(st.store.pending()) == 4
+    await runtime.drain()
+    announced = [p["item_id"] for e, p in fakes["notices"].events if e == "persona_observation"]
+    assert announced.count(first) == 1
+
+    await runtime.decide(first, "reject", actor="lead", reason="no")
+    again = queue.observe(st, text="Lead with the command.", session=ann, run_id="r4", flags=[])
+    assert again != first  # only pending items count as twins: a rejected one may be proposed anew

@@ -12,12 +12,13 @@ from typing import Any
 import click
 
 from thoth_core import Session, ThothError
-from thoth_core.cli import run, runtime
+from thoth_core.cli import HelpGroup, run, runtime
 
 from . import queue
 from .nightly import read_transcript, run_nightly, transcripts_dir
 from .reflect import records, reflect
 from .settings import state
+from .spans import turns_in, unreflected
 
 actor_option = click.option(
     "--actor",
@@ -114,7 +115,7 @@ def review_edit(item_id: str, text: str, actor: str) -> None:
     _decide(item_id, "edit", actor, text=text)
 
 
-@click.group("reflect")
+@click.group("reflect", cls=HelpGroup)
 def reflect_group() -> None:
     """Reflection: run it on a session, run the nightly job, inspect records and the audit log."""
 
@@ -143,15 +144,16 @@ def find_session(rt: Any, session_id: str) -> Session:
 
 @reflect_group.command("session")
 @click.argument("session_id")
-@click.option("--again", is_flag=True, help="Run even if a reflection of this session already succeeded.")
+@click.option("--again", is_flag=True, help="Reflect on every turn, also those a successful run already covered.")
 def reflect_session(session_id: str, again: bool) -> None:
-    """Reflect on one ended session now (from its working-layer transcript)."""
+    """Reflect on one ended session's turns not reflected yet (from its working-layer transcript)."""
 
     async def go() -> None:
         rt = runtime()
-        if not again and any(r["status"] == "ok" for r in state(rt).store.runs(session_id)):
+        session = find_session(rt, session_id)
+        if not again and turns_in(session.transcript) and not turns_in(unreflected(state(rt).store, session)):
             raise ThothError(f"session {session_id} was already reflected on; pass --again to run it again")
-        result = await reflect(find_session(rt, session_id), "manual", runtime=rt)
+        result = await reflect(session, "manual", runtime=rt, again=again)
         if result is None:
             raise ThothError(
                 f"no reflection written for session {session_id}; see the log (-v) and `thoth reflect audit`"

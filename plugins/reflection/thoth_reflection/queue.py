@@ -2,7 +2,9 @@
 
 Item ids are `persona:<id>` (a persona observation), `note:<id>` (a memory note or identity
 update held by the firewall) and `knowledge:<id>` (a transient record to promote). Only
-founders decide when `[thoth] founders` is set; every decision is audited.
+founders decide when `[thoth] founders` is set; every decision is audited. An item identical to
+one still pending (same kind, owner, payload and normalized text) is not queued again: the
+pending one's id is returned and the repeat is audited as `duplicate`.
 """
 
 from __future__ import annotations
@@ -50,10 +52,9 @@ def hold(
     payload: dict[str, Any] | None = None,
 ) -> str:
     """Queue a held note (`memory-note` or `user-model`) and announce it; returns its id."""
-    item_id = f"note:{new_id()}"
-    _queue(
+    return _queue(
         st,
-        item_id,
+        f"note:{new_id()}",
         kind=kind,
         title=title,
         text=text,
@@ -61,13 +62,12 @@ def hold(
         flags=flags,
         payload=payload or {},
     )
-    return item_id
 
 
 def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[str]) -> str:
-    """Queue a persona observation and send it to the founders; returns its id."""
+    """Queue a persona observation and send it to the founders; returns its id (a pending twin's, if any)."""
     item_id = f"persona:{new_id()}"
-    _queue(
+    queued = _queue(
         st,
         item_id,
         kind="persona-observation",
@@ -78,6 +78,8 @@ def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[
         payload={},
         announce=False,
     )
+    if queued != item_id:
+        return queued
     st.runtime.notify(
         "persona_observation",
         text=f"Persona observation for review ({item_id}): {text}",
@@ -98,7 +100,7 @@ def propose_promotion(st: State, *, record_id: str, topic: str, text: str, actor
         raise ThothError(f"topic {topic!r} is not a slug (lowercase letters, digits, single hyphens)")
     item_id = f"knowledge:{new_id()}"
     source = {"record": record_id, "proposed_by": actor}
-    _queue(
+    return _queue(
         st,
         item_id,
         kind="knowledge",
@@ -108,7 +110,21 @@ def propose_promotion(st: State, *, record_id: str, topic: str, text: str, actor
         flags=[],
         payload={"record": record_id, "topic": topic},
     )
-    return item_id
+
+
+def normalized(text: str) -> str:
+    """Text as compared for duplicates: case, runs of whitespace and end punctuation ignored."""
+    return " ".join(text.casefold().split()).strip(" .!;:,")
+
+
+def _twin(st: State, *, kind: str, text: str, source: dict[str, Any], payload: dict[str, Any]) -> str | None:
+    """The id of a pending item with the same kind, owner, payload and normalized text, if any."""
+    owner = (source.get("workspace"), source.get("peer"))
+    for item in st.store.pending():
+        same = item["kind"] == kind and (item["source"].get("workspace"), item["source"].get("peer")) == owner
+        if same and item["payload"] == payload and normalized(item["text"]) == normalized(text):
+            return str(item["id"])
+    return None
 
 
 def _queue(
@@ -122,8 +138,16 @@ def _queue(
     flags: list[str],
     payload: dict[str, Any],
     announce: bool = True,
-) -> None:
-    st.store.add_item(item_id, kind=kind, title=title, text=text, source=source, flags=flags, payload=payload)
+) -> str:
+    with st.store.lock:
+        twin = _twin(st, kind=kind, text=text, source=source, payload=payload)
+        if twin is None:
+            st.store.add_item(item_id, kind=kind, title=title, text=text, source=source, flags=flags, payload=payload)
+    if twin is not None:
+        st.store.audit(
+            "duplicate", {"item": twin, "kind": kind}, run_id=source.get("run"), session_id=source.get("session")
+        )
+        return twin
     st.store.audit(
         "queued",
         {"item": item_id, "kind": kind, "text": text, "flags": flags},
@@ -140,6 +164,7 @@ def _queue(
             peer=source.get("peer"),
             thread=source.get("thread"),
         )
+    return item_id
 
 
 def _title(text: str) -> str:

@@ -1,4 +1,7 @@
-"""One reflection run: transcript -> model -> validated, redacted, firewalled result -> fan-out.
+"""One reflection run: new turns of a transcript -> model -> validated, redacted, firewalled result -> fan-out.
+
+Only the turns no successful run covered yet are sent (`spans`), so a session that ends, resumes
+and ends again is reflected on its new turns alone; with nothing new there is no run.
 
 The model's JSON is validated; invalid output gets one repair request (purpose
 `reflection-repair`), after which the run is recorded as failed and nothing is written.
@@ -19,7 +22,7 @@ from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, 
 from thoth_core.budget import truncate
 from thoth_core.types import new_id
 
-from . import firewall, queue, schema
+from . import firewall, queue, schema, spans
 from .redact import redact, redact_tree
 from .settings import State, state
 from .transient import TransientRecords
@@ -42,11 +45,14 @@ REPAIR = "Your reply was not a valid reflection: {problems}. Reply with only the
 
 def turns_of(session: Session) -> list[dict[str, Any]]:
     """The answered turns of a session's transcript."""
-    return [t for t in session.transcript if t.get("type") == "turn"]
+    return spans.turns_in(session.transcript)
 
 
-def build_prompt(session: Session, reason: str, *, max_tokens: int) -> str:
-    """The user message of a reflection request: session facts and the (recent) transcript."""
+def build_prompt(session: Session, reason: str, *, max_tokens: int, earlier: int = 0) -> str:
+    """The user message of a reflection request: session facts and the (recent) transcript.
+
+    `earlier` counts the session's turns reflected on before and left out of this transcript.
+    """
     lines = []
     for turn in turns_of(session):
         lines.append(f"[turn {turn.get('turn_id', '?')}] {session.peer}: {truncate(str(turn.get('user', '')), 800)}")
@@ -61,20 +67,29 @@ def build_prompt(session: Session, reason: str, *, max_tokens: int) -> str:
         kept.append(line)
     started = datetime.fromtimestamp(session.started_at, UTC).isoformat(timespec="seconds")
     now = datetime.now(UTC).isoformat(timespec="seconds")
+    before = (
+        f"Its first {earlier} turns were reflected on before; only the turns since then are shown.\n" if earlier else ""
+    )
     return (
         f"Session {session.id} with peer {session.peer!r} in thread {session.thread!r} (workspace {session.workspace!r}), "
-        f"started {started}, ended ({reason}); it is now {now}.\n\n<transcript>\n"
+        f"started {started}, ended ({reason}); it is now {now}.\n{before}\n<transcript>\n"
         + "\n".join(reversed(kept))
         + "\n</transcript>\n\nReturn the JSON object now."
     )
 
 
-async def reflect(session: Session, reason: str, *, runtime: Any) -> dict[str, Any] | None:
-    """Run reflection on an ended session; returns the fanned-out result, or None."""
+async def reflect(session: Session, reason: str, *, runtime: Any, again: bool = False) -> dict[str, Any] | None:
+    """Run reflection on the turns of an ended session not reflected yet (all with `again`); the result, or None."""
     st = state(runtime)
     if not turns_of(session):
         logger.info("reflection: session %s has no turns; skipped", session.id)
         return None
+    whole = session
+    session = spans.span_session(whole, list(whole.transcript) if again else spans.unreflected(st.store, whole))
+    if not turns_of(session):
+        logger.info("reflection: session %s has no turns since its last reflection; skipped", session.id)
+        return None
+    earlier = len(turns_of(whole)) - len(turns_of(session))
     try:
         model = st.model()
     except ModelNotConfigured:
@@ -88,12 +103,18 @@ async def reflect(session: Session, reason: str, *, runtime: Any) -> dict[str, A
     st.store.start_run(run_id, session)
     st.store.audit(
         "run_started",
-        {"reason": reason, "turns": len(turns_of(session)), "model": model.name, "peer": session.peer},
+        {
+            "reason": reason,
+            "turns": len(turns_of(session)),
+            "earlier_turns": earlier,
+            "model": model.name,
+            "peer": session.peer,
+        },
         run_id=run_id,
         session_id=session.id,
     )
     try:
-        result = await _ask(st, model, session, reason, run_id)
+        result = await _ask(st, model, session, reason, run_id, earlier)
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, never raised into the session end
         error = f"{type(exc).__name__}: {exc}"
         logger.error(
@@ -104,11 +125,15 @@ async def reflect(session: Session, reason: str, *, runtime: Any) -> dict[str, A
         return None
     if result is None:
         return None
-    return await fan_out(st, result, session, run_id)
+    final = await fan_out(st, result, session, run_id)
+    spans.mark_reflected(st.store, whole, session.transcript)
+    return final
 
 
-async def _ask(st: State, model: Any, session: Session, reason: str, run_id: str) -> dict[str, Any] | None:
-    prompt = build_prompt(session, reason, max_tokens=st.settings.transcript_tokens)
+async def _ask(
+    st: State, model: Any, session: Session, reason: str, run_id: str, earlier: int
+) -> dict[str, Any] | None:
+    prompt = build_prompt(session, reason, max_tokens=st.settings.transcript_tokens, earlier=earlier)
     system = [ContextBlock("reflection-instructions", INSTRUCTIONS, layer="reflection", stable=True)]
     request = ModelRequest(
         system=system, messages=[Message("user", prompt)], max_tokens=st.settings.max_tokens, purpose="reflection"

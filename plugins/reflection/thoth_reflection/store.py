@@ -1,4 +1,4 @@
-"""Reflection's own SQLite database under `$THOTH_HOME/reflection/`: audit log, runs, queue, check-ins.
+"""Reflection's own SQLite database under `$THOTH_HOME/reflection/`: audit log, runs, queue, check-ins, progress.
 
 The audit log is append-only and permanent (only `forget` blanks a person's payloads). One
 connection shared across threads (`check_same_thread=False`) behind a lock, because plain
@@ -31,6 +31,10 @@ MIGRATIONS = [
                             text TEXT NOT NULL, session_id TEXT, run_id TEXT, delivered_at REAL);
     CREATE TABLE consolidated (key TEXT PRIMARY KEY, kind TEXT NOT NULL, at REAL NOT NULL);
     CREATE TABLE peers (peer TEXT PRIMARY KEY, last_seen REAL NOT NULL);
+    """,
+    """
+    CREATE TABLE reflected (session_id TEXT PRIMARY KEY, last_turn_id TEXT NOT NULL, turns INTEGER NOT NULL,
+                            at REAL NOT NULL);
     """,
 ]
 
@@ -116,6 +120,21 @@ class Store:
         """Runs, newest first."""
         where, args = _where({"session_id": session_id})
         return self.query(f"SELECT * FROM runs {where} ORDER BY started_at DESC", *args)
+
+    def reflected(self, session_id: str) -> dict[str, Any] | None:
+        """How far a successful run covered a session: `last_turn_id` and `turns`, or None."""
+        rows = self.query("SELECT last_turn_id, turns FROM reflected WHERE session_id = ?", session_id)
+        return rows[0] if rows else None
+
+    def mark_reflected(self, session_id: str, last_turn_id: str, turns: int) -> None:
+        """Remember that a session is reflected up to this turn (the first `turns` turns)."""
+        self.execute(
+            "INSERT OR REPLACE INTO reflected (session_id, last_turn_id, turns, at) VALUES (?, ?, ?, ?)",
+            session_id,
+            last_turn_id,
+            turns,
+            time.time(),
+        )
 
     def known_peers(self) -> set[str]:
         """Every peer a reflection ran for."""

@@ -1,0 +1,13 @@
+"""`thoth episodes` without a subcommand shows its help and succeeds."""
+
+from __future__ import annotations
+
+from thoth_core.testing import run_thoth
+
+
+def test_episodes_without_a_subcommand_shows_its_help(tmp_path):
+    env = {"THOTH_HOME": str(tmp_path / "home"), "THOTH_LOAD_PLUGINS": "episodic", "THOTH_CONFIG": None}
+    shown = run_thoth("episodes", cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("Usage: thoth episodes")
+    assert "list" in shown.stdout
