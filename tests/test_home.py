@@ -69,3 +69,14 @@ def test_trace_plugins_prints_one_line_per_hook_call(tmp_path):
     assert any(line.startswith("thoth trace: procedural.session_start ok ") for line in traced)
     quiet = run_thoth("context", "hi", "--peer", "ann", cwd=tmp_path, env={**env, "THOTH_TRACE_PLUGINS": "0"})
     assert "thoth trace:" not in quiet.stderr
+
+
+def test_the_plain_chat_reopens_the_peers_last_thread(tmp_path):
+    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "hi" }]\n')
+    env = {**PLUGINS, "THOTH_HOME": str(tmp_path / "data")}
+    first = run_thoth("chat", "--frontend", "repl", "--peer", "ann", "--thread", "t1", cwd=tmp_path, env=env, input="hello\n")
+    assert first.returncode == 0 and "thread t1." in first.stdout, first.stderr
+    again = run_thoth("chat", "--frontend", "repl", "--peer", "ann", cwd=tmp_path, env=env)
+    assert "peer ann, thread t1." in again.stdout, again.stderr
+    other = run_thoth("chat", "--frontend", "repl", "--peer", "bob", cwd=tmp_path, env=env)
+    assert "peer bob, thread repl." in other.stdout

@@ -159,6 +159,16 @@ def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any] 
 
 
 @hookspec
+def last_thread(peer: str, workspace: str, runtime: Runtime) -> dict[str, Any] | None:
+    """The thread this peer was last active in, for a frontend that reopens it on start.
+
+    Returns:
+        `{"thread": NAME, "last_active": unix seconds}`, or None if the plugin keeps no sessions;
+        `runtime.last_thread` picks the most recent answer.
+    """
+
+
+@hookspec
 def approvals(runtime: Runtime) -> list[dict[str, Any]] | None:
     """Items waiting for a person's decision (skill drafts, persona observations, ...).
 

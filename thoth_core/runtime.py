@@ -390,6 +390,14 @@ class Runtime:
         outcomes = await call_each(self.pm, "layer_status", kwargs, deadline_for=self.deadline_for)
         return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
 
+    async def last_thread(self, *, peer: str, workspace: str | None = None) -> str | None:
+        """The thread this peer was most recently active in, as the layers remember it; None if none."""
+        workspace = workspace or self.config.get("thoth.workspace")
+        kwargs = {"peer": peer, "workspace": workspace, "runtime": self}
+        outcomes = await call_each(self.pm, "last_thread", kwargs, deadline_for=self.deadline_for)
+        found = [result for _, result, _ in outcomes if isinstance(result, dict) and result.get("thread")]
+        return str(max(found, key=lambda r: float(r.get("last_active") or 0))["thread"]) if found else None
+
     async def call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any, PluginCall]]:
         """Call a hook in every plugin, each isolated and timed; (plugin, result, call record) for each."""
         return await call_each(self.pm, hook, kwargs, deadline_for=self.background_deadline)

@@ -12,7 +12,8 @@ import click
 from thoth_core import ThothError, hookimpl
 
 
-async def _chat(runtime: Any, peer: str, thread: str) -> None:
+async def _chat(runtime: Any, peer: str, thread: str | None) -> None:
+    thread = thread or await runtime.last_thread(peer=peer) or "repl"  # a restart reopens the last thread
     click.echo(f"Thoth (plain chat) - peer {peer}, thread {thread}. /help for commands, Ctrl-D to quit.")
     session = await runtime.session(peer=peer, thread=thread)
     loop = asyncio.get_running_loop()
@@ -40,7 +41,7 @@ async def _chat(runtime: Any, peer: str, thread: str) -> None:
 
 def start(runtime: Any, *, peer: str | None = None, thread: str | None = None) -> None:
     """Run the plain chat until end of input."""
-    asyncio.run(_chat(runtime, peer or getpass.getuser(), thread or "repl"))
+    asyncio.run(_chat(runtime, peer or getpass.getuser(), thread))
 
 
 @hookimpl(trylast=True)

@@ -125,13 +125,19 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
 
 
 def run_thoth(
-    *args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None, timeout: float = 60
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str | None] | None = None,
+    timeout: float = 60,
+    input: str | None = None,  # noqa: A002 - subprocess.run's name
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `thoth` console script of this environment; env entries set to None are removed."""
     script = Path(sys.executable).with_name("thoth")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "thoth_core.cli"]
     environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
-    return subprocess.run([*command, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*command, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout, input=input or ""
+    )
 
 
 async def context_for(runtime: Runtime, text: str, *, peer: str, thread: str) -> Any:

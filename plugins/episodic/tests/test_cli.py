@@ -57,7 +57,9 @@ def test_recall_prints_hits_with_scores_and_json(home):
         ],
     )
     out, _ = thoth("recall", "garden tomatoes", "--peer", "ann", "--k", "1")
-    assert out.startswith("1. [") and "tomatoes in the garden" in out and "dense" in out and "age 3.0 d" in out
+    day = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 3 * DAY))
+    dense = out.split("dense ")[1][:4]
+    assert out == f'1. {day} ann/t  "We planted tomatoes in the garden"  dense {dense} · bm25 #1\n'
     hits = json.loads(thoth("recall", "garden tomatoes", "--peer", "ann", "--json")[0])
     assert [h["user"] for h in hits][0] == "We planted tomatoes in the garden" and len(hits) == 2
     assert set(hits[0]["why"]) == {"score", "dense", "dense_rank", "bm25", "bm25_rank", "recency", "age_days"}

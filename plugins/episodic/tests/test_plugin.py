@@ -77,16 +77,41 @@ async def test_conformance_kit(make_runtime):
     await check_layer_plugin(runtime, "episodic")
 
 
-async def test_recall_command_explains_each_hit(make_runtime):
+async def test_recall_command_explains_each_hit_in_one_line_of_at_most_80_columns(make_runtime):
     runtime = make_runtime({"episodic": plugin})
-    await runtime.turn("We booked the flight to Montreal for the conference.", peer="ann", thread="t")
-    await runtime.turn("Dinner was pasta.", peer="ann", thread="t")
+    texts = [
+        "We booked the flight to Montreal for the conference in the spring, window seats, two bags each.",
+        "Montreal trip: the hotel is near the old port; the trip home is on Sunday.",
+        "Dinner was pasta.",
+        "The trip to the dentist is Tuesday.",
+    ]
+    for text in texts:
+        await runtime.turn(text, peer="ann", thread="t1")
     await runtime.drain()
     out = (await runtime.turn("/recall Montreal trip", peer="ann", thread="t")).reply.text
-    first = out.split("\n1.")[0] if out.startswith("1.") else out
-    assert first.startswith("1. [") and "Montreal" in first.splitlines()[0]
-    assert "dense 0." in out and "bm25" in out and "(#1)" in out and "recency x" in out and "age 0.0 d" in out
+    lines = out.splitlines()
+    hits = memory_for(runtime).recall("Montreal trip", workspace="default", peer="ann", k=5)
+    assert len(lines) == len(hits) >= 3 and all(len(line) <= 80 for line in lines), lines
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert lines[0].startswith(f"1. {today} ann/t1  \"") and "…\"" in out  # the long turn is clipped
+    ranked = [h for h in hits if h.bm25_rank is not None]
+    assert len({h.bm25_rank for h in ranked}) >= 2  # BM25 ranked these hits differently ...
+    for line, hit in zip(lines, hits, strict=True):
+        assert line.endswith(f"dense {hit.dense:.2f} · bm25 " + (f"#{hit.bm25_rank}" if hit.bm25_rank else "–"))
+    shown = {line.rsplit("bm25 ", 1)[1] for line, hit in zip(lines, hits, strict=True) if hit.bm25_rank}
+    assert len(shown) == len(ranked)  # ... and the lines say so
     assert (await runtime.turn("/recall", peer="ann", thread="t")).reply.text == "usage: /recall QUERY"
+
+
+def test_a_hit_bm25_did_not_find_shows_a_dash_and_wide_text_still_fits():
+    from thoth_episodic.memory import explain_hit
+    from thoth_episodic.records import Hit
+
+    long_thread = "a-very-long-slack-thread-name"
+    episode = Episode(workspace="w", peer="ann", thread=long_thread, user="東京の旅行の話 " * 20)
+    line = explain_hit(12, Hit(episode, 0.5, dense=0.712, dense_rank=1))
+    assert line.endswith("dense 0.71 · bm25 –") and "ann/a-very-long-sla…  " in line
+    assert sum(2 if "\u3000" <= c <= "\u9fff" else 1 for c in line) <= 80
 
 
 async def test_forget_deletes_a_thread_then_everything_and_says_what(make_runtime):

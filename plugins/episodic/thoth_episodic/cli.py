@@ -11,7 +11,7 @@ from typing import IO, Any
 import click
 
 from thoth_core import ThothError
-from thoth_core.cli import run, runtime, workspace_option
+from thoth_core.cli import HelpGroup, run, runtime, workspace_option
 
 from .memory import explain_hit, hits_json, memory_for, render_hit
 from .records import Episode, Hit
@@ -71,7 +71,7 @@ def recall(query: str, peer: str, workspace: str | None, k: int, as_of: str | No
     run(go())
 
 
-@click.group()
+@click.group(cls=HelpGroup)
 def episodes() -> None:
     """List, export, import or re-embed episodic memory."""
 

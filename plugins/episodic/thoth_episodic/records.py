@@ -96,7 +96,7 @@ class Hit:
             "score": round(self.score, 4),
             "dense": None if self.dense is None else round(self.dense, 4),
             "dense_rank": self.dense_rank,
-            "bm25": None if self.bm25 is None else round(self.bm25, 4),
+            "bm25": None if self.bm25 is None else float(f"{self.bm25:.4g}"),  # FTS5 scores can be ~1e-6
             "bm25_rank": self.bm25_rank,
             "recency": round(self.recency, 4),
             "age_days": round(self.age_days, 2),

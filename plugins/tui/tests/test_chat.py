@@ -253,3 +253,21 @@ async def test_a_provider_that_cannot_be_built_is_a_banner_not_a_crash(make_app,
         assert "RuntimeError: libfoo missing" in messages(app, "error")[-1].text
         await send(app, pilot, "/whoami")
         assert "peer ann" in messages(app, "command")[-1].text
+
+
+async def test_without_a_thread_the_app_asks_the_runtime_for_the_last_one(make_app):
+    from thoth_core import hookimpl
+
+    class Sessions:
+        @hookimpl
+        def last_thread(self, peer, workspace):
+            return {"thread": f"{peer}-{workspace}-last", "last_active": 1.0}
+
+    app = make_app({"sessions": Sessions()}, thread=None)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.thread == app.session.thread == "ann-default-last"
+    named = make_app({"sessions": Sessions()}, thread="mine")
+    async with named.run_test() as pilot:
+        await pilot.pause()
+        assert named.thread == "mine"

@@ -40,7 +40,7 @@ async def test_layers_panel_after_a_turn(make_app, stand_ins, queue, wait, send)
     assert f"cut recalled-episodes {cut.tokens}->{cut.kept_tokens}\n      by layer budget episodic=1200" in text
     assert "pending approvals: 1" in text
     identity = lines.index("L2 identity")
-    assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)} tokens in ") and lines[
+    assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)}/800 tokens in ") and lines[
         identity + 2
     ].endswith(" ms")
 
@@ -63,10 +63,35 @@ async def test_layer_views_report_failures_and_other_plugins(make_runtime, stand
     runtime = make_runtime({"identity": stand_ins["identity"], "failing": Failing(), "board": Board()})
     await runtime.turn("hi", peer="ann", thread="t")
     views = {v.layer: v for v in layer_views(runtime, await runtime.status(peer="ann"))}
-    assert list(views) == ["working", "identity", "episodic", "procedural", "reflection", "other"]
+    assert list(views) == ["working", "identity", "episodic", "procedural", "reflection", "board"]
     assert views["episodic"].failures == ["failing error"] and views["episodic"].plugins == ["failing"]
-    assert views["other"].blocks == [("board", block_tokens(ContextBlock("board", "deploy frozen")))]
+    assert views["board"].blocks == [("board", block_tokens(ContextBlock("board", "deploy frozen")))]
     assert views["identity"].counts == {"facts": 3, "observations": 2}
+
+
+async def test_panel_and_layers_command_agree_and_show_other_plugins_under_their_own_name(make_app, stand_ins, send):
+    from thoth_core import hookimpl
+
+    class Blackboard:
+        LAYER = "working"  # its blocks count against L1's budget, its status is its own
+
+        @hookimpl
+        async def layer_status(self):
+            return {"layer": "working", "signals": 2}
+
+    app = make_app({**stand_ins, "blackboard": Blackboard()}, replies=[{"reply": "ok"}])
+    async with app.run_test(size=(120, 60)) as pilot:
+        await send(app, pilot, "hello")
+        await send(app, pilot, "/layers")
+        panel = panel_text(app).splitlines()
+        command = [m.text for m in app.query(ChatMessage)][-1].splitlines()[1:]
+    titles = ["L1 working", "L2 identity", "L3 episodic", "L4 procedural", "L5 reflection", "blackboard"]
+    assert [line.split("  ")[0] for line in command] == titles
+    assert [line.split("  ")[0] for line in panel if line and not line.startswith(" ")][:-1] == titles
+    assert "signals" not in command[0] and command[5] == "blackboard  signals 2"
+    working = panel.index("L1 working")  # on: the blackboard declares it, but shows nothing of its own there
+    assert panel[working + 1].startswith("  last turn: 0/1000 tokens")
+    assert panel[panel.index("blackboard") + 1] == "  signals 2"
 
 
 async def test_layers_panel_toggles_and_fits_80_columns(make_app, stand_ins, wait):
@@ -162,7 +187,7 @@ CORE_COMMANDS = ["help", "done", "whoami", "layers", "approvals", "approve", "re
     [
         ("/help", "/new - start a new thread"),
         ("/whoami", "peer ann in workspace default, thread t1"),
-        ("/layers", "episodic: episodes 12"),
+        ("/layers", "/1200 tokens · episodes 12"),
         ("/approvals", "skill:weekly-report  [skill] skill draft weekly-report"),
         ("/approve skill:weekly-report", "approved skill:weekly-report"),
         ("/reject skill:weekly-report too vague", "rejected skill:weekly-report"),

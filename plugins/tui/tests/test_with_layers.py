@@ -118,3 +118,34 @@ async def test_a_reflection_draft_arrives_as_a_notice_and_is_approved_with_a_key
         assert notice.reactions == ["approve"]
         assert "pending approvals: 0" in str(app.query_one("#layers-body").render())
     assert (tmp_path / ".claude" / "skills" / "standup-notes" / "SKILL.md").exists()
+
+
+async def test_a_restart_without_a_thread_reopens_the_last_thread_and_shows_its_messages(make_app, tmp_path, send):
+    working = installed("thoth_working.plugin")
+    replies = [{"match": "boat", "reply": "The boat leaves at **nine**."}, {"reply": "Bring a coat."}]
+    first = make_app({"working": working}, thread=None, root=tmp_path, replies=replies)
+    async with first.run_test(size=(100, 40)) as pilot:
+        assert first.thread == "tui"  # nothing to reopen yet
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        thread = first.thread
+        assert thread.startswith("tui-")
+        await send(first, pilot, "when does the boat leave?")
+        await send(first, pilot, "and the weather?")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+
+    second = make_app({"working": working}, thread=None, root=tmp_path)
+    async with second.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        assert second.thread == thread and thread in second.sub_title
+        shown = [(m.role, m.text) for m in second.query(ChatMessage) if m.role != "notice"]
+        assert shown == [
+            ("user", "when does the boat leave?"),
+            ("assistant", "The boat leaves at **nine**."),
+            ("user", "and the weather?"),
+            ("assistant", "Bring a coat."),
+        ]
+        turn_ids = [m.turn_id for m in second.query(ChatMessage) if m.role == "assistant"]
+        assert all(turn_ids) and len(set(turn_ids)) == 2  # reactions on them reach the right turns
+        assert [m.content for m in second.session.history][-1] == "Bring a coat."

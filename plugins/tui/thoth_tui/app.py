@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 60.0
 WIDE = 100  # the layers panel starts open at this width or more
+DEFAULT_THREAD = "tui"  # when no thread is given and the peer has none yet
+RECENT_TURNS = 10  # turns of a resumed session shown on start
 
 WELCOME = "/help lists commands; F2 layers, F3 approvals, ctrl+o selects a message, ctrl+p every action."
 FRONTEND_COMMANDS = {"new": ("", "start a new thread (TUI; also ctrl+n)")}
@@ -67,11 +69,11 @@ class ThothApp(App[None]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, runtime: Any, *, peer: str, thread: str) -> None:
+    def __init__(self, runtime: Any, *, peer: str, thread: str | None = None) -> None:
         super().__init__()
         self.runtime = runtime
         self.peer = peer
-        self.thread = thread
+        self.thread = thread or ""  # empty: reopen the peer's last active thread on mount
         self.session: Any = None
         self.busy = False
         self.model_lock = asyncio.Lock()
@@ -104,15 +106,26 @@ class ThothApp(App[None]):
 
     async def on_mount(self) -> None:
         self.runtime.plugin_state("tui", Attached).app = self
+        self.thread = self.thread or await self.runtime.last_thread(peer=self.peer) or DEFAULT_THREAD
         self.session = await self.runtime.session(peer=self.peer, thread=self.thread)
         self.update_title()
         self.check_model()
         self.panel.set_class(self.size.width >= WIDE, "shown")
         self.chat.anchor()
         await self.add(ChatMessage("notice", f"Thread {self.thread}. {WELCOME}"))
+        await self.show_recent()
         await self.refresh_layers()
         self.set_interval(TICK_SECONDS, self.tick)
         self.query_one(Prompt).focus()
+
+    async def show_recent(self) -> None:
+        """The last turns of a resumed session, so a restart shows where the conversation was."""
+        turns = [e for e in self.session.transcript if e.get("type") == "turn"][-RECENT_TURNS:]
+        for entry in turns:
+            turn_id = entry.get("turn_id")
+            await self.add(ChatMessage("user", str(entry.get("user", "")), turn_id=turn_id))
+            reply = await self.add(ChatMessage("assistant", str(entry.get("assistant", ""))))
+            await reply.finish(turn_id)
 
     def update_title(self) -> None:
         """Header: who, which thread, which model."""

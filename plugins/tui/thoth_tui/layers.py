@@ -19,7 +19,7 @@ WIDTH = 34  # the panel's text width: 40 columns less border, padding and a scro
 
 @dataclass
 class LayerView:
-    """What the panel shows for one layer."""
+    """What the panel shows for one layer (or for one plugin outside the five layers)."""
 
     layer: str
     state: str  # on, disabled, not installed
@@ -29,12 +29,18 @@ class LayerView:
     failures: list[str] = field(default_factory=list)
     cuts: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
+    budget: int | None = None
 
 
 def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]:
-    """The five layers in order (plus `other` when something outside them contributed)."""
-    views = {layer: LayerView(layer, "not installed") for layer in LAYERS}
-    other = LayerView("other", "on")
+    """The five layers in order, then each other plugin that reported or contributed, under its own name.
+
+    Blocks and cuts stay with the layer whose budget they count against; a status belongs to a
+    layer only when the plugin is that layer (the blackboard's signals are not L1's).
+    """
+    budgets = runtime.config.layer_budgets
+    views = {layer: LayerView(layer, "not installed", budget=budgets.get(layer)) for layer in LAYERS}
+    others: dict[str, LayerView] = {}
     disabled = {name for name, info in runtime.pm.thoth_info.items() if not info.enabled}
     for name in disabled & set(LAYERS):
         views[name].state = "disabled"
@@ -44,34 +50,37 @@ def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]
             view.state = "on"
             view.plugins.append(name)
 
-    def view_of(layer: str) -> LayerView:
-        return views.get(layer, other)
+    def view_of(layer: str, plugin: str) -> LayerView:
+        if layer in views:
+            return views[layer]
+        return others.setdefault(plugin, LayerView(plugin, "on", plugins=[plugin]))
 
+    for status in statuses:
+        counts = {k: v for k, v in status.items() if k not in HIDDEN_STATUS_KEYS}
+        plugin = str(status["plugin"])
+        (views[plugin] if plugin in views else view_of("other", plugin)).counts.update(counts)
     assembly = runtime.last.assembly if runtime.last is not None else None
     if assembly is not None:
         for block in assembly.blocks:
-            view_of(block.layer).blocks.append((block.tag, block_tokens(block)))
+            view_of(block.layer, block.plugin).blocks.append((block.tag, block_tokens(block)))
         for call in assembly.calls:
-            view = view_of(runtime.layer_of(call.plugin))
+            view = view_of(runtime.layer_of(call.plugin), call.plugin)
             view.seconds = max(view.seconds or 0.0, call.seconds)
             if call.status != "ok":
                 view.failures.append(f"{call.plugin} {call.status}")
         for cut in assembly.cuts:
-            view_of(cut.layer).cuts.append(f"{cut.tag} {cut.tokens}->{cut.kept_tokens}\n      by {cut.reason}")
-    for status in statuses:
-        counts = {k: v for k, v in status.items() if k not in HIDDEN_STATUS_KEYS}
-        view_of(str(status.get("layer", runtime.layer_of(status["plugin"])))).counts.update(counts)
+            cut_text = f"{cut.tag} {cut.tokens}->{cut.kept_tokens}\n      by {cut.reason}"
+            view_of(cut.layer, cut.plugin).cuts.append(cut_text)
     shown = [views[layer] for layer in LAYERS]
-    if other.blocks or other.cuts or other.counts:
-        shown.append(other)
-    return shown
+    return shown + [view for view in others.values() if view.blocks or view.cuts or view.counts or view.failures]
 
 
 def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
-    """The panel's text: one section per layer."""
+    """The panel's text: one section per layer, then one per other plugin."""
     text = Text()
     for number, view in enumerate(views, start=1):
-        title = f"L{number} {view.layer}" if view.layer in LAYERS else view.layer
+        is_layer = number <= len(LAYERS)
+        title = f"L{number} {view.layer}" if is_layer else view.layer
         style = {"on": "bold", "disabled": "dim strike", "not installed": "dim"}[view.state]
         text.append(title, style=style)
         if view.state != "on":
@@ -80,10 +89,11 @@ def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
         if view.counts:
             counts = ", ".join(f"{k} {v}" for k, v in view.counts.items())
             text.append("\n".join(textwrap.wrap(counts, WIDTH, initial_indent="  ", subsequent_indent="  ")) + "\n")
-        if has_turn and view.state == "on":
+        if has_turn and view.state == "on" and (is_layer or view.blocks or view.seconds is not None):
             time = f" in {view.seconds * 1000:.0f} ms" if view.seconds is not None else ""
             total = sum(tokens for _, tokens in view.blocks)
-            text.append(f"  last turn: {total} tokens{time}\n", style="cyan")
+            budget = f"/{view.budget}" if view.budget is not None else ""
+            text.append(f"  last turn: {total}{budget} tokens{time}\n", style="cyan")
             for tag, tokens in view.blocks:
                 text.append(f"    <{tag}> {tokens}\n")
             for cut in view.cuts:

@@ -9,10 +9,10 @@ from thoth_core import hookimpl
 
 
 def start(runtime: Any, *, peer: str | None = None, thread: str | None = None) -> None:
-    """Run the terminal app until the person quits."""
+    """Run the terminal app until the person quits; without a thread it reopens the peer's last one."""
     from .app import ThothApp
 
-    ThothApp(runtime, peer=peer or getpass.getuser(), thread=thread or "tui").run()
+    ThothApp(runtime, peer=peer or getpass.getuser(), thread=thread).run()
 
 
 @hookimpl

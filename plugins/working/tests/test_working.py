@@ -77,6 +77,26 @@ async def test_a_crashed_process_is_continued_too_but_not_other_threads(runtime_
     assert other.history == [] and stranger.history == [] and other.id != resumed.id
 
 
+async def test_the_last_active_thread_of_a_peer_survives_a_restart(runtime_at):
+    first = runtime_at()
+    assert await first.last_thread(peer="ann") is None
+    for thread in ("t1", "t2", "t1"):
+        await first.turn(f"hello in {thread}", peer="ann", thread=thread)
+    await first.turn("hello", peer="bob", thread="bobs")
+    await first.turn("hello", peer="ann", thread="elsewhere", workspace="other")
+    await first.drain()
+    assert await first.last_thread(peer="ann") == "t1"
+    await first.turn("again", peer="ann", thread="t2")
+    await first.aclose()
+    second = runtime_at()
+    assert await second.last_thread(peer="ann") == "t2"
+    assert await second.last_thread(peer="ann", workspace="other") == "elsewhere"
+    assert await second.last_thread(peer="bob") == "bobs"
+    assert working.last_thread(peer="carl", workspace="default", runtime=second) is None
+    await second.forget(peer="ann", thread="t2")
+    assert await second.last_thread(peer="ann") == "t1"
+
+
 async def test_done_starts_the_thread_afresh_in_this_and_the_next_process(runtime_at):
     runtime = runtime_at()
     before = (await runtime.turn("hello", peer="ann", thread="t")).session

@@ -183,5 +183,11 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
 
 
 @hookimpl
+def last_thread(peer: str, workspace: str, runtime: Any) -> dict[str, Any] | None:
+    stored = state(runtime).store.last_active(workspace, peer)
+    return {"thread": stored.thread, "last_active": stored.last_active} if stored is not None else None
+
+
+@hookimpl
 def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
     return {"layer": LAYER, **state(runtime).store.counts(workspace, peer)}

@@ -106,6 +106,15 @@ class SessionStore:
             ).fetchone()
         return self._row(row)
 
+    def last_active(self, workspace: str, peer: str) -> StoredSession | None:
+        """The most recently active session of a peer in a workspace, in any thread, open or closed."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM sessions WHERE workspace=? AND peer=? ORDER BY last_active DESC LIMIT 1",
+                (workspace, peer),
+            ).fetchone()
+        return self._row(row)
+
     def get(self, session_id: str) -> StoredSession | None:
         """One stored session by id."""
         with self._lock:
