@@ -149,6 +149,17 @@ async def layer_status(workspace, runtime):  # type: ignore[no-untyped-def]
 
 
 @hookimpl
+async def forget(peer, thread, workspace, runtime):  # type: ignore[no-untyped-def]
+    """Delete the signals the peer published on the workspace's board (signals have no thread: whole forgets only)."""
+    if thread is not None:
+        return None
+    board = board_for(runtime, workspace)
+    erase = getattr(board, "forget", None)  # only the SQLite board can forget one publisher
+    receipt = await erase(peer) if erase is not None else {}
+    return {what: n for what, n in receipt.items() if n} or None
+
+
+@hookimpl
 def register_cli_commands(cli):  # type: ignore[no-untyped-def]
     from .cli import board
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from thoth_core.storage import connect, migrate
+from thoth_core.storage import connect, migrate, scrub
 
 from .board import Signal, check, matches
 
@@ -162,6 +162,22 @@ class SqliteBoard:
     async def clear(self) -> int:
         """Delete the board's values and log; returns how many keys there were."""
         return int(await self._call(lambda _db: self._delete(), write=True))
+
+    async def forget(self, publisher: str) -> dict[str, int]:
+        """Delete what one publisher put on this board (current values and log), erased from the file too."""
+        return await asyncio.to_thread(self._forget, publisher)
+
+    def _forget(self, publisher: str) -> dict[str, int]:
+        def delete(db: Any) -> dict[str, int]:
+            where = "board = ? AND publisher = ?"
+            return {
+                "signals": db.execute(f"DELETE FROM current WHERE {where}", (self.name, publisher)).rowcount,
+                "log entries": db.execute(f"DELETE FROM log WHERE {where}", (self.name, publisher)).rowcount,
+            }
+
+        with self._lock:
+            receipt = self._transaction(delete)
+            return {**receipt, **scrub(self._db)} if any(receipt.values()) else receipt
 
     async def close(self) -> None:
         """Close the database."""

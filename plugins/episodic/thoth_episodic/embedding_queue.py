@@ -50,6 +50,16 @@ class EmbeddingQueue:
             self._waiting[episode_id] = text
             self._wake()
 
+    def drop(self, gone: Callable[[str], bool]) -> int:
+        """Let go of the queued texts of episodes that `gone` says were deleted (forget); returns how many."""
+        with self._changed:
+            waiting = list(self._waiting)
+        doomed = [episode_id for episode_id in waiting if gone(episode_id)]
+        with self._changed:
+            for episode_id in doomed:
+                self._waiting.pop(episode_id, None)
+        return len(doomed)
+
     def backfill(self) -> None:
         """Also embed every stored current episode that has no vector yet."""
         with self._changed:

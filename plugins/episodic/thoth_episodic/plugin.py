@@ -95,8 +95,11 @@ def register_cli_commands(cli: click.Group) -> None:
 
 @hookimpl
 def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
-    """Delete the peer's episodes (or one thread's); every version goes."""
-    deleted = memory_for(runtime).store.delete(workspace=workspace, peer=peer, thread=thread)
+    """Delete the peer's episodes (or one thread's); every version goes, and their texts waiting for a vector."""
+    memory = memory_for(runtime)
+    deleted = memory.store.delete(workspace=workspace, peer=peer, thread=thread)
+    if deleted:
+        memory.queue.drop(lambda episode_id: memory.store.get(episode_id) is None)
     return {"episodes": deleted} if deleted else None
 
 

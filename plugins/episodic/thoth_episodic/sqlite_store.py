@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from thoth_core.storage import Migration, connect, migrate
+from thoth_core.storage import Migration, connect, migrate, scrub
 
 from .ivf import IVFIndex
 from .records import Episode, Hit, Query
@@ -200,7 +200,11 @@ class SQLiteStore:
         if ids is not None:
             where.append(f"id IN ({', '.join('?' * len(ids))})")
             params += list(ids)
-        return self._delete_where(" AND ".join(where), params)
+        with self._lock:
+            deleted = self._delete_where(" AND ".join(where), params)
+            if deleted:  # the text must not survive in FTS5 segments, free pages or the WAL
+                scrub(self._db, fts=["episodes_fts"])
+        return deleted
 
     def _delete_where(self, where: str, params: Sequence[Any]) -> int:
         with self._lock:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from thoth_core.storage import connect, migrate
+from thoth_core.storage import connect, migrate, scrub
 
 from .migrations import MIGRATIONS
 
@@ -385,7 +385,12 @@ class IdentityStore:
         return added
 
     def delete(self, workspace: str, peer: str, thread: str | None = None) -> dict[str, int]:
-        """Delete what is held about a peer (or only one thread of theirs); returns counts deleted."""
+        """Delete what is held about a peer (or only one thread of theirs), erasing it from the file; returns counts."""
+        with self.lock:
+            receipt = self._delete(workspace, peer, thread)
+            return {**receipt, **scrub(self.db, fts=["observations_fts"])}
+
+    def _delete(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
         key = (workspace, peer)
         with self.transaction():
             if thread is not None:

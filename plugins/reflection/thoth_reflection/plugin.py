@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thoth_core import Session, hookimpl
+from thoth_core.storage import scrub
 
 from . import queue
 from .memory import MemoryFile
@@ -93,12 +94,15 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
         if thread is None:
             store.execute("DELETE FROM peers WHERE peer = ?", peer)
     store.audit("forget", {"sessions": len(sessions), "items": len(items), "check_ins": check_ins, "at": time.time()})
+    with store.lock:
+        erased = scrub(store.db)  # the deleted rows' old pages stay in the WAL until then
     receipt = {
         "memory lines": MemoryFile(st.path(st.settings.memory_file)).forget((peer, workspace)),
         "queued items": len(items),
         "check-ins": check_ins,
         "audit entries blanked": blanked,
         "transient records": records(st).delete_sessions(sessions),
+        **erased,
     }
     return {k: v for k, v in receipt.items() if v} or None
 

@@ -104,7 +104,7 @@ def test_thoth_slack_with_a_literal_token_exits_2(tmp_path, monkeypatch):
     monkeypatch.setenv("THOTH_LOAD_PLUGINS", "slack")
     result = CliRunner().invoke(ThothGroup("thoth"), ["slack"])
     assert result.exit_code == 2
-    assert "thoth.toml:2: plugins.slack.bot_token: tokens are not kept in the file" in result.output
+    assert "thoth.toml:2: plugins.slack.bot_token: secrets are references, not values" in result.output
 
 
 class Ends:

@@ -333,9 +333,10 @@ class SlackBridge:
                 )
             kind = str(item_id).partition(":")[0] if item_id else "persona"
             title = str(payload.get("title") or TITLES.get(kind, "Approval needed"))
+            about = {k: str(payload[k]) for k in ("workspace", "peer", "thread") if payload.get(k)}
             for channel in channels:
                 if item_id:
-                    self.outbox.card(channel, str(item_id), title, text)
+                    self.outbox.card(channel, str(item_id), title, text, **about)
                 else:
                     self.outbox.post(channel, f"*{escape(title)}*\n{safe}")
         elif payload.get("thread"):

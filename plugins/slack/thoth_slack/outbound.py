@@ -21,7 +21,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from thoth_core.storage import connect, migrate
+from thoth_core.storage import connect, migrate, scrub
 
 from .cards import pending_card
 from .mrkdwn import split, to_mrkdwn
@@ -101,6 +101,25 @@ class Ledger:
                 posted = None if row is None else replace(Posted(*row), card=bool(row[-1]))
             return posted
 
+    def forget(self, workspace: str, peer: str, thread: str | None = None) -> int:
+        """Delete the messages posted to or about a peer (or one thread), erased from the file; returns how many."""
+        with self._lock:
+            gone = [
+                key
+                for key, p in self._items.items()
+                if (p.workspace, p.peer) == (workspace, peer) and thread in (None, p.thread)
+            ]
+            for key in gone:
+                del self._items[key]
+            if self._db is None:
+                return len(gone)
+            where = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread is not None else "")
+            params = (workspace, peer) + ((thread,) if thread is not None else ())
+            stored = self._db.execute(f"DELETE FROM posted WHERE {where}", params).rowcount
+            if stored:
+                scrub(self._db)
+            return max(stored, len(gone))
+
     def close(self) -> None:
         """Close the file."""
         with self._lock:
@@ -138,10 +157,12 @@ class Outbox:
             self._dms[user] = str(self.client.conversations_open(users=user)["channel"]["id"])
         return self._dms[user]
 
-    def card(self, channel: str, item_id: str, title: str, text: str) -> Posted:
-        """Post an approval card and remember it."""
+    def card(self, channel: str, item_id: str, title: str, text: str, **about: str) -> Posted:
+        """Post an approval card and remember it, with the `workspace`, `peer` and `thread` it is about (for forget)."""
         ts = self.post(channel, f"{title}: {item_id}", blocks=pending_card(item_id, title, text))
-        posted = Posted(channel=channel, ts=ts, thread_ts=None, text=text, item_id=item_id, title=title, card=True)
+        posted = Posted(
+            channel=channel, ts=ts, thread_ts=None, text=text, item_id=item_id, title=title, card=True, **about
+        )
         self.ledger.add(posted)
         return posted
 

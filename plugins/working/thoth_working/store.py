@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Message, Session
-from thoth_core.storage import connect
+from thoth_core.storage import connect, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,8 @@ class SessionStore:
                     files += 1
                 self._written.pop(row.session_id, None)
                 self._db.execute("DELETE FROM sessions WHERE session_id=?", (row.session_id,))
-        return {"sessions": len(rows), "transcripts": files}
+            erased = scrub(self._db) if rows else {}
+        return {"sessions": len(rows), "transcripts": files, **erased}
 
     def counts(self, workspace: str, peer: str) -> dict[str, int]:
         """How many sessions and turns are stored for a peer."""
