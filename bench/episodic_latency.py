@@ -55,7 +55,7 @@ def _vocabulary() -> list[str]:
     """Whole English words of the MiniLM WordPiece vocabulary (one token each)."""
     from thoth_episodic.embedder import model_files
 
-    return (model_files()[1].parent / "vocab.txt").read_text().split()
+    return list(json.loads(model_files()[1].read_text())["model"]["vocab"])
 
 
 class Synthetic:

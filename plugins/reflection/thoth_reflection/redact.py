@@ -1,80 +1,81 @@
 """Secret redaction for text headed into persona files, the audit log and other layers.
 
-Each pattern matches a whole token (its character class runs to the token's end and the
-token may not continue an identifier on either side), so a key is never left half-visible.
-Patterns demand a vendor prefix plus a realistic length, or an explicit `key = value`
-shape, so ordinary words and sentences pass through unchanged.
+The kinds of secret and their expressions live in `secret_rules.RULES`. Every rule runs over
+the original text and yields the exact span of a secret (its group `secret`), widened to the
+end of the token it starts; overlapping spans from several rules are merged into one, named
+by the first rule in the table, and each merged span is replaced by `[REDACTED:<kind>]`.
+Nothing outside those spans changes, so ordinary words and sentences pass through untouched,
+and a text redacted once is left as it is (`[REDACTED:…]` matches no rule).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-_B = r"(?<![A-Za-z0-9_\-])"  # token start: not inside another token
-_E = r"(?![A-Za-z0-9_\-])"  # token end
+from .secret_rules import KINDS, RULES, SecretRule
 
+__all__ = ["KINDS", "RULES", "SecretRule", "find_secrets", "redact", "redact_tree", "secret_spans"]
 
-@dataclass(frozen=True)
-class SecretPattern:
-    """One kind of secret: its label and the expression matching it (group `secret`)."""
-
-    kind: str
-    regex: re.Pattern[str]
+PATTERNS = RULES  # the name this table had before it moved to `secret_rules`
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*+")
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
-def _p(kind: str, pattern: str, flags: int = 0) -> SecretPattern:
-    return SecretPattern(kind, re.compile(pattern, flags))
-
-
-PATTERNS: tuple[SecretPattern, ...] = (
-    _p(
-        "private-key",
-        r"(?P<secret>-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|[\s\S]*))",
-    ),
-    _p("anthropic-key", _B + r"(?P<secret>sk-ant-[A-Za-z0-9_\-]{16,})" + _E),
-    _p("openai-key", _B + r"(?P<secret>sk-(?!ant-)(?:proj-|svcacct-)?[A-Za-z0-9_\-]{32,})" + _E),
-    _p("slack-token", _B + r"(?P<secret>(?:xox[abposre]|xapp)(?:\.xox[a-z])?-[A-Za-z0-9\-]{10,})" + _E),
-    _p("slack-webhook", r"(?P<secret>https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]+)"),
-    _p("github-token", _B + r"(?P<secret>(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))" + _E),
-    _p("aws-access-key", _B + r"(?P<secret>(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[A-Z0-9]{16})" + _E),
-    _p("google-api-key", _B + r"(?P<secret>AIza[A-Za-z0-9_\-]{35})" + _E),
-    _p("stripe-key", _B + r"(?P<secret>(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,})" + _E),
-    _p("jwt", _B + r"(?P<secret>eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})" + _E),
-    _p("url-password", r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?=@)"),
-    _p("bearer-token", r"(?P<lead>\b[Bb]earer\s+)(?P<secret>[A-Za-z0-9_\-.~+/]{20,}=*)"),
-    _p(
-        "assigned-secret",
-        r"(?P<lead>\b(?:aws_secret_access_key|secret_access_key|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret"
-        r"|secret[_-]?key|password|passwd)\b[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\s\"',;]{6,})",
-        re.IGNORECASE,
-    ),
-)
+def secret_spans(text: str) -> list[tuple[int, int, str]]:
+    """The secrets in a text as sorted, non-overlapping `(start, end, kind)` spans."""
+    lowered = text.lower()
+    found: list[tuple[int, int, int]] = []
+    for rank, rule in enumerate(RULES):
+        if rule.keywords and not any(k in lowered for k in rule.keywords):
+            continue
+        position = 0
+        while match := rule.regex.search(text, position):
+            position = match.end()
+            start, end = match.span("secret")
+            if text[end - 1 : end] == "." and (end == len(text) or text[end].isspace()):
+                end -= 1  # a sentence's full stop, not part of the value
+            if rule.bounded and match.start() and text[match.start() - 1] in _TOKEN_CHARS:
+                # inside another identifier: no token starts before that identifier ends
+                position = _TOKEN_TAIL.match(text, match.start()).end()  # type: ignore[union-attr]
+                continue
+            if text.startswith("[REDACTED", start) or end <= start:
+                continue
+            if rule.check is not None and not rule.check(text[start:end]):
+                continue
+            if rule.key is not None and not rule.key.search(
+                text, max(0, match.start() - rule.key_reach), match.start()
+            ):
+                position = match.start() + 1  # the value may hold the real `key=` (`X=password=...`)
+                continue
+            found.append((start, _TOKEN_TAIL.match(text, end).end(), rank))  # type: ignore[union-attr]
+    found.sort()
+    merged: list[list[int]] = []
+    for start, end, rank in found:
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1], last[2] = max(last[1], end), min(last[2], rank)
+        else:
+            merged.append([start, end, rank])
+    return [(start, end, RULES[rank].kind) for start, end, rank in merged]
 
 
 def redact(text: str) -> str:
     """The text with every secret replaced by `[REDACTED:<kind>]`."""
-    for pattern in PATTERNS:
-        text = pattern.regex.sub(lambda m, kind=pattern.kind: _replace(m, kind), text)
-    return text
+    spans = secret_spans(text)
+    if not spans:
+        return text
+    parts: list[str] = []
+    position = 0
+    for start, end, kind in spans:
+        parts += [text[position:start], f"[REDACTED:{kind}]"]
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def find_secrets(text: str) -> list[str]:
-    """The kinds of secret found in a text (one entry per occurrence)."""
-    found: list[str] = []
-    for pattern in PATTERNS:
-        found += [pattern.kind for m in pattern.regex.finditer(text) if not m.group("secret").startswith("[REDACTED")]
-    return found
-
-
-def _replace(match: re.Match[str], kind: str) -> str:
-    secret = match.group("secret")
-    if secret.startswith("[REDACTED"):
-        return match.group(0)
-    start, end = match.span("secret")
-    whole = match.group(0)
-    offset = match.start()
-    return whole[: start - offset] + f"[REDACTED:{kind}]" + whole[end - offset :]
+    """The kinds of secret found in a text (one entry per occurrence, in text order)."""
+    return [kind for _, _, kind in secret_spans(text)]
 
 
 def redact_tree(value: object) -> object:

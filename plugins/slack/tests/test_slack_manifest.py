@@ -8,7 +8,8 @@ import yaml
 from thoth_slack.cards import APPROVE
 from thoth_slack.testing import dm, mention
 
-MANIFEST = yaml.safe_load((Path(__file__).parents[1] / "manifest.yaml").read_text())
+MANIFEST_FILE = Path(__file__).parents[1] / "thoth_slack" / "manifest.yaml"  # package data: in the wheel
+MANIFEST = yaml.safe_load(MANIFEST_FILE.read_text())
 SCOPE_OF = {
     "auth.test": None,
     "chat.postMessage": "chat:write",
@@ -43,3 +44,14 @@ def test_manifest_scopes_cover_every_api_call_the_bridge_makes(make_slack):
     assert called >= {"chat.postMessage", "chat.update", "chat.postEphemeral", "conversations.open"}
     scopes = set(MANIFEST["oauth_config"]["scopes"]["bot"])
     assert {SCOPE_OF[method] for method in called} - {None} <= scopes
+
+
+def test_thoth_slack_manifest_prints_the_packaged_manifest(monkeypatch):
+    from click.testing import CliRunner
+    from thoth_core.cli import ThothGroup
+
+    monkeypatch.setenv("THOTH_LOAD_PLUGINS", "slack")
+    result = CliRunner().invoke(ThothGroup("thoth"), ["slack", "manifest"])
+    assert result.exit_code == 0, result.output
+    assert result.output == MANIFEST_FILE.read_text()
+    assert yaml.safe_load(result.output) == MANIFEST

@@ -1,4 +1,4 @@
-"""The `slack` frontend: `thoth slack [--http PORT]` and Slack delivery of notifications."""
+"""The `slack` frontend: `thoth slack [--http PORT]`, `thoth slack manifest`, and Slack delivery of notifications."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def register_frontends(register):  # type: ignore[no-untyped-def]
 
 @hookimpl
 def register_cli_commands(cli):  # type: ignore[no-untyped-def]
-    @cli.command("slack")
+    @cli.group("slack", invoke_without_command=True)
     @click.option(
         "--http",
         "http_port",
@@ -28,13 +28,44 @@ def register_cli_commands(cli):  # type: ignore[no-untyped-def]
         help="Serve Slack's Events API over HTTP on PORT instead of Socket Mode.",
     )
     @click.option("--host", default="127.0.0.1", show_default=True, help="Interface for --http.")
-    def slack(http_port: int | None, host: str) -> None:
+    @click.pass_context
+    def slack(ctx: click.Context, http_port: int | None, host: str) -> None:
         """Run the agent in Slack (Socket Mode unless --http)."""
+        if ctx.invoked_subcommand is not None:
+            return
         from thoth_core.cli import runtime
 
         from .serve import start
 
         start(runtime(), http_port=http_port, host=host)
+
+    @slack.command("manifest")
+    def manifest() -> None:
+        """Print the Slack app manifest (paste it at api.slack.com/apps: From a manifest)."""
+        from importlib.resources import files
+
+        click.echo(files("thoth_slack").joinpath("manifest.yaml").read_text(encoding="utf-8"), nl=False)
+
+
+@hookimpl
+def forget(peer, thread, workspace, runtime):  # type: ignore[no-untyped-def]
+    """Delete the ledger's record of messages posted to or about the peer (the bridge's, or the file's)."""
+    from pathlib import Path
+
+    from .bridge import running_bridge
+    from .outbound import Ledger
+
+    bridge = running_bridge(runtime)
+    path = Path(runtime.home) / "slack" / "ledger.db"
+    if bridge is None and not path.exists():
+        return None
+    ledger = bridge.ledger if bridge is not None else Ledger(path)
+    try:
+        count = ledger.forget(workspace, peer, thread)
+    finally:
+        if bridge is None:
+            ledger.close()
+    return {"ledger entries": count} if count else None
 
 
 @hookimpl

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Markdown, Static
-from textual.widgets._markdown import MarkdownStream
 
 from thoth_core.types import FEEDBACK_KINDS as REACTIONS  # feedback kind -> the Slack reaction it matches
+
+if TYPE_CHECKING:
+    from textual.widgets.markdown import MarkdownStream
 
 LABELS = {"user": "you", "assistant": "thoth", "command": "command", "notice": "notice", "error": "error"}
 
