@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 NAME = "episodic"
 CONTEXT_CHARS = 300
+WARM_UP_SECONDS = 30.0  # how long closing waits for the embedder to finish loading
 QUEUED_WAIT = 0.5  # seconds a recall waits for queued episodes' vectors before it searches without them
 
 
@@ -112,6 +113,7 @@ class EpisodicMemory:
         self._embedder: Embedder | None = None
         self._embedder_failed = False
         self._warming = False
+        self._warm_up: threading.Thread | None = None
         self._lock = threading.RLock()
         self.last_retire = 0.0
         self.queue = EmbeddingQueue(lambda: self.store, self.embed)
@@ -170,7 +172,8 @@ class EpisodicMemory:
         """Load the embedder in a background thread so the first recall does not wait for it."""
         if not self._warming and not self._embedder_failed:
             self._warming = True
-            threading.Thread(target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True).start()
+            self._warm_up = threading.Thread(target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True)
+            self._warm_up.start()
             self._backfill()
 
     def _backfill(self) -> None:
@@ -312,7 +315,13 @@ class EpisodicMemory:
         return self.store.purge(cutoff, consolidated_only=self.runtime.pm.has_plugin("reflection"))
 
     def close(self) -> None:
-        """Embed what is still queued, then close the backend."""
+        """Embed what is still queued, then close the backend.
+
+        The warm-up is waited for: ONNX Runtime's native threads still loading the model when the
+        interpreter exits abort the process (`terminate called without an active exception`).
+        """
+        if self._warm_up is not None:
+            self._warm_up.join(WARM_UP_SECONDS)
         self.queue.close()
         if self._store is not None:
             self._store.close()
