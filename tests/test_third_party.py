@@ -81,6 +81,17 @@ async def forget(peer, thread):
     if peer == "ann" and thread is None:
         return {"facts": 2, "notes": 1}
 """,
+    "disk_full": """
+import os
+from thoth_core import hookimpl
+
+@hookimpl
+def post_turn_write(turn):
+    if os.environ.get("DISK_FULL"):
+        raise OSError(28, "No space left on device")
+    with open(os.environ["WRITTEN"], "a") as file:
+        file.write(turn.text + "\\n")
+""",
 }
 
 
@@ -269,3 +280,18 @@ def test_doctor_passes_the_model_check_with_replay(site, tmp_path):
     lines = thoth(site, tmp_path, "doctor", load="hello").stdout.splitlines()
     assert lines[0] == f"ok  config: {tmp_path / 'thoth.toml'}" or lines[0] == "ok  config: thoth.toml"
     assert "ok  model: replay configured" in lines
+
+
+def test_a_turn_a_layer_cannot_save_exits_3_and_is_written_at_the_next_start(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "Noted." }]\n')
+    written = tmp_path / "written.txt"
+    full = thoth(site, tmp_path, "ask", "keep this", "--peer", "ann", load="disk-full", DISK_FULL="1", WRITTEN=str(written))
+    assert full.returncode == 3 and full.stdout == "Noted.\n", full.stderr
+    assert "thoth: error: the reply was not saved by every layer (disk-full: OSError: [Errno 28] No space left" in full.stderr
+    assert "kept in the journal and written at the next start" in full.stderr
+    assert not written.exists()
+    later = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="disk-full", WRITTEN=str(written))
+    assert later.returncode == 0, later.stderr
+    assert written.read_text() == "keep this\n"
+    again = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="disk-full", WRITTEN=str(written))
+    assert again.returncode == 0 and written.read_text() == "keep this\n"  # replayed once, then struck off

@@ -123,9 +123,10 @@ async def call_each(
     kwargs: dict[str, Any],
     *,
     deadline_for: Callable[[str], float | None] = lambda _name: None,
+    only: set[str] | None = None,
 ) -> list[tuple[str, Any, PluginCall]]:
-    """Call every implementation of a hook concurrently; returns (plugin, result, call) for each."""
-    impls = getattr(pm.hook, hook).get_hookimpls()
+    """Call every implementation of a hook (or `only` those plugins') concurrently; (plugin, result, call) each."""
+    impls = [i for i in getattr(pm.hook, hook).get_hookimpls() if only is None or i.plugin_name in only]
     outcomes = await asyncio.gather(*(_call_one(impl, hook, kwargs, deadline_for(impl.plugin_name)) for impl in impls))
     for _result, call in outcomes:
         trace(call)

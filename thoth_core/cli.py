@@ -102,6 +102,8 @@ def run(coro: Any) -> Any:
     return asyncio.run(whole())
 
 
+UNSAVED_EXIT = 3  # `thoth ask`: the reply was shown, but some layer could not save the turn yet
+
 peer_option = click.option("--peer", default=getpass.getuser, show_default="your user name", help="Who is talking.")
 thread_option = click.option("--thread", default="cli", show_default=True, help="Conversation thread.")
 workspace_option = click.option("--workspace", default=None, help="Workspace (default from thoth.toml).")
@@ -150,6 +152,14 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
         click.echo()
 
     run(turn())
+    for unsaved in runtime().unsaved:
+        failed = "; ".join(f"{plugin}: {error}" for plugin, error in unsaved["failed"].items())
+        click.echo(
+            f"thoth: error: the reply was not saved by every layer ({failed}); the turn is kept in the journal "
+            "and written at the next start",
+            err=True,
+        )
+        sys.exit(UNSAVED_EXIT)
 
 
 @cli.command()

@@ -23,6 +23,7 @@ from ._calls import call_each, call_sync, hook_loop
 from .budget import Assembly, assemble, trim_history
 from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
+from .journal import TurnJournal
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
 from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
@@ -117,6 +118,9 @@ class Runtime:
         self._models: dict[str, Callable[..., Model]] | None = None
         self._model: Model | None = None
         self._commands: dict[str, Command] | None = None
+        self._journal: TurnJournal | None = None
+        self._recovered = False
+        self.unsaved: list[dict[str, Any]] = []  # replied turns some layer could not write (still journaled)
         call_sync(self.pm, "configure", runtime=self)
 
     @classmethod
@@ -214,7 +218,10 @@ class Runtime:
     # --- sessions ---------------------------------------------------------------------
 
     async def session(self, *, peer: str, thread: str, workspace: str | None = None) -> Session:
-        """The open session of (workspace, peer, thread), opening it if needed."""
+        """The open session of (workspace, peer, thread), opening it if needed (the journal is replayed first)."""
+        if not self._recovered:
+            self._recovered = True
+            await self.recover()
         key = (workspace or self.config.get("thoth.workspace"), peer, thread)
         session = self.sessions.get(key)
         if session is None:
@@ -320,9 +327,54 @@ class Runtime:
         session.record(turn, reply)
         result = TurnResult(reply, assembly, session, turn)
         self.last = result
-        kwargs = {"turn": turn, "reply": reply, "session": session}
-        self.background(call_each(self.pm, "post_turn_write", kwargs, deadline_for=self.background_deadline))
+        writers = [impl.plugin_name for impl in self.pm.hook.post_turn_write.get_hookimpls()]
+        try:
+            await asyncio.to_thread(self.journal.append, turn, reply, session, writers)
+        except Exception as exc:  # noqa: BLE001 - the reply stands; the loss is reported, not raised
+            logger.error("turn %s: the journal could not keep it: %s: %s", turn.id, type(exc).__name__, exc)
+            self._report_unsaved(turn, {"journal": f"{type(exc).__name__}: {exc}"})
+        self.background(self._write_turn(turn, reply, session, writers))
         return result
+
+    @property
+    def journal(self) -> TurnJournal:
+        """The turn journal of this home, opened on first use."""
+        if self._journal is None:
+            self._journal = TurnJournal(self.home / "journal.db")
+        return self._journal
+
+    async def _write_turn(self, turn: Turn, reply: Reply, session: Session, writers: list[str]) -> None:
+        """Run the post-turn writes of these plugins, then strike off in the journal those that succeeded."""
+        kwargs = {"turn": turn, "reply": reply, "session": session}
+        outcomes = await call_each(
+            self.pm, "post_turn_write", kwargs, deadline_for=self.background_deadline, only=set(writers)
+        )
+        done = [plugin for plugin, _, call in outcomes if call.status == "ok"]
+        failed = {plugin: str(call.error) for plugin, _, call in outcomes if call.status != "ok"}
+        done += [p for p in writers if p not in done and p not in failed and not self.pm.has_plugin(p)]
+        try:
+            await asyncio.to_thread(self.journal.settle, turn.id, done=done, failed=failed)
+        except Exception as exc:  # noqa: BLE001
+            logger.error("turn %s: the journal could not be updated: %s", turn.id, exc)
+        if failed:
+            self._report_unsaved(turn, failed)
+
+    def _report_unsaved(self, turn: Turn, failed: dict[str, str]) -> None:
+        entry = {"turn_id": turn.id, "peer": turn.peer, "thread": turn.thread, "failed": failed}
+        self.unsaved.append(entry)
+        self.notify("turn_unsaved", **entry)
+
+    async def recover(self) -> int:
+        """Replay the journal: each turn a killed or failing process left unwritten goes to the plugins missing it."""
+        try:
+            entries = await asyncio.to_thread(self.journal.pending)
+        except Exception as exc:  # noqa: BLE001
+            logger.error("the turn journal cannot be read: %s", exc)
+            return 0
+        for entry in entries:
+            logger.info("turn %s: replaying its writes to %s", entry.turn.id, ", ".join(entry.plugins))
+            await self._write_turn(entry.turn, entry.reply, entry.session(self), entry.plugins)
+        return len(entries)
 
     async def _ask(
         self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None
@@ -376,6 +428,9 @@ class Runtime:
         kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self}
         outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=self.background_deadline)
         receipt: dict[str, dict[str, int]] = {}
+        journaled = await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
+        if journaled:
+            receipt["journal"] = {"unwritten turns": journaled}
         for plugin, result, call in outcomes:
             if call.status != "ok":
                 receipt[plugin] = {"error": 1}
@@ -484,6 +539,9 @@ class Runtime:
                 except Exception as exc:  # noqa: BLE001
                     logger.error("plugin %s: closing state failed: %s", name, exc)
         self._state.clear()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -1,0 +1,106 @@
+"""The turn journal: a replied turn is on disk until every plugin has written it, and replayed after a crash."""
+
+from __future__ import annotations
+
+import asyncio
+
+from thoth_core import hookimpl
+from thoth_core.journal import TurnJournal
+from thoth_core.testing import make_test_runtime
+from thoth_core.types import Reply, Session, Turn
+
+
+class Recorder:
+    """A layer that records each post-turn write, and can be made to fail or to wait."""
+
+    def __init__(self, *, fail: bool = False, gate: asyncio.Event | None = None) -> None:
+        self.written: list[tuple[str, str, str]] = []
+        self.fail = fail
+        self.gate = gate
+
+    @hookimpl
+    async def post_turn_write(self, turn, reply, session):
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise OSError(28, "No space left on device")
+        self.written.append((turn.id, reply.text, session.id))
+
+
+def runtime_with(home, **plugins):
+    return make_test_runtime(home, plugins, replies=[{"reply": "Noted."}])
+
+
+async def test_the_turn_is_journaled_before_the_writes_and_struck_off_after(tmp_path):
+    gate = asyncio.Event()
+    layer = Recorder(gate=gate)
+    runtime = runtime_with(tmp_path, layer=layer)
+    result = await runtime.turn("remember the tea", peer="ann", thread="t")
+    pending = TurnJournal(tmp_path / "journal.db").pending()  # another connection: it is on disk
+    assert [(e.turn.id, e.turn.text, e.reply.text, e.plugins) for e in pending] == [
+        (result.turn.id, "remember the tea", "Noted.", ["layer"])
+    ]
+    gate.set()
+    await runtime.drain()
+    assert layer.written == [(result.turn.id, "Noted.", result.session.id)]
+    assert runtime.journal.pending() == [] and runtime.unsaved == []
+    await runtime.aclose()
+
+
+async def test_a_killed_process_leaves_the_turn_and_the_next_start_writes_it_to_whoever_missed_it(tmp_path):
+    journal = TurnJournal(tmp_path / "journal.db")
+    turn = Turn("my cat is Miso", "ann", "t", id="turn-1")
+    session = Session("default", "ann", "t", id="session-1", started_at=1.0)
+    journal.append(turn, Reply("Noted.", model="replay"), session, ["early", "late"])
+    journal.settle("turn-1", done=["early"], failed={})  # `early` wrote it; then the process died
+    journal.close()
+
+    early, late = Recorder(), Recorder()
+    runtime = runtime_with(tmp_path, early=early, late=late)
+    await runtime.session(peer="bob", thread="x")  # the first session of a process replays the journal
+    await runtime.drain()
+    assert early.written == []
+    assert late.written == [("turn-1", "Noted.", "session-1")]
+    assert runtime.journal.pending() == []
+    await runtime.aclose()
+
+
+async def test_a_failing_layer_is_reported_keeps_the_turn_and_gets_it_at_the_next_start(tmp_path):
+    notices = []
+
+    class Frontend:
+        @hookimpl
+        def notify(self, event, payload):
+            notices.append((event, payload))
+
+    failing, fine = Recorder(fail=True), Recorder()
+    runtime = runtime_with(tmp_path, failing=failing, fine=fine, frontend=Frontend())
+    result = await runtime.turn("hello", peer="ann", thread="t")
+    await runtime.drain()
+    assert [u["failed"] for u in runtime.unsaved] == [{"failing": "OSError: [Errno 28] No space left on device"}]
+    assert ("turn_unsaved", runtime.unsaved[0]) in notices
+    (entry,) = runtime.journal.pending()
+    assert entry.plugins == ["failing"] and entry.attempts == 1 and "No space left" in entry.error
+    await runtime.aclose()
+
+    recovered = Recorder()
+    again = runtime_with(tmp_path, failing=recovered, fine=fine)
+    assert await again.recover() == 1
+    await again.drain()
+    assert recovered.written == [(result.turn.id, "Noted.", result.session.id)]
+    assert len(fine.written) == 1  # `fine` had it already: not written twice
+    assert again.journal.pending() == []
+    await again.aclose()
+
+
+async def test_forget_erases_the_peers_journaled_turns(tmp_path):
+    runtime = runtime_with(tmp_path, failing=Recorder(fail=True))
+    await runtime.turn("ann's secret plan", peer="ann", thread="t")
+    await runtime.turn("bob's plan", peer="bob", thread="t")
+    await runtime.drain()
+    receipt = await runtime.forget(peer="ann")
+    assert receipt["journal"] == {"unwritten turns": 1}
+    assert [e.turn.peer for e in runtime.journal.pending()] == ["bob"]
+    await runtime.aclose()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("journal.db*"))
+    assert b"secret plan" not in raw and b"bob's plan" in raw

@@ -1,0 +1,138 @@
+"""The turn journal: a replied turn is on disk before its post-turn writes start, until every layer has it.
+
+One synced row per turn (`$THOTH_HOME/journal.db`, SQLite with `synchronous=FULL`) holds the
+turn, the reply, the session it belongs to and the plugins whose `post_turn_write` has not yet
+succeeded. Each plugin that succeeds is struck off; the row goes when none is left. A process
+killed after the reply was shown leaves the row behind, and the next runtime replays it to the
+plugins still listed (`Runtime.recover`). A plugin that fails stays listed: the next start
+retries it, and the user is told the turn is not saved yet.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .storage import connect, migrate, scrub
+from .types import Reply, Session, Turn, Usage
+
+MIGRATIONS = [
+    """
+    CREATE TABLE pending (
+        turn_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        peer TEXT NOT NULL,
+        thread TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        session_started REAL NOT NULL,
+        turn TEXT NOT NULL,
+        reply TEXT NOT NULL,
+        plugins TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        error TEXT
+    );
+    CREATE INDEX pending_owner ON pending (workspace, peer, thread);
+    """
+]
+
+
+@dataclass
+class Entry:
+    """A journaled turn and the plugins that still have to write it."""
+
+    turn: Turn
+    reply: Reply
+    session_id: str
+    session_started: float
+    plugins: list[str]
+    attempts: int = 0
+    error: str | None = None
+
+    def session(self, runtime: Any) -> Session:
+        """A stand-in for the turn's session, holding just this turn, for replaying its writes."""
+        session = Session(
+            self.turn.workspace,
+            self.turn.peer,
+            self.turn.thread,
+            id=self.session_id,
+            started_at=self.session_started,
+            home=runtime.home,
+            runtime=runtime,
+        )
+        session.record(self.turn, self.reply)
+        session.last_active = self.reply.finished_at
+        session.scratch["thoth.replay"] = True
+        return session
+
+
+class TurnJournal:
+    """The journal file of one Thoth home; safe to use from worker threads."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._db = connect(path, synchronous="FULL")
+        migrate(self._db, MIGRATIONS)
+
+    def append(self, turn: Turn, reply: Reply, session: Session, plugins: list[str]) -> None:
+        """Write the turn and its reply, synced, with the plugins that must still write it."""
+        row = (
+            turn.id,
+            turn.workspace,
+            turn.peer,
+            turn.thread,
+            session.id,
+            session.started_at,
+            json.dumps(asdict(turn), default=str),
+            json.dumps(asdict(reply)),
+            json.dumps(plugins),
+        )
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO pending VALUES (?,?,?,?,?,?,?,?,?,0,NULL)", row)
+
+    def settle(self, turn_id: str, *, done: list[str], failed: dict[str, str]) -> None:
+        """Strike off the plugins that wrote the turn; count an attempt for those that failed."""
+        with self._lock:
+            found = self._db.execute("SELECT plugins FROM pending WHERE turn_id=?", (turn_id,)).fetchone()
+            if found is None:
+                return
+            left = [p for p in json.loads(found[0]) if p not in done]
+            if not left:
+                self._db.execute("DELETE FROM pending WHERE turn_id=?", (turn_id,))
+                return
+            error = "; ".join(f"{plugin}: {message}" for plugin, message in failed.items()) or None
+            self._db.execute(
+                "UPDATE pending SET plugins=?, attempts=attempts+?, error=coalesce(?, error) WHERE turn_id=?",
+                (json.dumps(left), 1 if failed else 0, error, turn_id),
+            )
+
+    def pending(self) -> list[Entry]:
+        """Every turn some plugin has not written yet, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT turn, reply, session_id, session_started, plugins, attempts, error FROM pending ORDER BY rowid"
+            ).fetchall()
+        return [_entry(*row) for row in rows]
+
+    def forget(self, *, workspace: str, peer: str, thread: str | None) -> int:
+        """Delete a peer's journaled turns (or one thread's) and scrub the file; returns how many."""
+        with self._lock:
+            deleted = self._db.execute(
+                "DELETE FROM pending WHERE workspace=? AND peer=? AND (? IS NULL OR thread=?)",
+                (workspace, peer, thread, thread),
+            ).rowcount
+            scrub(self._db)  # turns written and struck off earlier may still be in the WAL
+        return deleted
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            self._db.close()
+
+
+def _entry(turn: str, reply: str, session_id: str, started: float, plugins: str, attempts: int, error: str | None) -> Entry:
+    reply_data = json.loads(reply)
+    reply_data["usage"] = Usage(**reply_data.get("usage") or {})
+    return Entry(Turn(**json.loads(turn)), Reply(**reply_data), session_id, started, json.loads(plugins), attempts, error)
