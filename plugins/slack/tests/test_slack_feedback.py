@@ -312,6 +312,40 @@ def test_a_reaction_on_a_reply_from_before_a_restart_still_reaches_its_turn(make
     assert len(layers.feedback_calls) == 1  # only the person (or a founder), as before the restart
 
 
+class FullDisk:
+    """A layer that cannot persist: its post-turn write fails like a full disk."""
+
+    LAYER = "episodic"
+
+    @hookimpl
+    def post_turn_write(self, turn):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_turn_a_layer_could_not_save_is_told_privately_to_the_person_in_its_thread(make_slack):
+    slack = make_slack({"episodic": FullDisk()}, replies=[{"reply": "Use blue-green deploys."}])
+    _reply(slack)
+    slack.call(slack.runtime.drain())  # the post-turn writes, then the notice, run after the reply
+    whisper = slack.fake.wait_for("chat.postEphemeral")
+    assert (whisper["channel"], whisper["user"], whisper["thread_ts"]) == ("CGENERAL", "UANN", "1700000000.000100")
+    assert whisper["text"] == (
+        ":warning: Not saved yet: episodic (OSError: [Errno 28] No space left on device); "
+        "kept in the journal and retried at the next start."
+    )
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1  # only the reply: nothing public about it
+
+
+def test_unsaved_turns_of_other_frontends_are_not_posted(make_slack):
+    slack = make_slack()
+    failed = {"identity": "OperationalError: database is locked"}
+    slack.call(notified(slack.runtime, "turn_unsaved", turn_id="t1", peer="ann", thread="tui", failed=failed))
+    slack.call(notified(slack.runtime, "turn_unsaved", turn_id="t2", peer="ann", thread="C1:1.2", failed=failed))
+    slack.bridge.deliver("turn_unsaved", {"turn_id": "t3", "peer": "UANN", "thread": "DANN", "failed": failed})
+    [whisper] = slack.fake.calls_to("chat.postEphemeral")  # only the Slack user's DM
+    assert (whisper["channel"], whisper["user"], whisper.get("thread_ts")) == ("DANN", "UANN", None)
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+
 def test_texts_from_other_layers_cannot_ping(make_slack):
     slack = make_slack(founders=["UBOSS"])
     slack.bridge.deliver(

@@ -34,6 +34,7 @@ from .settings import SlackSettings
 
 logger = logging.getLogger(__name__)
 
+SLACK_USER = re.compile(r"^[UW][A-Z0-9]+$")  # a Slack user id, as peers of Slack turns are
 REACTIONS = {reaction: kind for kind, reaction in FEEDBACK_KINDS.items()}  # reaction name -> feedback kind
 DONE = {
     "approve": "approved",
@@ -322,7 +323,7 @@ class SlackBridge:
     # --- outbound (called from the runtime's worker threads) -----------------------------
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
-        """Post a runtime notification: approval cards, founder DMs, check-ins in their thread."""
+        """Post a runtime notification: approval cards, founder DMs, check-ins in their thread, unsaved turns."""
         text, item_id = str(payload.get("text", "")), payload.get("item_id")
         safe = escape(text)  # written by other layers, often by a model: no pings
         if event in ("approval_requested", "persona_observation") and (item_id or event == "persona_observation"):
@@ -339,6 +340,8 @@ class SlackBridge:
                     self.outbox.card(channel, str(item_id), title, text, **about)
                 else:
                     self.outbox.post(channel, f"*{escape(title)}*\n{safe}")
+        elif event == "turn_unsaved":
+            self._warn_unsaved(payload)
         elif payload.get("thread"):
             where = parse_thread_key(str(payload["thread"]))
             if where is None:
@@ -347,6 +350,27 @@ class SlackBridge:
             self.outbox.post(where[0], safe, thread_ts=where[1])
         elif text and self.settings.approvals_channel:
             self.outbox.post(self.settings.approvals_channel, safe)  # e.g. approval reminders
+
+    def _warn_unsaved(self, payload: dict[str, Any]) -> None:
+        """Tell the person, privately in the thread, that layers could not save their turn (kept in the journal)."""
+        where = parse_thread_key(str(payload.get("thread") or ""))
+        peer = str(payload.get("peer") or "")
+        if where is None or not SLACK_USER.match(peer):
+            return  # another frontend's turn, replayed here from the shared journal
+        failed = ", ".join(f"{plugin} ({error})" for plugin, error in (payload.get("failed") or {}).items())
+        text = (
+            f":warning: Not saved yet: {escape(failed or 'a layer')}; "
+            "kept in the journal and retried at the next start."
+        )
+        try:
+            self.outbox.whisper(where[0], peer, text, thread_ts=where[1])
+        except SlackApiError as exc:
+            logger.warning(
+                "slack: could not tell %s that turn %s is not saved yet: %s",
+                peer,
+                payload.get("turn_id"),
+                exc.response.get("error"),
+            )
 
     def _review_channels(self, *, founders_first: bool) -> list[str]:
         """Where items for review go: the approvals channel or each founder's DM, whichever comes first and is set."""

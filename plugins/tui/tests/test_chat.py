@@ -271,3 +271,44 @@ async def test_without_a_thread_the_app_asks_the_runtime_for_the_last_one(make_a
     async with named.run_test() as pilot:
         await pilot.pause()
         assert named.thread == "mine"
+
+
+async def test_a_turn_a_layer_could_not_save_is_a_visible_warning(make_app, wait, send):
+    from thoth_core import hookimpl
+
+    class FullDisk:
+        LAYER = "episodic"
+
+        @hookimpl
+        async def post_turn_write(self, turn):
+            raise OSError(28, "No space left on device")
+
+    app = make_app({"episodic": FullDisk()}, replies=[{"match": "hello", "reply": "Hi."}])
+    async with app.run_test(notifications=True) as pilot:
+        await send(app, pilot, "hello")
+        await app.runtime.drain()
+        await pilot.pause()
+        expected = (
+            "Not saved yet: episodic (OSError: [Errno 28] No space left on device); "
+            "kept in the journal and retried at the next start."
+        )
+        assert messages(app, "notice")[-1].text == expected
+        await pilot.pause()
+        [toast] = app.screen.query("Toast")  # the toast (Textual's widget, selected by name)
+        assert toast.has_class("-warning") and expected in str(toast.render())
+
+
+async def test_unsaved_turns_of_other_peers_are_not_shown_and_other_threads_are_named(make_app, wait):
+    app = make_app()
+    async with app.run_test() as pilot:
+        await wait(app, pilot)
+        failed = {"identity": "OperationalError: database is locked"}
+        app.runtime.notify("turn_unsaved", turn_id="t-9", peer="U0BOB", thread="C1:1.2", failed=failed)
+        app.runtime.notify("turn_unsaved", turn_id="t-8", peer="ann", thread="old", failed=failed)
+        await app.runtime.drain()
+        await pilot.pause()
+        unsaved = [m.text for m in messages(app, "notice") if "Not saved yet" in m.text]
+        assert unsaved == [
+            "Not saved yet (thread old): identity (OperationalError: database is locked); "
+            "kept in the journal and retried at the next start."
+        ]

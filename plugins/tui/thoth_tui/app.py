@@ -55,6 +55,14 @@ def banner_text(exc: Exception) -> str:
     return f"Model problem: {type(exc).__name__}: {exc}" if not isinstance(exc, ThothError) else f"Model problem: {exc}"
 
 
+def unsaved_text(payload: dict[str, Any], *, current_thread: str) -> str:
+    """What the person is told when layers could not save a replied turn (`turn_unsaved`)."""
+    failed = payload.get("failed") or {}
+    layers = ", ".join(f"{plugin} ({error})" for plugin, error in failed.items()) or "a layer"
+    where = "" if payload.get("thread") in (None, current_thread) else f" (thread {payload['thread']})"
+    return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
+
+
 class ThothApp(App[None]):
     """Chat with Thoth; F2 layers, F3 approvals, ctrl+n new thread, ctrl+p every action."""
 
@@ -279,10 +287,21 @@ class ThothApp(App[None]):
 
     async def show_notice(self, event: str, payload: dict[str, Any]) -> None:
         """Show something a plugin told people (`notify` hook)."""
+        if event == "turn_unsaved":
+            await self.show_unsaved(payload)
+            return
         text = str(payload.get("text", ""))
         await self.add(ChatMessage("notice", f"{event}: {text}", item_id=payload.get("item_id")))
         self.notify(text or event, title=event)
         await self.refresh_layers()
+
+    async def show_unsaved(self, payload: dict[str, Any]) -> None:
+        """Warn that a layer could not save one of this person's turns (it stays in the journal)."""
+        if payload.get("peer") != self.peer:
+            return  # another frontend's turn, replayed from the shared journal
+        text = unsaved_text(payload, current_thread=self.thread)
+        await self.add(ChatMessage("notice", text))
+        self.notify(text, title="Not saved yet", severity="warning", timeout=15, markup=False)
 
     async def tick(self) -> None:
         """Every minute: end idle sessions and deliver due check-ins."""
