@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+
+import pytest
 
 from thoth_core import hookimpl
 from thoth_core.journal import TurnJournal
-from thoth_core.testing import make_test_runtime
+from thoth_core.testing import make_test_runtime, run_thoth
 from thoth_core.types import Reply, Session, Turn
 
 
@@ -104,3 +107,43 @@ async def test_forget_erases_the_peers_journaled_turns(tmp_path):
     await runtime.aclose()
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("journal.db*"))
     assert b"secret plan" not in raw and b"bob's plan" in raw
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs (needs the right to mount; skipped without it)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def fill(folder):
+    """Write zeros until the disk is full; returns the file to delete to make room again."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
+def test_on_a_full_disk_the_journal_keeps_the_turn_and_the_next_start_writes_it(tmp_path, small_disk):
+    (tmp_path / "thoth.toml").write_text(
+        f'[thoth]\nmodel = "replay"\nhome = "{small_disk}"\n[models.replay]\nrules = [{{ reply = "Noted." }}]\n'
+    )
+    env = {"THOTH_HOME": None, "THOTH_LOAD_PLUGINS": "working,procedural,episodic"}
+    assert run_thoth("ask", "first turn", "--peer", "ann", cwd=tmp_path, env=env).returncode == 0
+    filler = fill(small_disk)
+    full = run_thoth("ask", "the turn on a full disk", "--peer", "ann", cwd=tmp_path, env=env)
+    assert full.returncode == 3 and full.stdout == "Noted.\n", full.stderr
+    assert "the turn is kept in the journal and written at the next start" in full.stderr.splitlines()[-1]
+    filler.unlink()
+    assert run_thoth("context", "x", "--peer", "bob", cwd=tmp_path, env=env).returncode == 0
+    episodes = run_thoth("episodes", "list", "--peer", "ann", "--json", cwd=tmp_path, env=env).stdout
+    assert "the turn on a full disk" in episodes and "first turn" in episodes
+    assert TurnJournal(small_disk / "journal.db").pending() == []

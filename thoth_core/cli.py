@@ -152,13 +152,15 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
         click.echo()
 
     run(turn())
-    for unsaved in runtime().unsaved:
-        failed = "; ".join(f"{plugin}: {error}" for plugin, error in unsaved["failed"].items())
-        click.echo(
-            f"thoth: error: the reply was not saved by every layer ({failed}); the turn is kept in the journal "
-            "and written at the next start",
-            err=True,
+    failed = {plugin: error for unsaved in runtime().unsaved for plugin, error in unsaved["failed"].items()}
+    if failed:
+        fate = (
+            "it could not be journaled either and is lost"
+            if "journal" in failed
+            else "the turn is kept in the journal and written at the next start"
         )
+        reasons = "; ".join(f"{plugin}: {error}" for plugin, error in failed.items())
+        click.echo(f"thoth: error: the reply was not saved by every layer ({reasons}); {fate}", err=True)
         sys.exit(UNSAVED_EXIT)
 
 

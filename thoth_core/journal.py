@@ -11,13 +11,19 @@ retries it, and the user is told the turn is not saved yet.
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .storage import connect, migrate, scrub
+from .storage import connect, migrate
 from .types import Reply, Session, Turn, Usage
+
+RESERVE_BYTES = 256 << 10  # room for dozens of turns on a full disk
+
+logger = logging.getLogger(__name__)
 
 MIGRATIONS = [
     """
@@ -69,12 +75,36 @@ class Entry:
 
 
 class TurnJournal:
-    """The journal file of one Thoth home; safe to use from worker threads."""
+    """The journal file of one Thoth home; safe to use from worker threads.
+
+    It keeps room for turns on a full disk: the file holds `RESERVE_BYTES` of free pages and its
+    rollback journal stays allocated (`journal_mode=PERSIST`), so an append reuses space the file
+    already has instead of growing it (a WAL would need new space after each checkpoint).
+    """
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
-        self._db = connect(path, synchronous="FULL")
+        self._db = connect(path, synchronous="FULL", journal_mode="PERSIST")
         migrate(self._db, MIGRATIONS)
+        try:
+            self._reserve()
+        except sqlite3.OperationalError as exc:  # a full disk now: keep what room there is
+            logger.warning("%s: no room to reserve for the turn journal: %s", path, exc)
+
+    def _reserve(self, *, always: bool = False) -> None:
+        """Grow the file's free pages (and the rollback journal) to the reserve; reused by every turn."""
+        page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        free = self._db.execute("PRAGMA freelist_count").fetchone()[0] * page_size
+        if always or free < RESERVE_BYTES // 2:
+            self._db.execute("CREATE TABLE IF NOT EXISTS reserve (filler BLOB)")
+            self._db.execute("INSERT INTO reserve VALUES (zeroblob(?))", (RESERVE_BYTES,))
+            self._db.execute("DELETE FROM reserve")
+
+    def free_bytes(self) -> int:
+        """Room the file has for turns without growing."""
+        with self._lock:
+            pages = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            return int(pages * self._db.execute("PRAGMA page_size").fetchone()[0])
 
     def append(self, turn: Turn, reply: Reply, session: Session, plugins: list[str]) -> None:
         """Write the turn and its reply, synced, with the plugins that must still write it."""
@@ -123,7 +153,10 @@ class TurnJournal:
                 "DELETE FROM pending WHERE workspace=? AND peer=? AND (? IS NULL OR thread=?)",
                 (workspace, peer, thread, thread),
             ).rowcount
-            scrub(self._db)  # turns written and struck off earlier may still be in the WAL
+            # the persisted rollback journal still holds old images of the pages: drop it, then make room again
+            self._db.execute("PRAGMA journal_mode=DELETE")
+            self._db.execute("PRAGMA journal_mode=PERSIST")
+            self._reserve(always=True)
         return deleted
 
     def close(self) -> None:

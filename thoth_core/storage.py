@@ -24,13 +24,15 @@ SCRUB_WAIT_SECONDS = 2.0  # how long `scrub` retries a WAL truncation that reade
 logger = logging.getLogger(__name__)
 
 
-def connect(path: Path, *, synchronous: str = "NORMAL", rows: bool = False) -> sqlite3.Connection:
-    """Open (creating its folder) a WAL database in autocommit mode; `rows` gives sqlite3.Row results."""
+def connect(
+    path: Path, *, synchronous: str = "NORMAL", rows: bool = False, journal_mode: str = "WAL"
+) -> sqlite3.Connection:
+    """Open (creating its folder) a database (WAL unless told) in autocommit mode; `rows` gives sqlite3.Row results."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=BUSY_SECONDS)
     if rows:
         db.row_factory = sqlite3.Row
-    _retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))  # the busy timeout does not cover it
+    _retry_while_locked(lambda: db.execute(f"PRAGMA journal_mode={journal_mode}"))  # busy timeout does not cover it
     db.execute(f"PRAGMA synchronous={synchronous}")
     db.execute("PRAGMA secure_delete=ON")  # deleted rows are zeroed, not left in free space
     return db
