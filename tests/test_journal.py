@@ -139,7 +139,8 @@ def test_on_a_full_disk_the_journal_keeps_the_turn_and_the_next_start_writes_it(
     env = {"THOTH_HOME": None, "THOTH_LOAD_PLUGINS": "working,procedural,episodic"}
     assert run_thoth("ask", "first turn", "--peer", "ann", cwd=tmp_path, env=env).returncode == 0
     filler = fill(small_disk)
-    full = run_thoth("ask", "the turn on a full disk", "--peer", "ann", cwd=tmp_path, env=env)
+    long_turn = "the turn on a full disk " + "and its many words " * 2000  # more pages than one turn freed
+    full = run_thoth("ask", long_turn, "--peer", "ann", cwd=tmp_path, env=env)
     assert full.returncode == 3 and full.stdout == "Noted.\n", full.stderr
     assert "the turn is kept in the journal and written at the next start" in full.stderr.splitlines()[-1]
     filler.unlink()
