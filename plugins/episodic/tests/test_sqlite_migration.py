@@ -1,4 +1,4 @@
-"""A store written by the first release (no `vector_version`) opens, keeps its episodes and finds them."""
+"""Stores written by earlier releases open, keep their episodes and find them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import sqlite3
 
 import numpy as np
 from thoth_episodic.contract import episode, query, unit
-from thoth_episodic.sqlite_store import SQLiteStore
+from thoth_episodic.sqlite_store import MIGRATIONS, SQLiteStore
+
+from thoth_core.storage import connect, migrate
 
 FIRST_RELEASE = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,4 +45,27 @@ def test_a_first_release_file_is_migrated_in_place(tmp_path):
         assert [h.episode.id for h in store.search(query("zzz", unit(4), k=1, tau_days=0))] == ["ep_old"]
     finally:
         store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (2,)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
+
+
+def test_a_turn_stored_twice_before_the_unique_index_keeps_its_first_episode(tmp_path):
+    path = tmp_path / "episodes.db"
+    db = connect(path)
+    migrate(db, MIGRATIONS[:2])  # the release before one episode per turn
+    for rowid, episode_id, peer in [(1, "ep_first", "ann"), (2, "ep_replayed", "ann"), (3, "ep_bob", "bob")]:
+        db.execute(
+            "INSERT INTO episodes (rowid, id, workspace, peer, thread, turn_id, user, occurred_at, recorded_at) "
+            "VALUES (?, ?, 'w', ?, 't1', 'turn1', 'sold the old piano', 1699000000, 1699000000)",
+            (rowid, episode_id, peer),
+        )
+        db.execute(
+            "INSERT INTO episodes_fts (rowid, body, context, dates) VALUES (?, 'sold the old piano', '', '')", (rowid,)
+        )
+    db.close()
+    store = SQLiteStore(path)
+    try:
+        assert sorted(e.id for e in store.episodes()) == ["ep_bob", "ep_first"]
+        assert [h.episode.id for h in store.search(query("piano"))] == ["ep_first"]
+        assert store.add([episode("sold the old piano", turn_id="turn1")]) == []
+    finally:
+        store.close()

@@ -86,6 +86,28 @@ class StoreContract:
         assert store.add([Episode.from_dict(original.to_dict())], np.stack([unit(1)])) == []
         assert store.count() == 1
 
+    def test_a_turn_is_stored_once_even_when_written_again_under_a_new_id(self, store: EpisodeStore) -> None:
+        first = episode("my cat is called Miso", turn_id="turn1")
+        assert store.add([first], np.stack([unit(1)])) == [first]
+        replayed = episode("my cat is called Miso", turn_id="turn1")  # a post-turn write repeated after a crash
+        twice = episode("my cat is called Miso", turn_id="turn2")
+        again = episode("my cat is called Miso", turn_id="turn2")
+        assert store.add([replayed, twice, again], np.stack([unit(1), unit(2), unit(2)])) == [twice]
+        assert store.count(workspace="w", peer="ann") == 2 and store.get(replayed.id) is None
+        assert store.find_turn("turn1") == store.get(first.id)
+        hits = store.search(query("Miso", unit(1), k=5))
+        assert sorted(h.episode.id for h in hits) == sorted([first.id, twice.id])
+        others = [
+            episode("my cat is called Miso", peer="bob", turn_id="turn1"),  # the key is workspace, peer and turn
+            episode("my cat is called Miso", workspace="other", turn_id="turn1"),
+            episode("imported without a turn id"),
+            episode("imported without a turn id"),
+        ]
+        assert len(store.add(others)) == 4
+        changed = Episode.from_dict(dict(first.to_dict(), user="my cat is called Mochi"))
+        assert store.add([changed]) == [changed]  # a new version of the turn's own episode still supersedes it
+        assert store.get(first.id).user == "my cat is called Mochi" and store.count(workspace="w", peer="ann") == 4
+
     def test_dense_search_finds_the_nearest_vector(self, store: EpisodeStore) -> None:
         items = [episode(f"note {i}") for i in range(20)]
         store.add(items, np.stack([unit(i) for i in range(20)]))

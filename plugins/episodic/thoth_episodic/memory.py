@@ -205,11 +205,16 @@ class EpisodicMemory:
         )
 
     def write(self, episode: Episode) -> Episode:
-        """Store one episode, link it with its thread's previous one, and queue its embedding."""
+        """Store one episode, link it with its thread's previous one, and queue its embedding.
+
+        Idempotent by turn id: when the turn already has its episode (a post-turn write replayed
+        after a crash), nothing is stored, linked or embedded, and the stored episode is returned.
+        """
         previous = self.store.latest(workspace=episode.workspace, peer=episode.peer, thread=episode.thread)
         if previous is not None:
             episode.context = _clip(previous.user + " " + previous.assistant)
-        self.store.add([episode])
+        if not self.store.add([episode]):
+            return (self.store.find_turn(episode.turn_id) if episode.turn_id else None) or episode
         if not self._embedder_failed:
             self.queue.put(episode.id, embed_text(episode))
             self._backfill()

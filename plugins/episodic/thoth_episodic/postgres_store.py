@@ -3,7 +3,9 @@
 Same bitemporal rows as the SQLite backend, in one table. Dense search is exact (`<=>`
 cosine distance, no ANN index) over the scope; the lexical signal is PostgreSQL full-text
 search (`ts_rank_cd` over a weighted tsvector of the turn, its neighbours and its date),
-reported in the `bm25` slot. Needs `pip install 'thoth-episodic[postgres]'` and
+reported in the `bm25` slot. A turn has at most one current episode (a unique index on
+workspace, peer and turn id, made at the first open that lacks it), so a post-turn write
+replayed after a crash stores nothing new. Needs `pip install 'thoth-episodic[postgres]'` and
 `[plugins.episodic] backend = "postgres"`, `dsn = { "$env" = "THOTH_EPISODIC_DSN" }`.
 """
 
@@ -56,6 +58,17 @@ def schema(dim: int) -> str:
     """
 
 
+ONE_PER_TURN = """
+    DELETE FROM thoth_episodes WHERE id IN (
+        SELECT e.id FROM thoth_episodes e JOIN thoth_episodes kept ON kept.workspace = e.workspace
+            AND kept.peer = e.peer AND kept.turn_id = e.turn_id AND kept.superseded_at IS NULL AND kept.rowid < e.rowid
+        WHERE e.turn_id <> '' AND e.superseded_at IS NULL AND kept.id <> e.id
+    );
+    CREATE UNIQUE INDEX thoth_episodes_one_per_turn ON thoth_episodes (workspace, peer, turn_id)
+        WHERE turn_id <> '' AND superseded_at IS NULL;
+"""
+
+
 def _vector(values: np.ndarray) -> str:
     return "[" + ",".join(f"{v:.7g}" for v in np.asarray(values, dtype=np.float32)) + "]"
 
@@ -76,6 +89,8 @@ class PostgresStore:
         with self._lock, self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(7411)")
             self._db.execute(schema(dim))
+            if self._db.execute("SELECT to_regclass('thoth_episodes_one_per_turn')").fetchone()[0] is None:
+                self._db.execute(ONE_PER_TURN)  # tables made before it may hold a replayed write twice
 
     def _rows(self, sql: str, params: dict[str, Any] | Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -84,13 +99,16 @@ class PostgresStore:
     # --- writing ----------------------------------------------------------------------
 
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
-        """Store episodes in one transaction; a changed known id supersedes its old version."""
+        """Store episodes in one transaction; a changed known id supersedes its old version.
+
+        An episode for a turn that already has a current episode under another id is not stored.
+        """
         stored = []
         now = time.time()
         with self._lock, self._db.transaction():
             for i, episode in enumerate(episodes):
                 old = self._select("id = %(id)s AND superseded_at IS NULL", {"id": episode.id})
-                if old and old[0].same_content(episode):
+                if (old and old[0].same_content(episode)) or self._turn_taken(episode):
                     continue
                 if old:
                     self._db.execute(
@@ -100,13 +118,31 @@ class PostgresStore:
                     episode.recorded_at = max(episode.recorded_at, now)
                 values = [getattr(episode, f) for f in FIELDS]
                 vector = None if vectors is None else _vector(vectors[i])
-                self._db.execute(
+                inserted = self._db.execute(
                     f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
-                    f"VALUES ({', '.join(['%s'] * 19)}::vector)",
+                    f"VALUES ({', '.join(['%s'] * 19)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
                     [*values, index_text(episode), date_words(episode.occurred_at), vector],
-                )
-                stored.append(episode)
+                ).fetchone()
+                if inserted is not None:
+                    stored.append(episode)
+                elif old:  # another process wrote this turn meanwhile: the old version stays current
+                    self._db.execute(
+                        "UPDATE thoth_episodes SET superseded_at = NULL WHERE id = %s AND superseded_at = %s",
+                        (episode.id, now),
+                    )
         return stored
+
+    def _turn_taken(self, episode: Episode) -> bool:
+        """Whether another episode is already the current one of this turn (a replayed post-turn write)."""
+        if not episode.turn_id:
+            return False
+        return bool(
+            self._rows(
+                "SELECT 1 FROM thoth_episodes WHERE workspace = %s AND peer = %s AND turn_id = %s "
+                "AND superseded_at IS NULL AND id <> %s LIMIT 1",
+                (episode.workspace, episode.peer, episode.turn_id, episode.id),
+            )
+        )
 
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""

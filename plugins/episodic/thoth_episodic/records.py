@@ -109,7 +109,12 @@ class EpisodeStore(Protocol):
     dim: int
 
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
-        """Store episodes (a changed episode with a known id supersedes the old version); returns those stored."""
+        """Store episodes; returns those stored.
+
+        A changed episode with a known id supersedes the old version. An episode whose turn id
+        (when not empty) already has a current episode of the same workspace and peer under
+        another id is skipped: a replayed post-turn write must not store the turn twice.
+        """
         ...
 
     def get(self, episode_id: str, *, as_of: float | None = None) -> Episode | None:

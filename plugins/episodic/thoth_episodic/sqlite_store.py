@@ -7,9 +7,11 @@ exact over the whole store (`VectorCache.top`): every row's embedding, kept in m
 refreshed incrementally: new rowids are appended; vectors set later (by the background
 embedder or a reindex) carry a `vector_version` and only those rows are reloaded; a delete
 or supersede bumps a generation counter in `meta` and the next search reloads everything.
-Several processes may share the file; each refreshes before it searches. Commits use WAL
-with `synchronous=NORMAL` (configurable): a committed write survives the process being
-killed, which `tests/test_crash.py` checks with SIGKILL.
+A turn has at most one current episode (a unique index on workspace, peer and turn id), so a
+post-turn write replayed after a crash stores nothing new. Several processes may share the
+file; each refreshes before it searches. Commits use WAL with `synchronous=NORMAL`
+(configurable): a committed write survives the process being killed, which
+`tests/test_crash.py` checks with SIGKILL.
 """
 
 from __future__ import annotations
@@ -67,7 +69,28 @@ def _vector_versions(db: sqlite3.Connection) -> None:
     db.execute("INSERT OR IGNORE INTO meta VALUES ('vectors', '0')")
 
 
-MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions]
+def _one_episode_per_turn(db: sqlite3.Connection) -> None:
+    """Migration 3: at most one current episode per (workspace, peer, turn id), so a replayed write stores nothing.
+
+    Copies a replayed write stored before this migration are deleted (every version), keeping the first.
+    """
+    doubles = db.execute(
+        "SELECT DISTINCT e.id FROM episodes e JOIN episodes kept ON kept.workspace = e.workspace "
+        "AND kept.peer = e.peer AND kept.turn_id = e.turn_id AND kept.superseded_at IS NULL AND kept.rowid < e.rowid "
+        "WHERE e.turn_id != '' AND e.superseded_at IS NULL AND kept.id != e.id"
+    ).fetchall()
+    for (episode_id,) in doubles:
+        db.execute("DELETE FROM episodes_fts WHERE rowid IN (SELECT rowid FROM episodes WHERE id = ?)", (episode_id,))
+        db.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+    if doubles:
+        db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    db.execute(
+        "CREATE UNIQUE INDEX episodes_one_per_turn ON episodes (workspace, peer, turn_id) "
+        "WHERE turn_id != '' AND superseded_at IS NULL"
+    )
+
+
+MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions, _one_episode_per_turn]
 # FTS5's `rank` column computes bm25 once per match and lets the table sort (about 2x faster
 # than calling bm25() in SELECT and ORDER BY). Weights: body, context (neighbour turns), dates.
 RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
@@ -116,7 +139,10 @@ class SQLiteStore:
         self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
 
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
-        """Store episodes in one transaction; a changed known id supersedes its old version."""
+        """Store episodes in one transaction; a changed known id supersedes its old version.
+
+        An episode for a turn that already has a current episode under another id is not stored.
+        """
         stored = []
         now = time.time()
         with self._lock:
@@ -124,7 +150,7 @@ class SQLiteStore:
             try:
                 for i, episode in enumerate(episodes):
                     old = self._current(episode.id)
-                    if old is not None and old.same_content(episode):
+                    if (old is not None and old.same_content(episode)) or self._turn_taken(episode):
                         continue
                     if old is not None:
                         self._db.execute(
@@ -134,19 +160,33 @@ class SQLiteStore:
                         self._bump()
                         episode.recorded_at = max(episode.recorded_at, now)
                     blob = None if vectors is None else np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()
-                    self._insert(episode, blob)
-                    stored.append(episode)
+                    if self._insert(episode, blob):
+                        stored.append(episode)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return stored
 
-    def _insert(self, episode: Episode, blob: bytes | None) -> None:
+    def _turn_taken(self, episode: Episode) -> bool:
+        """Whether another episode is already the current one of this turn (a replayed post-turn write)."""
+        if not episode.turn_id:
+            return False
+        found = self._db.execute(
+            "SELECT 1 FROM episodes WHERE workspace = ? AND peer = ? AND turn_id = ? AND superseded_at IS NULL "
+            "AND id != ? LIMIT 1",
+            (episode.workspace, episode.peer, episode.turn_id, episode.id),
+        ).fetchone()
+        return found is not None
+
+    def _insert(self, episode: Episode, blob: bytes | None) -> bool:
         values = [getattr(episode, name) for name in NAMES]
-        cursor = self._db.execute(
-            f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)})", [*values, blob]
+        cursor = self._db.execute(  # `_turn_taken` ran in this transaction: the conflict clause is a safety net
+            f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)}) ON CONFLICT DO NOTHING",
+            [*values, blob],
         )
+        if not cursor.rowcount:
+            return False
         self._db.execute(
             "INSERT INTO episodes_fts (rowid, body, context, dates) VALUES (?, ?, ?, ?)",
             (
@@ -156,6 +196,7 @@ class SQLiteStore:
                 date_words(episode.occurred_at),
             ),
         )
+        return True
 
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""

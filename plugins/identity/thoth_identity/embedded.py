@@ -1,10 +1,11 @@
 """The embedded backend (default): local SQLite, derivation by the configured model, BM25 dialectic.
 
-Per turn, in the background: both messages are stored, then the configured model derives
-observations (and high-confidence hard facts) from the peer's message. Before each model
-call: the peer's current facts and the observations most relevant to the message (FTS5
-BM25), plus a model synthesis when a model is configured and the deadline leaves time (paused
-for a while after several consecutive timeouts: a model that slow wastes every call).
+Per turn, in the background: both messages are stored (once per turn id, so a write replayed
+after a crash adds nothing), then the configured model derives observations (and
+high-confidence hard facts) from the peer's message. Before each model call: the peer's
+current facts and the observations most relevant to the message (FTS5 BM25), plus a model
+synthesis when a model is configured and the deadline leaves time (paused for a while after
+several consecutive timeouts: a model that slow wastes every call).
 """
 
 from __future__ import annotations
@@ -114,10 +115,16 @@ class EmbeddedBackend(IdentityBackend):
             )
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
-        """Store both messages, then derive observations from the peer's message."""
+        """Store both messages, then derive observations from the peer's message.
+
+        Idempotent by turn id: a replayed write (after a crash) finds the messages stored, and
+        derives only when the crash came before the deriver had finished with them.
+        """
         key = (turn.workspace, turn.peer)
-        message_id = await asyncio.to_thread(self._store_messages, turn, reply, session)
+        message_id, new = await asyncio.to_thread(self._store_messages, turn, reply, session)
         if not self.settings.derive:
+            return
+        if not new and await asyncio.to_thread(self.store.derived_from, *key, message_id):
             return
         model = await asyncio.to_thread(self.model)
         if model is None:
@@ -151,8 +158,11 @@ class EmbeddedBackend(IdentityBackend):
                     source=f"derived:{source}",
                     multi_valued=fact["predicate"] in MULTI_VALUED,
                 )
+        await asyncio.to_thread(self.store.mark_derived, message_id)
 
-    def _store_messages(self, turn: Turn, reply: Reply, session: Session) -> int:
+    def _store_messages(self, turn: Turn, reply: Reply, session: Session) -> tuple[int, bool]:
+        """Store the turn's two messages once; the user message's id, and whether it was new."""
+        new = self.store.turn_message(turn.workspace, turn.peer, turn.id, "user") is None
         common = {"thread": turn.thread, "session_id": session.id, "turn_id": turn.id}
         message_id = self.store.add_message(
             turn.workspace, turn.peer, role="user", content=turn.text, at=turn.created_at, **common
@@ -160,4 +170,4 @@ class EmbeddedBackend(IdentityBackend):
         self.store.add_message(
             turn.workspace, turn.peer, role="assistant", content=reply.text, at=reply.finished_at, **common
         )
-        return message_id
+        return message_id, new

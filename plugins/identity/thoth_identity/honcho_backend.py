@@ -63,7 +63,7 @@ class HonchoBackend(IdentityBackend):
         super().__init__(*args, **kwargs)
         self._clients: dict[tuple[str, bool], Honcho] = {}
         self._known: set[tuple[str, str, str]] = set()  # (honcho workspace, kind, id) created on the server
-        self._pending: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        self._pending: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}  # (turn id, role, text)
         self._lock = threading.Lock()
         # Pre-spawn calls get their own threads, so slow background writes never delay a turn.
         self._dialectic_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thoth-identity-dialectic")
@@ -153,26 +153,40 @@ class HonchoBackend(IdentityBackend):
     # --- background writes --------------------------------------------------------------
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
-        """Send both messages to the peer's Honcho session and refresh the cached representation."""
-        messages = [("user", turn.text), ("assistant", reply.text)]
+        """Send both messages to the peer's Honcho session and refresh the cached representation.
+
+        Idempotent by turn id: the local store records each turn whose messages Honcho accepted
+        (right after it did), and a recorded turn is not sent again, so a write replayed after a
+        crash (the core's turn journal) does not add the messages twice. The window left is a
+        kill between Honcho accepting a batch and that record: Honcho has no idempotency key.
+        """
+        messages = [(turn.id, "user", turn.text), (turn.id, "assistant", reply.text)]
         await asyncio.get_running_loop().run_in_executor(
             self._executor, self._ingest, turn.workspace, turn.peer, turn.thread, messages
         )
 
-    def _ingest(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str]]) -> None:
+    def _ingest(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str, str]]) -> None:
         key = (workspace, peer, thread)
         with self._lock:
             batch = (self._pending.pop(key, []) + messages)[-MAX_PENDING:]
         honcho = self.client(workspace, fast=False)
         sent = 0
         try:
+            already = self.store.sent(workspace, peer, sorted({turn_id for turn_id, _, _ in batch}))
+            batch = [m for m in batch if m[0] not in already]
+            if not batch:
+                return
             user = self._peer(honcho, peer, create=True)
             agent = self._peer(honcho, self.settings.agent_peer, create=True)
             honcho_session = self._session(honcho, peer, thread)
             for start in range(0, len(batch), 100):  # the API takes at most 100 messages per call
                 chunk = batch[start : start + 100]
-                honcho_session.add_messages([(user if role == "user" else agent).message(text) for role, text in chunk])
+                honcho_session.add_messages(
+                    [(user if role == "user" else agent).message(text) for _, role, text in chunk]
+                )
                 sent = start + len(chunk)
+                whole = {m[0] for m in batch[:sent]} - {m[0] for m in batch[sent:]}  # turns with every message sent
+                self.store.mark_sent(workspace, peer, thread, sorted(whole))
             representation = user.representation()
             if representation:
                 self.store.cache_put(workspace, peer, "representation", representation)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from thoth_core.storage import Migration
 
 # 1: peers, their messages, observations (with full-text index), hard facts, Honcho cache.
@@ -44,4 +46,35 @@ M001_CREATE_TABLES = """
         );
 """
 
-MIGRATIONS: list[Migration] = [M001_CREATE_TABLES]
+
+def m002_one_copy_per_turn(db: sqlite3.Connection) -> None:
+    """2: a turn's messages are stored once and derived from once; the turns sent to Honcho are remembered.
+
+    A post-turn write replayed after a crash (the core's turn journal) may repeat one that
+    happened; a unique index on (workspace, peer, turn_id, role) turns the repeat into a no-op.
+    Copies stored before this migration go, what was derived from them pointing at the kept one.
+    """
+    doubles = db.execute(
+        "SELECT m.id, min(kept.id) FROM messages m JOIN messages kept ON kept.workspace = m.workspace"
+        " AND kept.peer = m.peer AND kept.turn_id = m.turn_id AND kept.role = m.role AND kept.id < m.id"
+        " WHERE m.turn_id IS NOT NULL GROUP BY m.id"
+    ).fetchall()
+    for double, kept in doubles:
+        db.execute("UPDATE observations SET message_id = ? WHERE message_id = ?", (kept, double))
+        for prefix in ("message:", "derived:message:"):
+            db.execute(
+                "UPDATE observations SET source = ? WHERE source = ?", (f"{prefix}{kept}", f"{prefix}{double}")
+            )
+            db.execute("UPDATE facts SET source = ? WHERE source = ?", (f"{prefix}{kept}", f"{prefix}{double}"))
+        db.execute("DELETE FROM messages WHERE id = ?", (double,))
+    db.execute(
+        "CREATE UNIQUE INDEX messages_turn ON messages (workspace, peer, turn_id, role) WHERE turn_id IS NOT NULL"
+    )
+    db.execute("ALTER TABLE messages ADD COLUMN derived_at REAL")  # when the deriver finished with the message
+    db.execute(
+        "CREATE TABLE honcho_sent (workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL,"
+        " turn_id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (workspace, peer, turn_id))"
+    )
+
+
+MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn]

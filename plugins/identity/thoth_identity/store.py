@@ -1,4 +1,4 @@
-"""The identity layer's SQLite file: messages, observations (FTS5), hard facts, Honcho cache.
+"""The identity layer's SQLite file: messages, observations (FTS5), hard facts, Honcho cache and sent turns.
 
 One file per Thoth home (`$THOTH_HOME/identity/identity.db`). Every row carries its
 (workspace, peer); observations also carry an `owner` token indexed by FTS5, so a search is
@@ -104,20 +104,76 @@ class IdentityStore:
         content: str,
         at: float | None = None,
     ) -> int:
-        """Store one message of a peer's conversation; returns its id."""
-        self.ensure_peer(workspace, peer)
-        return self._write(
-            "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        """Store one message of a peer's conversation; returns its id.
+
+        A turn's message of a role is stored once: storing it again (a post-turn write replayed
+        after a crash) returns the stored one's id.
+        """
+        with self.lock:
+            self.ensure_peer(workspace, peer)
+            cursor = self.db.execute(
+                "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (workspace, peer, thread, session_id, turn_id, role, content, at or time.time()),
+            )
+            if cursor.rowcount:
+                return int(cursor.lastrowid or 0)
+            return self.turn_message(workspace, peer, str(turn_id), role) or 0
+
+    def turn_message(self, workspace: str, peer: str, turn_id: str, role: str) -> int | None:
+        """The id of a turn's stored message of this role (`user` or `assistant`), or None."""
+        rows = self._rows(
+            "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND turn_id = ? AND role = ?",
             workspace,
             peer,
-            thread,
-            session_id,
             turn_id,
             role,
-            content,
-            at or time.time(),
         )
+        return int(rows[0]["id"]) if rows else None
+
+    def mark_derived(self, message_id: int) -> None:
+        """Record that the deriver finished with this message (whatever it found)."""
+        self._write("UPDATE messages SET derived_at = ? WHERE id = ?", time.time(), message_id)
+
+    def derived_from(self, workspace: str, peer: str, message_id: int) -> bool:
+        """Whether the deriver finished with this message, or observations or facts come from it."""
+        return bool(
+            self._rows(
+                "SELECT 1 FROM messages WHERE id = ? AND derived_at IS NOT NULL"
+                " UNION ALL SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND message_id = ?"
+                " UNION ALL SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND source = ? LIMIT 1",
+                message_id,
+                workspace,
+                peer,
+                message_id,
+                workspace,
+                peer,
+                f"derived:message:{message_id}",
+            )
+        )
+
+    # --- turns sent to Honcho -------------------------------------------------------------
+
+    def mark_sent(self, workspace: str, peer: str, thread: str, turn_ids: list[str]) -> None:
+        """Remember that these turns' messages reached Honcho."""
+        with self.lock:
+            self.db.executemany(
+                "INSERT OR IGNORE INTO honcho_sent (workspace, peer, thread, turn_id, at) VALUES (?, ?, ?, ?, ?)",
+                [(workspace, peer, thread, turn_id, time.time()) for turn_id in turn_ids],
+            )
+
+    def sent(self, workspace: str, peer: str, turn_ids: list[str]) -> set[str]:
+        """Which of these turns' messages already reached Honcho."""
+        if not turn_ids:
+            return set()
+        marks = ",".join("?" * len(turn_ids))
+        rows = self._rows(
+            f"SELECT turn_id FROM honcho_sent WHERE workspace = ? AND peer = ? AND turn_id IN ({marks})",
+            workspace,
+            peer,
+            *turn_ids,
+        )
+        return {row["turn_id"] for row in rows}
 
     # --- observations -------------------------------------------------------------------
 
@@ -332,8 +388,11 @@ class IdentityStore:
                     "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND role = ? AND content = ? AND at = ?",
                     (workspace, peer, m["role"], m["content"], m["at"]),
                 ).fetchone()
-                if exists:
-                    message_ids[m.get("id", -1)] = exists[0]
+                known = exists[0] if exists else None
+                if known is None and m.get("turn_id"):  # the same turn's message, stored under another text
+                    known = self.turn_message(workspace, peer, m["turn_id"], m["role"])
+                if known is not None:
+                    message_ids[m.get("id", -1)] = known
                     continue
                 message_ids[m.get("id", -1)] = self.add_message(
                     workspace,
@@ -405,6 +464,7 @@ class IdentityStore:
                     "DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key
                 ).rowcount,
             }
+            self.db.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ?", key)
             self.db.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
             return receipt
 
@@ -430,4 +490,5 @@ class IdentityStore:
         messages = self.db.execute(
             "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
         ).rowcount
+        self.db.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread))
         return {"facts": facts, "observations": observations, "messages": messages}

@@ -12,6 +12,8 @@ from thoth_working import read_transcript, record_tool, scratch, transcript_path
 
 from thoth_core import ConfigError, ModelError, Session, hookimpl
 from thoth_core.budget import block_tokens, trim_history
+from thoth_core.journal import Entry
+from thoth_core.types import Reply, Turn
 from thoth_core.testing import check_layer_plugin, context_for
 
 
@@ -351,6 +353,74 @@ async def test_hooks_called_directly(runtime_at):
         "sessions": 1,
         "transcripts": 1,
     }
+
+
+async def test_a_replayed_turn_already_written_is_not_written_or_counted_twice(runtime_at):
+    runtime = runtime_at(replies=[{"reply": "noted"}])
+    result = await runtime.turn("my flight is at 9", peer="ann", thread="t")
+    await runtime.drain()
+    stand_in = Entry(result.turn, result.reply, result.session.id, result.session.started_at, ["working"]).session(
+        runtime
+    )
+    working.post_turn_write(session=stand_in)  # the write was done; the kill came before the journal knew
+    working.post_turn_write(session=stand_in)
+    turns = [e for e in lines_of(runtime, result.session) if e["type"] == "turn"]
+    assert [e["turn_id"] for e in turns] == [result.turn.id]
+    assert await runtime.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 1, "plugin": "working"}]
+    await runtime.turn("and the hotel?", peer="ann", thread="t")  # the live session goes on writing
+    await runtime.aclose()
+    assert [e["user"] for e in lines_of(runtime, result.session) if e["type"] == "turn"] == [
+        "my flight is at 9",
+        "and the hotel?",
+    ]
+
+    restarted = runtime_at()  # as the recovery at the next start sees it: no session open yet
+    stand_in = Entry(result.turn, result.reply, result.session.id, result.session.started_at, ["working"]).session(
+        restarted
+    )
+    working.post_turn_write(session=stand_in)
+    working.post_turn_write(session=stand_in)
+    assert len([e for e in lines_of(restarted, result.session) if e["type"] == "turn"]) == 2
+    assert await restarted.status(peer="ann") == [
+        {"layer": "working", "sessions": 1, "turns": 2, "plugin": "working"}
+    ]
+
+
+async def test_a_replay_after_a_kill_mid_line_starts_a_line_of_its_own(runtime_at):
+    runtime = runtime_at()
+    session = await runtime.session(peer="ann", thread="t")
+    path = transcript_path(runtime.home / "working", session.id, session.started_at)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"type": "session_start", "at": 1.0}\n{"type": "turn", "turn_id": "half')
+    turn = Turn("my flight is at 9", "ann", "t", id="turn-1")
+    working.post_turn_write(session=Entry(turn, Reply("noted"), session.id, session.started_at, []).session(runtime))
+    assert [(e["type"], e.get("turn_id")) for e in lines_of(runtime, session)] == [
+        ("session_start", None),
+        ("turn", "turn-1"),
+    ]
+
+
+async def test_recovery_through_the_runtime_keeps_one_copy_and_the_resumed_session_has_the_turn(runtime_at):
+    first = runtime_at(replies=[{"reply": "noted"}])
+    written = await first.turn("my flight is at 9", peer="ann", thread="t")
+    await first.drain()
+    # Killed after the transcript got the turn, before the journal struck it off:
+    first.journal.append(written.turn, written.reply, written.session, ["working"])
+    # and a second turn the working layer never wrote at all:
+    lost = Turn("the hotel is booked", "ann", "t", id="turn-lost")
+    first.journal.append(lost, Reply("noted too"), written.session, ["working"])
+    await first.aclose()
+
+    second = runtime_at(replies=[{"reply": "ok"}])
+    resumed = await second.session(peer="ann", thread="t")  # replays the journal, then resumes
+    assert second.journal.pending() == []
+    assert resumed.id == written.session.id
+    assert [m.content for m in resumed.history] == ["my flight is at 9", "noted", "the hotel is booked", "noted too"]
+    await second.turn("when is my flight?", peer="ann", thread="t")
+    await second.drain()
+    turns = [e["turn_id"] for e in lines_of(second, resumed) if e["type"] == "turn"]
+    assert turns == [written.turn.id, "turn-lost", second.last.turn.id]
+    assert await second.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 3, "plugin": "working"}]
 
 
 async def test_conformance(runtime_at):

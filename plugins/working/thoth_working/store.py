@@ -7,7 +7,10 @@ session start, UTC) holds every turn, tool call and error, one JSON object a lin
 restored from the transcript, so the conversation is stored once.
 
 `flush(session)` appends whatever `session.transcript` gained since the last flush (turns,
-errors, tool calls), so entries reach the file in the order the core recorded them.
+errors, tool calls), so entries reach the file in the order the core recorded them. A replayed
+turn (the core's stand-in session, `scratch["thoth.replay"]`, after a process was killed) goes
+through `replay(session)` instead: it appends only the turns whose `turn_id` the file lacks and
+recounts `turns` from the file, so a write that happened just before the kill is not repeated.
 """
 
 from __future__ import annotations
@@ -62,6 +65,24 @@ def transcript_path(root: Path, session_id: str, started_at: float) -> Path:
     """The JSONL file of a session: dated by its start (UTC)."""
     day = datetime.fromtimestamp(started_at, tz=UTC).strftime("%Y-%m-%d")
     return root / "transcripts" / day / f"{session_id}.jsonl"
+
+
+def _plain(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry as it reads back from its line: JSON round-tripped, without the key fields."""
+    return {k: v for k, v in json.loads(json.dumps(entry, default=str)).items() if k not in KEY_FIELDS}
+
+
+def _end_line(path: Path) -> None:
+    """End the file's last line if it is unfinished, so the next append starts a line of its own."""
+    try:
+        with path.open("rb+") as file:
+            if file.seek(0, 2) == 0:
+                return
+            file.seek(-1, 2)
+            if file.read(1) != b"\n":
+                file.write(b"\n")
+    except FileNotFoundError:
+        return
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:
@@ -151,6 +172,8 @@ class SessionStore:
 
     def flush(self, session: Session) -> int:
         """Append the session's transcript entries not yet on disk; returns how many."""
+        if session.scratch.get("thoth.replay"):
+            return self.replay(session)
         with self._lock:
             done = self._written.get(session.id, 0)
             entries = session.transcript[done:]
@@ -164,6 +187,36 @@ class SessionStore:
                 "VALUES (?,?,?,?,?,?,?) "
                 "ON CONFLICT(session_id) DO UPDATE SET last_active=excluded.last_active, turns=turns+?",
                 (session.id, *session.key, session.started_at, session.last_active, turns, turns),
+            )
+            return len(entries)
+
+    def replay(self, session: Session) -> int:
+        """Append a replayed session's turns the transcript file lacks (by `turn_id`); returns how many.
+
+        The stand-in session holds only the replayed turn, so the flush count of the live session
+        with the same id (if any) is left alone, and `turns` is recounted from the file: a process
+        killed between appending a turn and counting it leaves both right after the replay.
+        """
+        with self._lock:
+            path = self.path_of(session)
+            on_disk = read_transcript(path)
+            turn_ids = {e.get("turn_id") for e in on_disk if e.get("type") == "turn"}
+            others = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in on_disk if e.get("type") != "turn"]
+            entries = [
+                e
+                for e in session.transcript
+                if (e.get("turn_id") not in turn_ids if e.get("type") == "turn" else _plain(e) not in others)
+            ]
+            if entries:
+                _end_line(path)  # a process killed mid-write may have left half a line
+                self._append(session, entries)
+            turns = len(turn_ids | {e.get("turn_id") for e in entries if e.get("type") == "turn"})
+            self._db.execute(
+                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns) "
+                "VALUES (?,?,?,?,?,?,?) "
+                "ON CONFLICT(session_id) DO UPDATE SET last_active=max(last_active, excluded.last_active), "
+                "turns=excluded.turns",
+                (session.id, *session.key, session.started_at, session.last_active, turns),
             )
             return len(entries)
 
