@@ -82,8 +82,11 @@ def duplicated(home: Path, env: dict[str, str], texts: list[str]) -> dict[str, i
         [str(THOTH), "episodes", "list", "--peer", "ann", "--limit", "0", "--json"],
         cwd=home, env=env, capture_output=True, text=True, check=True,
     ).stdout.splitlines()
-    stores = {"working": lines, "episodic": episodes}
-    return {layer: sum(1 for t in texts if sum(t in line for line in rows) > 1) for layer, rows in stores.items()}
+    stores = {
+        "working": [json.loads(line)["user"] for line in lines],
+        "episodic": [json.loads(line)["user"] for line in episodes],
+    }
+    return {layer: sum(1 for t in texts if users.count(t) > 1) for layer, users in stores.items()}
 
 
 def found_in_layers(home: Path, env: dict[str, str], texts: list[str]) -> dict[str, list[str]]:
