@@ -16,6 +16,7 @@ from pathlib import Path
 import pluggy
 
 from ._calls import call_sync
+from .config import Config
 from .git import git_init
 
 CONFIG_NAME = "thoth.toml"
@@ -39,6 +40,17 @@ def find_config(start: Path | None = None) -> Path | None:
         if (candidate / CONFIG_NAME).is_file():
             return candidate / CONFIG_NAME
     return None
+
+
+def default_home(config: Config) -> Path:
+    """Where data lives: `$THOTH_HOME`, `[thoth] home`, else the per-user app dir."""
+    if os.environ.get("THOTH_HOME"):
+        return Path(os.environ["THOTH_HOME"]).expanduser()
+    if config.get("thoth.home"):
+        return (config.root / config.get("thoth.home")).expanduser()
+    import click
+
+    return Path(click.get_app_dir("thoth"))
 
 
 def no_home_hint() -> str:

@@ -23,9 +23,11 @@ from ._calls import call_each, call_sync, hook_loop
 from .budget import Assembly, assemble, trim_history
 from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
-from .journal import TurnJournal
+from .home import default_home
+from .journal import TurnJournal, replay, write_turn
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
+from .tools import recorded
 from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
 
 logger = logging.getLogger(__name__)
@@ -51,47 +53,6 @@ class TurnResult:
     assembly: Assembly
     session: Session
     turn: Turn
-
-
-def _recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) -> Callable[[Any], Awaitable[str]]:
-    """Wrap a tool handler so each call lands in the session transcript."""
-    handler = tool["handler"]
-
-    async def call(tool_input: Any) -> str:
-        entry: dict[str, Any] = {
-            "type": "tool",
-            "turn_id": turn.id,
-            "at": time.time(),
-            "plugin": plugin,
-            "name": tool["name"],
-            "input": tool_input,
-        }
-        session.transcript.append(entry)
-        try:
-            output = (
-                handler(tool_input)
-                if inspect.iscoroutinefunction(handler)
-                else await asyncio.to_thread(handler, tool_input)
-            )
-            output = await output if inspect.isawaitable(output) else output
-        except Exception as exc:
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            raise
-        entry["output"] = str(output)[:2000]
-        return str(output)
-
-    return call
-
-
-def default_home(config: Config) -> Path:
-    """Where data lives: `$THOTH_HOME`, `[thoth] home`, else the per-user app dir."""
-    if os.environ.get("THOTH_HOME"):
-        return Path(os.environ["THOTH_HOME"]).expanduser()
-    if config.get("thoth.home"):
-        return (config.root / config.get("thoth.home")).expanduser()
-    import click
-
-    return Path(click.get_app_dir("thoth"))
 
 
 class Runtime:
@@ -291,7 +252,7 @@ class Runtime:
                     logger.error("plugin %s: turn_tools returned %r, not a tool definition; skipped", plugin, tool)
                     continue
                 tools.append(
-                    dict(tool, handler=_recorded(tool, plugin, turn, session))
+                    dict(tool, handler=recorded(tool, plugin, turn, session))
                     if callable(tool.get("handler"))
                     else tool
                 )
@@ -344,18 +305,7 @@ class Runtime:
         return self._journal
 
     async def _write_turn(self, turn: Turn, reply: Reply, session: Session, writers: list[str]) -> None:
-        """Run the post-turn writes of these plugins, then strike off in the journal those that succeeded."""
-        kwargs = {"turn": turn, "reply": reply, "session": session}
-        outcomes = await call_each(
-            self.pm, "post_turn_write", kwargs, deadline_for=self.background_deadline, only=set(writers)
-        )
-        done = [plugin for plugin, _, call in outcomes if call.status == "ok"]
-        failed = {plugin: str(call.error) for plugin, _, call in outcomes if call.status != "ok"}
-        done += [p for p in writers if p not in done and p not in failed and not self.pm.has_plugin(p)]
-        try:
-            await asyncio.to_thread(self.journal.settle, turn.id, done=done, failed=failed)
-        except Exception as exc:  # noqa: BLE001
-            logger.error("turn %s: the journal could not be updated: %s", turn.id, exc)
+        failed = await write_turn(self, turn, reply, session, writers)
         if failed:
             self._report_unsaved(turn, failed)
 
@@ -366,15 +316,7 @@ class Runtime:
 
     async def recover(self) -> int:
         """Replay the journal: each turn a killed or failing process left unwritten goes to the plugins missing it."""
-        try:
-            entries = await asyncio.to_thread(self.journal.pending)
-        except Exception as exc:  # noqa: BLE001
-            logger.error("the turn journal cannot be read: %s", exc)
-            return 0
-        for entry in entries:
-            logger.info("turn %s: replaying its writes to %s", entry.turn.id, ", ".join(entry.plugins))
-            await self._write_turn(entry.turn, entry.reply, entry.session(self), entry.plugins)
-        return len(entries)
+        return await replay(self, self._write_turn)
 
     async def _ask(
         self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None
