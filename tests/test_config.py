@@ -29,6 +29,10 @@ def one_error_line(result) -> str:
     [
         ('[thoth\nmodel = "replay"\n', "thoth.toml:1: invalid TOML"),
         ('[thoth]\nmodel = "replay"\nmodel = "x"\n', "thoth.toml:3: invalid TOML"),
+        ("[thoth]\ndeadline = nan\n", "thoth.toml:2: thoth.deadline: must be positive and finite, got nan"),
+        ("[thoth]\ndeadline = inf\n", "thoth.toml:2: thoth.deadline: must be positive and finite, got inf"),
+        ("[budget]\ntotal = 100000000\n", "thoth.toml:2: budget.total: must be positive and below 10,000,000"),
+        ("[plugins.replay]\ndeadline = nan\n", "thoth.toml:2: plugins.replay.deadline: expected a positive number"),
         (
             '[models.anthropic]\napi_key = "sk-ant-api03-abc"\n',
             'thoth.toml:2: models.anthropic.api_key: secrets are references, not values: api_key = { "$env"',
@@ -50,6 +54,10 @@ def one_error_line(result) -> str:
     ids=[
         "syntax",
         "duplicate-key",
+        "nan-deadline",
+        "inf-deadline",
+        "absurd-budget",
+        "nan-plugin-deadline",
         "literal-secret",
         "wrong-type",
         "bool-for-int",

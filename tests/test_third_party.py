@@ -81,6 +81,14 @@ async def forget(peer, thread):
     if peer == "ann" and thread is None:
         return {"facts": 2, "notes": 1}
 """,
+    "slow_writer": """
+import time
+from thoth_core import hookimpl
+
+@hookimpl
+def post_turn_write(turn):
+    time.sleep(30)
+""",
     "disk_full": """
 import os
 from thoth_core import hookimpl
@@ -295,3 +303,18 @@ def test_a_turn_a_layer_cannot_save_exits_3_and_is_written_at_the_next_start(sit
     assert written.read_text() == "keep this\n"
     again = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="disk-full", WRITTEN=str(written))
     assert again.returncode == 0 and written.read_text() == "keep this\n"  # replayed once, then struck off
+
+
+def test_a_slow_post_turn_write_does_not_hold_the_exit_and_the_turn_stays_journaled(site, tmp_path):
+    (tmp_path / "thoth.toml").write_text(
+        '[thoth]\nmodel = "replay"\nexit_deadline = 1\n[models.replay]\nrules = [{ reply = "Noted." }]\n'
+    )
+    started = time.monotonic()
+    slow = thoth(site, tmp_path, "ask", "take your time", "--peer", "ann", load="slow-writer")
+    assert time.monotonic() - started < 10, "thoth ask waited for the 30 s write"
+    assert slow.returncode == 3 and slow.stdout == "Noted.\n", slow.stderr
+    assert "post-turn writes unfinished after 1 s; kept in the journal" in slow.stderr
+    assert "(post-turn writes: still running after 1 s); the turn is kept in the journal" in slow.stderr
+    started = time.monotonic()
+    later = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="slow-writer")  # replays, within bounds
+    assert later.returncode == 0 and time.monotonic() - started < 10, later.stderr

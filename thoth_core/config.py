@@ -7,6 +7,7 @@ its own `[plugins.NAME]` table. Secrets are never values in the file, only refer
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -25,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
         "workspace": "default",
         "deadline": 2.0,
         "background_deadline": 300.0,
+        "exit_deadline": 5.0,
         "idle_minutes": 30.0,
         "max_tokens": 1024,
     },
@@ -36,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "plugins": {"disabled": []},
 }
 
+# Upper bounds beyond which a value is surely a mistake (seconds, tokens).
+LIMITS = {"budget.total": 10_000_000, "budget.history": 10_000_000, "thoth.max_tokens": 10_000_000}
+
 # key -> (type, description) for the keys the core owns.
 SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.workspace": (str, "a string"),
@@ -43,6 +48,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.frontend": (str, "a frontend name"),
     "thoth.deadline": ((int, float), "a number of seconds"),
     "thoth.background_deadline": ((int, float), "a number of seconds"),
+    "thoth.exit_deadline": ((int, float), "a number of seconds"),
     "thoth.idle_minutes": ((int, float), "a number of minutes"),
     "thoth.max_tokens": (int, "an integer"),
     "thoth.home": (str, "a path"),
@@ -179,13 +185,16 @@ def validate(config: Config) -> None:
     for key in (
         "thoth.deadline",
         "thoth.background_deadline",
+        "thoth.exit_deadline",
         "thoth.idle_minutes",
         "thoth.max_tokens",
         "budget.total",
         "budget.history",
     ):
-        if config.get(key) is not None and config.get(key) <= 0:
-            raise config.error(key, f"must be positive, got {config.get(key)!r}")
+        limit = LIMITS.get(key, math.inf)
+        if config.get(key) is not None and not 0 < config.get(key) < limit:
+            bound = f"below {limit:,}" if limit < math.inf else "finite"
+            raise config.error(key, f"must be positive and {bound}, got {config.get(key)!r}")
     for key, value in config.get("budget.layers", {}).items():
         if key not in LAYERS:
             raise config.error(f"budget.layers.{key}", f"unknown layer; expected one of {', '.join(LAYERS)}")
@@ -211,7 +220,9 @@ def validate(config: Config) -> None:
             raise config.error(f"plugins.{name}", "expected a table")
         for key in ("deadline", "background_deadline"):
             value = table.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+            ):
                 raise config.error(f"plugins.{name}.{key}", f"expected a positive number of seconds, got {value!r}")
 
 

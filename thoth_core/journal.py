@@ -4,23 +4,20 @@ One synced row per turn (`$THOTH_HOME/journal.db`, SQLite with `synchronous=FULL
 turn, the reply, the session it belongs to and the plugins whose `post_turn_write` has not yet
 succeeded. Each plugin that succeeds is struck off; the row goes when none is left. A process
 killed after the reply was shown leaves the row behind, and the next runtime replays it to the
-plugins still listed (`Runtime.recover`). A plugin that fails stays listed: the next start
+plugins still listed (`thoth_core.writes.TurnWriter.recover`). A plugin that fails stays listed: the next start
 retries it, and the user is told the turn is not saved yet.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sqlite3
 import threading
 from dataclasses import asdict, dataclass
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ._calls import call_each
 from .storage import connect, migrate
 from .types import Reply, Session, Turn, Usage
 
@@ -166,35 +163,6 @@ class TurnJournal:
         """Close the file."""
         with self._lock:
             self._db.close()
-
-
-async def write_turn(runtime: Any, turn: Turn, reply: Reply, session: Session, writers: list[str]) -> dict[str, str]:
-    """Run these plugins' post-turn writes, strike off those that succeeded; returns plugin -> error of the rest."""
-    kwargs = {"turn": turn, "reply": reply, "session": session}
-    outcomes = await call_each(
-        runtime.pm, "post_turn_write", kwargs, deadline_for=runtime.background_deadline, only=set(writers)
-    )
-    done = [plugin for plugin, _, call in outcomes if call.status == "ok"]
-    failed = {plugin: str(call.error) for plugin, _, call in outcomes if call.status != "ok"}
-    done += [p for p in writers if p not in done and p not in failed and not runtime.pm.has_plugin(p)]  # uninstalled
-    try:
-        await asyncio.to_thread(runtime.journal.settle, turn.id, done=done, failed=failed)
-    except Exception as exc:  # noqa: BLE001 - the writes happened; a later replay repeats them, idempotently
-        logger.error("turn %s: the journal could not be updated: %s", turn.id, exc)
-    return failed
-
-
-async def replay(runtime: Any, write: Callable[[Turn, Reply, Session, list[str]], Awaitable[None]]) -> int:
-    """Hand each journaled turn to `write` for the plugins still missing it; returns how many turns."""
-    try:
-        entries = await asyncio.to_thread(runtime.journal.pending)
-    except Exception as exc:  # noqa: BLE001
-        logger.error("the turn journal cannot be read: %s", exc)
-        return 0
-    for entry in entries:
-        logger.info("turn %s: replaying its writes to %s", entry.turn.id, ", ".join(entry.plugins))
-        await write(entry.turn, entry.reply, entry.session(runtime), entry.plugins)
-    return len(entries)
 
 
 def _entry(turn: str, reply: str, session_id: str, started: float, plugins: str, attempts: int, error: str | None) -> Entry:

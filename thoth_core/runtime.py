@@ -24,10 +24,11 @@ from .budget import Assembly, assemble, trim_history
 from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
-from .journal import TurnJournal, replay, write_turn
+from .journal import TurnJournal
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
 from .tools import recorded
+from .writes import TurnWriter
 from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
 
 logger = logging.getLogger(__name__)
@@ -79,9 +80,8 @@ class Runtime:
         self._models: dict[str, Callable[..., Model]] | None = None
         self._model: Model | None = None
         self._commands: dict[str, Command] | None = None
-        self._journal: TurnJournal | None = None
+        self.writes = TurnWriter(self)
         self._recovered = False
-        self.unsaved: list[dict[str, Any]] = []  # replied turns some layer could not write (still journaled)
         call_sync(self.pm, "configure", runtime=self)
 
     @classmethod
@@ -288,35 +288,22 @@ class Runtime:
         session.record(turn, reply)
         result = TurnResult(reply, assembly, session, turn)
         self.last = result
-        writers = [impl.plugin_name for impl in self.pm.hook.post_turn_write.get_hookimpls()]
-        try:
-            await asyncio.to_thread(self.journal.append, turn, reply, session, writers)
-        except Exception as exc:  # noqa: BLE001 - the reply stands; the loss is reported, not raised
-            logger.error("turn %s: the journal could not keep it: %s: %s", turn.id, type(exc).__name__, exc)
-            self._report_unsaved(turn, {"journal": f"{type(exc).__name__}: {exc}"})
-        self.background(self._write_turn(turn, reply, session, writers))
+        await self.writes.start(turn, reply, session)
         return result
 
     @property
     def journal(self) -> TurnJournal:
-        """The turn journal of this home, opened on first use."""
-        if self._journal is None:
-            self._journal = TurnJournal(self.home / "journal.db")
-        return self._journal
+        """The turn journal of this home."""
+        return self.writes.journal
 
-    async def _write_turn(self, turn: Turn, reply: Reply, session: Session, writers: list[str]) -> None:
-        failed = await write_turn(self, turn, reply, session, writers)
-        if failed:
-            self._report_unsaved(turn, failed)
-
-    def _report_unsaved(self, turn: Turn, failed: dict[str, str]) -> None:
-        entry = {"turn_id": turn.id, "peer": turn.peer, "thread": turn.thread, "failed": failed}
-        self.unsaved.append(entry)
-        self.notify("turn_unsaved", **entry)
+    @property
+    def unsaved(self) -> list[dict[str, Any]]:
+        """Replied turns some layer could not write yet (they stay journaled)."""
+        return self.writes.unsaved
 
     async def recover(self) -> int:
         """Replay the journal: each turn a killed or failing process left unwritten goes to the plugins missing it."""
-        return await replay(self, self._write_turn)
+        return await self.writes.recover()
 
     async def _ask(
         self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None
@@ -463,14 +450,20 @@ class Runtime:
         task.add_done_callback(self._background.discard)
         return task
 
-    async def drain(self) -> None:
-        """Wait for all background writes to finish."""
+    async def drain(self, *, writes_within: float | None = None) -> None:
+        """Wait for all background work; post-turn writes only `writes_within` seconds (then they are abandoned)."""
+        loop = asyncio.get_running_loop()
+        until = None if writes_within is None else loop.time() + writes_within
         while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+            writing = until is not None and any(task in self.writes.running for task in self._background)
+            timeout = max(0.0, until - loop.time()) if writing and until is not None else None
+            done, _ = await asyncio.wait(list(self._background), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done and writing:
+                self._background.difference_update(self.writes.abandon(writes_within or 0.0))
 
     async def aclose(self) -> None:
-        """Finish background work and close plugin state."""
-        await self.drain()
+        """Finish background work (post-turn writes for at most `[thoth] exit_deadline` s) and close plugin state."""
+        await self.drain(writes_within=float(self.config.get("thoth.exit_deadline")))
         for name, state in self._state.items():
             close = getattr(state, "close", None)
             if close is not None:
@@ -481,9 +474,7 @@ class Runtime:
                 except Exception as exc:  # noqa: BLE001
                     logger.error("plugin %s: closing state failed: %s", name, exc)
         self._state.clear()
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        self.writes.close()
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
