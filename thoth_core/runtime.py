@@ -27,6 +27,7 @@ from .home import default_home
 from .journal import TurnJournal
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
+from .redact import redact
 from .tools import recorded
 from .writes import TurnWriter
 from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
@@ -285,10 +286,12 @@ class Runtime:
             max_tokens=int(self.config.get("thoth.max_tokens")),
         )
         reply = await self._ask(self.model(), request, turn, session, on_delta)
-        session.record(turn, reply)
+        # what is kept (history, transcript, journal, every layer) has its secrets replaced by typed placeholders
+        kept_turn, kept_reply = replace(turn, text=redact(turn.text)), replace(reply, text=redact(reply.text))
+        session.record(kept_turn, kept_reply)
         result = TurnResult(reply, assembly, session, turn)
         self.last = result
-        await self.writes.start(turn, reply, session)
+        await self.writes.start(kept_turn, kept_reply, session)
         return result
 
     @property
@@ -322,12 +325,12 @@ class Runtime:
                         await outcome
         except ThothError as exc:
             session.transcript.append(
-                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)}
+                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": redact(turn.text), "error": str(exc)}
             )
             raise
         except Exception as exc:
             session.transcript.append(
-                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": turn.text, "error": str(exc)}
+                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": redact(turn.text), "error": str(exc)}
             )
             raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
         return Reply(text="".join(parts), model=model.name, usage=usage)

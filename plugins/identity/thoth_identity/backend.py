@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
+from thoth_core.redact import find_secrets
 
 from .facts import parse_remember
 from .settings import IdentitySettings
@@ -102,6 +103,9 @@ class IdentityBackend:
         text = text.strip()
         if not text:
             raise ThothError("nothing to remember; try `/remember my name is Ada` or `/remember timezone: CET`")
+        secrets = find_secrets(text)
+        if secrets:
+            raise ThothError(f"not stored: that holds a secret ({', '.join(secrets)}); secrets are never kept in memory")
         parsed = parse_remember(text)
         if parsed is None:
             self.store.add_observation(

@@ -24,7 +24,7 @@ from thoth_core.budget import truncate
 
 from . import firewall
 from .memory import MemoryFile, Owner, split_owner, tagged
-from .redact import redact
+from thoth_core.redact import redact
 from .reflect import records
 from .schema import utc_day
 from .settings import State, state

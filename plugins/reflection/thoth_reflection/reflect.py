@@ -23,7 +23,7 @@ from thoth_core.budget import truncate
 from thoth_core.types import new_id
 
 from . import firewall, queue, schema, spans
-from .redact import redact, redact_tree
+from thoth_core.redact import redact, redact_tree
 from .settings import State, state
 from .transient import TransientRecords
 

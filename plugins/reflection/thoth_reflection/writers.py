@@ -14,7 +14,7 @@ from thoth_core import Session
 
 from . import queue
 from .memory import MemoryFile
-from .redact import redact
+from thoth_core.redact import redact
 from .schema import check_at_seconds, utc_day
 from .settings import State
 

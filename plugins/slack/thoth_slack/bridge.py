@@ -159,7 +159,11 @@ class SlackBridge:
         app.action(REJECT)(self._on_button)
 
     def _gate(self, req: Any, context: Any, next: Any) -> BoltResponse | None:  # noqa: A002 - Bolt's name
-        """Drop Slack's retries (the first delivery was answered) and foreign workspaces or channels."""
+        """Drop Slack's retries, requests already handled (replays) and foreign workspaces or channels.
+
+        Bolt has checked the signature and timestamp before this runs, so a forged request is
+        never recorded as seen.
+        """
         retry = (req.headers.get("x-slack-retry-num") or ["0"])[0]
         if retry.isdigit() and int(retry) > 0:  # Socket Mode sends "0" on a first delivery
             return BoltResponse(status=200, body="")
@@ -169,6 +173,10 @@ class SlackBridge:
                 context.team_id,
                 context.channel_id,
             )
+            return BoltResponse(status=200, body="")
+        key = request_key(req.body)
+        if key is not None and not self.ledger.first_time(key):
+            logger.info("slack: ignored a request already handled (%s)", key.partition("|")[0])
             return BoltResponse(status=200, body="")
         next()
         return None
@@ -379,6 +387,31 @@ class SlackBridge:
             dms = [self.outbox.dm_channel(founder) for founder in self.settings.founders]
             return dms or channel
         return channel
+
+
+def request_key(body: Any) -> str | None:
+    """What identifies one delivery of an inbound request, the same in a replay or a redelivery; None if nothing does.
+
+    Events API payloads (HTTP or Socket Mode) carry a globally unique `event_id`. A button press
+    (`block_actions`) has no such id: its `trigger_id` (unique per interaction), the presser, the
+    message and each action's id and `action_ts` together identify it.
+    """
+    if not isinstance(body, dict):
+        return None
+    if body.get("event_id"):
+        return f"event {body['event_id']}"
+    if body.get("type") == "block_actions" and body.get("actions"):
+        container = body.get("container") or {}
+        parts = [
+            str(body.get("trigger_id") or ""),
+            str((body.get("user") or {}).get("id") or ""),
+            str(container.get("channel_id") or ""),
+            str(container.get("message_ts") or ""),
+        ]
+        for action in body["actions"]:
+            parts += [str(action.get("action_id") or ""), str(action.get("action_ts") or "")]
+        return f"action {body['actions'][0].get('action_id')} trigger {body.get('trigger_id')}|" + "|".join(parts)
+    return None
 
 
 TITLES = {"skill": "Skill draft waiting for approval", "persona": "Persona observation"}

@@ -4,13 +4,20 @@ The ledger remembers which Slack messages are the agent's (a reply to a turn, or
 card), so that a reaction or a button on one can be traced back to its turn or item, also
 after a restart: the newest are kept in memory, those of the last `KEEP_DAYS` in SQLite
 (`$THOTH_HOME/slack/ledger.db`).
+
+The same file remembers which inbound requests were already handled (`Ledger.first_time`), so an
+event or a button press delivered twice (a replay of a signed request inside Slack's 5-minute
+window, a redelivery, a second worker sharing the home) is answered once. It keeps only a hash
+of each request's ids, for `SEEN_KEEP_SECONDS`: no text and no peer, so `forget` leaves it alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +36,8 @@ from .mrkdwn import split, to_mrkdwn
 logger = logging.getLogger(__name__)
 
 KEEP_DAYS = 90
+SEEN_KEEP_SECONDS = 86400  # far past Slack's 5-minute signature window and its retries (within the hour)
+PRUNE_EVERY_SECONDS = 3600
 
 THREAD_KEY = re.compile(r"^(?P<channel>[CDG][A-Z0-9]+)(?::(?P<ts>\d+\.\d+))?$")
 
@@ -66,19 +75,64 @@ SCHEMA = f"""
 CREATE TABLE posted ({", ".join(COLUMNS)}, at REAL NOT NULL, PRIMARY KEY (channel, ts));
 CREATE INDEX posted_at ON posted (at)
 """
+SEEN_SCHEMA = """
+CREATE TABLE seen (key TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
+CREATE INDEX seen_at ON seen (at)
+"""
 
 
 class Ledger:
-    """The agent's messages by (channel, ts): the newest in memory, all of the last KEEP_DAYS on disk; thread-safe."""
+    """The agent's messages by (channel, ts): the newest in memory, all of the last KEEP_DAYS on disk; thread-safe.
+
+    Also the inbound requests already handled (hashed ids, kept SEEN_KEEP_SECONDS), see `first_time`.
+    """
 
     def __init__(self, path: Path | None = None, size: int = 10_000) -> None:
         self._items: OrderedDict[tuple[str, str], Posted] = OrderedDict()
+        self._seen: dict[str, float] = {}  # hashed request key -> when, without a file
         self._size = size
         self._lock = threading.Lock()
         self._db = None if path is None else connect(path)
+        self._pruned = 0.0
         if self._db is not None:
-            migrate(self._db, [SCHEMA])
+            migrate(self._db, [SCHEMA, SEEN_SCHEMA])
             self._db.execute("DELETE FROM posted WHERE at < ?", (time.time() - KEEP_DAYS * 86400,))
+        with self._lock:
+            self._prune(time.time())
+
+    def first_time(self, key: str, now: float | None = None) -> bool:
+        """Record an inbound request's key; True if it was not seen before (in this or any process on the file).
+
+        The check and the record are one `INSERT OR IGNORE`, so of two workers sharing the home
+        exactly one gets True. Only a hash of the key is stored. If the file cannot be written
+        (disk full, read-only) the request counts as new: better answered twice than never.
+        """
+        now = time.time() if now is None else now
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        with self._lock:
+            if now - self._pruned >= PRUNE_EVERY_SECONDS:
+                self._prune(now)
+            if self._db is not None:
+                try:
+                    return self._db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (digest, now)).rowcount == 1
+                except sqlite3.Error as exc:  # answer it rather than drop it: Slack would not send it again
+                    logger.warning("slack: could not record a request as handled (%s); handling it", exc)
+                    return True
+            if digest in self._seen:
+                return False
+            self._seen[digest] = now
+            return True
+
+    def _prune(self, now: float) -> None:
+        """Drop request keys older than SEEN_KEEP_SECONDS (hold the lock)."""
+        self._pruned = now
+        cutoff = now - SEEN_KEEP_SECONDS
+        self._seen = {digest: at for digest, at in self._seen.items() if at >= cutoff}
+        if self._db is not None:
+            try:
+                self._db.execute("DELETE FROM seen WHERE at < ?", (cutoff,))
+            except sqlite3.Error as exc:
+                logger.warning("slack: could not prune handled requests: %s", exc)
 
     def add(self, posted: Posted) -> None:
         """Remember a posted message."""

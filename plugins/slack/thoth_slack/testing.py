@@ -284,6 +284,36 @@ def dm(
     }
 
 
+def again(request: BoltRequest) -> BoltRequest:
+    """The same request byte for byte, signature included: a replay (or a redelivery) of it."""
+    return BoltRequest(body=request.raw_body, headers={k: list(v) for k, v in request.headers.items()})
+
+
+def button_press(action_id: str, item_id: str, *, user: str, channel: str, ts: str, team: str = TEAM) -> BoltRequest:
+    """A signed block_actions request: a person pressed a card's button (a new trigger_id and action_ts each time)."""
+    payload = {
+        "type": "block_actions",
+        "team": {"id": team},
+        "user": {"id": user},
+        "api_app_id": "A1",
+        "trigger_id": f"{int(time.time())}.{uuid.uuid4().hex[:20]}",
+        "container": {"type": "message", "message_ts": ts, "channel_id": channel},
+        "channel": {"id": channel},
+        "message": {"ts": ts, "text": item_id},
+        "response_url": "http://127.0.0.1:9/unused",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "thoth_decision",
+                "value": item_id,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return signed(urlencode({"payload": json.dumps(payload)}), content_type="application/x-www-form-urlencoded")
+
+
 class Harness:
     """A running bridge, its runtime and the fake Web API, with helpers to send it requests."""
 
@@ -292,38 +322,18 @@ class Harness:
 
     def send(self, event: dict[str, Any], *, team: str = TEAM, wait: bool = True) -> Any:
         """Dispatch a signed event; by default wait until the work it started is done."""
-        response = self.bridge.app.dispatch(signed(json.dumps(event_body(event, team=team))))
+        return self.dispatch(signed(json.dumps(event_body(event, team=team))), wait=wait)
+
+    def dispatch(self, request: BoltRequest, *, wait: bool = True) -> Any:
+        """Dispatch a request as it is (e.g. one built by `signed` or `again`); by default wait for its work."""
+        response = self.bridge.app.dispatch(request)
         if wait:
             self.bridge.loop.join()
         return response
 
     def click(self, action_id: str, item_id: str, *, user: str, channel: str, ts: str) -> Any:
         """A signed block_actions request: a person pressed a card's button."""
-        payload = {
-            "type": "block_actions",
-            "team": {"id": TEAM},
-            "user": {"id": user},
-            "api_app_id": "A1",
-            "trigger_id": "t1",
-            "container": {"type": "message", "message_ts": ts, "channel_id": channel},
-            "channel": {"id": channel},
-            "message": {"ts": ts, "text": item_id},
-            "response_url": "http://127.0.0.1:9/unused",
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": action_id,
-                    "block_id": "thoth_decision",
-                    "value": item_id,
-                    "action_ts": "1",
-                }
-            ],
-        }
-        response = self.bridge.app.dispatch(
-            signed(urlencode({"payload": json.dumps(payload)}), content_type="application/x-www-form-urlencoded")
-        )
-        self.bridge.loop.join()
-        return response
+        return self.dispatch(button_press(action_id, item_id, user=user, channel=channel, ts=ts))
 
     def react(self, name: str, *, user: str, channel: str, ts: str) -> Any:
         """A person added a reaction to a message."""

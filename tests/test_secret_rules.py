@@ -17,8 +17,8 @@ import string
 import time
 
 import pytest
-from thoth_reflection.redact import find_secrets, redact
-from thoth_reflection.secret_rules import KINDS
+from thoth_core.redact import find_secrets, redact
+from thoth_core.secret_rules import KINDS
 
 rng = random.Random(20260415)
 LOWER, UPPER, DIGITS = string.ascii_lowercase, string.ascii_uppercase, string.digits

@@ -1,4 +1,4 @@
-"""Secret redaction for text headed into persona files, the audit log and other layers.
+"""Secret redaction for everything Thoth keeps: turns, replies, notes, the queue, the audit log.
 
 The kinds of secret and their expressions live in `secret_rules.RULES`. Every rule runs over
 the original text and yields the exact span of a secret (its group `secret`), widened to the
@@ -16,7 +16,6 @@ from .secret_rules import KINDS, RULES, SecretRule
 
 __all__ = ["KINDS", "RULES", "SecretRule", "find_secrets", "redact", "redact_tree", "secret_spans"]
 
-PATTERNS = RULES  # the name this table had before it moved to `secret_rules`
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*+")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 

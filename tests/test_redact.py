@@ -10,7 +10,7 @@ import random
 import string
 
 import pytest
-from thoth_reflection.redact import find_secrets, redact, redact_tree
+from thoth_core.redact import find_secrets, redact, redact_tree
 
 rng = random.Random(20261121)
 ALNUM = string.ascii_letters + string.digits
