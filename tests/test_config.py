@@ -29,6 +29,8 @@ def one_error_line(result) -> str:
     [
         ('[thoth\nmodel = "replay"\n', "thoth.toml:1: invalid TOML"),
         ('[thoth]\nmodel = "replay"\nmodel = "x"\n', "thoth.toml:3: invalid TOML"),
+        ("[thoht]\nmodel = 'replay'\n", "thoth.toml:1: thoht: unknown section; did you mean 'thoth'?"),
+        ("[thoth]\ndeadlin = 2\n", "thoth.toml:2: thoth.deadlin: unknown key in [thoth]; did you mean 'deadline'?"),
         ("[thoth]\ndeadline = nan\n", "thoth.toml:2: thoth.deadline: must be positive and finite, got nan"),
         ("[thoth]\ndeadline = inf\n", "thoth.toml:2: thoth.deadline: must be positive and finite, got inf"),
         ("[budget]\ntotal = 100000000\n", "thoth.toml:2: budget.total: must be positive and below 10,000,000"),
@@ -54,6 +56,8 @@ def one_error_line(result) -> str:
     ids=[
         "syntax",
         "duplicate-key",
+        "misspelt-section",
+        "misspelt-key",
         "nan-deadline",
         "inf-deadline",
         "absurd-budget",
@@ -117,7 +121,14 @@ def test_essential_plugins_cannot_be_disabled(tmp_path, name):
     assert f"thoth.toml:2: plugins.disabled: plugin '{name}' is essential" in line and "cannot be disabled" in line
 
 
+def test_config_set_outside_an_agent_home_says_how_to_make_one_and_writes_nothing(tmp_path):
+    line = one_error_line(run_thoth("config", "set", "thoth.deadline", "1.5", cwd=tmp_path))
+    assert line.startswith(f"thoth: error: no agent home here (no thoth.toml in {tmp_path} or its parents)")
+    assert "`thoth init DIR`" in line and not (tmp_path / "thoth.toml").exists()
+
+
 def test_config_set_then_get_round_trips_through_the_file(tmp_path):
+    (tmp_path / "thoth.toml").write_text("")
     assert run_thoth("config", "set", "thoth.deadline", "1.5", cwd=tmp_path).returncode == 0
     assert run_thoth("config", "set", "plugins.replay.greeting", "Hello there", cwd=tmp_path).returncode == 0
     assert run_thoth("config", "set", "budget.layers.episodic", "300", cwd=tmp_path).returncode == 0
@@ -212,9 +223,10 @@ def test_config_set_can_repair_a_wrong_value(tmp_path):
 
 
 def test_config_set_refuses_to_disable_an_essential_plugin(tmp_path):
+    (tmp_path / "thoth.toml").write_text("")
     line = one_error_line(run_thoth("config", "set", "plugins.disabled", '["procedural"]', cwd=tmp_path))
     assert "plugins.disabled: plugin 'procedural' is essential" in line
-    assert not (tmp_path / "thoth.toml").exists()
+    assert (tmp_path / "thoth.toml").read_text() == ""
 
 
 INSTALLED = {point.name for point in entry_points(group="thoth")}

@@ -251,6 +251,10 @@ def config_set(key: str, value: str) -> None:
     thoth config set models.anthropic.api_key '{ "$env" = "ANTHROPIC_API_KEY" }'
     """
     path = config_path()
+    if not path.exists() and not os.environ.get("THOTH_CONFIG"):
+        from .home import no_home_hint
+
+        raise ThothError(no_home_hint().replace("; running with built-in defaults: no persona, skills or notes", ""))
     stored = set_value(path, key, value)
     click.echo(f"{path}: {key} = {json.dumps(stored)}")
 

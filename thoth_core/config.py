@@ -7,6 +7,7 @@ its own `[plugins.NAME]` table. Secrets are never values in the file, only refer
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -38,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "plugins": {"disabled": []},
 }
 
-# Upper bounds beyond which a value is surely a mistake (seconds, tokens).
+# Upper bounds beyond which a token count is surely a mistake.
 LIMITS = {"budget.total": 10_000_000, "budget.history": 10_000_000, "thoth.max_tokens": 10_000_000}
 
 # key -> (type, description) for the keys the core owns.
@@ -171,11 +172,28 @@ def literal_secrets(data: dict[str, Any], prefix: str = "") -> list[str]:
     return found
 
 
+SECTIONS = ("thoth", "budget", "plugins", "models")
+
+
+def unknown(name: str, known: list[str], what: str) -> str:
+    """`unknown section; did you mean [thoth]?`: the message for a name that is not among the known ones."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"unknown {what}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}")
+
+
 def validate(config: Config) -> None:
     """Check the core's own keys; raises ConfigError on the first bad one."""
+    for section in config.data:
+        if section not in SECTIONS:
+            raise config.error(section, unknown(section, list(SECTIONS), "section"))
     for section in ("thoth", "budget", "plugins", "models"):
         if section in config.data and not isinstance(config.data[section], dict):
             raise config.error(section, "expected a table")
+    for section in ("thoth", "budget"):
+        known = [key.split(".", 1)[1] for key in SCHEMA if key.startswith(f"{section}.")]
+        for key in config.data.get(section, {}):
+            if key not in known:
+                raise config.error(f"{section}.{key}", unknown(key, known, f"key in [{section}]"))
     for key, (kind, description) in SCHEMA.items():
         value = config.get(key)
         if value is None:

@@ -25,18 +25,18 @@ def repository_of(path: Path) -> Path | None:
     return Path(found.stdout.strip()) if found.returncode == 0 and found.stdout.strip() else None
 
 
-def git_commit(path: Path, message: str) -> str | None:
-    """Commit exactly `path` (added, changed or removed files) with message; returns the commit id.
+def git_commit(path: Path, message: str, *, only: list[Path] | None = None) -> str | None:
+    """Commit exactly `path` (added, changed or removed files), or just the `only` paths in it; returns the commit id.
 
-    Other staged changes in the repository are left out (`git commit -- PATH`). Returns None when
+    Other changes in the repository are left out (`git commit -- PATH...`). Returns None when
     path is not in a repository or the commit failed (logged with git's message).
     """
     repo = repository_of(path if path.is_dir() else path.parent)
     if repo is None:
         return None
-    relative = os.path.relpath(path.resolve(), repo.resolve())
+    relative = [os.path.relpath(p.resolve(), repo.resolve()) for p in (only or [path])]
     identity = () if _git(repo, "config", "user.email").stdout.strip() else FALLBACK_IDENTITY
-    steps = {"add": ("add", "-A", "--", relative), "commit": (*identity, "commit", "-q", "-m", message, "--", relative)}
+    steps = {"add": ("add", "-A", "--", *relative), "commit": (*identity, "commit", "-q", "-m", message, "--", *relative)}
     for name, args in steps.items():
         done = _git(repo, *args)
         if done.returncode != 0:
@@ -45,12 +45,12 @@ def git_commit(path: Path, message: str) -> str | None:
     return _git(repo, "rev-parse", "HEAD").stdout.strip() or None
 
 
-def git_init(root: Path, message: str) -> str | None:
-    """Make root a git repository (unless it is one) and commit everything in it; returns the commit id."""
+def git_init(root: Path, message: str, files: list[str]) -> str | None:
+    """Make root a git repository (unless it is one) and commit these files of it; returns the commit id."""
     try:
         if not (root / ".git").exists() and _git(root, "init", "-q").returncode != 0:
             return None
     except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("git is not available (%s): the agent home is not a git repository", exc)
         return None
-    return git_commit(root, message)
+    return git_commit(root, message, only=[root / name for name in files])

@@ -82,5 +82,5 @@ def init_home(root: Path, pm: pluggy.PluginManager) -> InitReport:
     for _plugin, written in call_sync(pm, "init_home", root=report.root):
         report.written += written or []
     if report.written:
-        report.commit = git_init(report.root, "Create agent home (thoth init)")
+        report.commit = git_init(report.root, "Create agent home (thoth init)", report.written)
     return report

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +43,10 @@ MIGRATIONS = [
         error TEXT
     );
     CREATE INDEX pending_owner ON pending (workspace, peer, thread);
-    """
+    """,
+    "ALTER TABLE pending ADD COLUMN writer_pid INTEGER; ALTER TABLE pending ADD COLUMN journaled_at REAL",
 ]
+IN_FLIGHT_SECONDS = 3600  # a row of another live process younger than this is its own, still being written
 
 
 @dataclass
@@ -118,33 +122,49 @@ class TurnJournal:
             json.dumps(asdict(turn), default=str),
             json.dumps(asdict(reply)),
             json.dumps(plugins),
+            os.getpid(),
+            time.time(),
         )
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO pending VALUES (?,?,?,?,?,?,?,?,?,0,NULL)", row)
+            self._db.execute("INSERT OR REPLACE INTO pending VALUES (?,?,?,?,?,?,?,?,?,0,NULL,?,?)", row)
 
     def settle(self, turn_id: str, *, done: list[str], failed: dict[str, str]) -> None:
         """Strike off the plugins that wrote the turn; count an attempt for those that failed."""
         with self._lock:
-            found = self._db.execute("SELECT plugins FROM pending WHERE turn_id=?", (turn_id,)).fetchone()
-            if found is None:
-                return
-            left = [p for p in json.loads(found[0]) if p not in done]
-            if not left:
-                self._db.execute("DELETE FROM pending WHERE turn_id=?", (turn_id,))
-                return
-            error = "; ".join(f"{plugin}: {message}" for plugin, message in failed.items()) or None
-            self._db.execute(
-                "UPDATE pending SET plugins=?, attempts=attempts+?, error=coalesce(?, error) WHERE turn_id=?",
-                (json.dumps(left), 1 if failed else 0, error, turn_id),
-            )
+            self._db.execute("BEGIN IMMEDIATE")  # another process may settle the same turn (a replay)
+            try:
+                found = self._db.execute("SELECT plugins FROM pending WHERE turn_id=?", (turn_id,)).fetchone()
+                left = [p for p in json.loads(found[0]) if p not in done] if found else []
+                if found and not left:
+                    self._db.execute("DELETE FROM pending WHERE turn_id=?", (turn_id,))
+                elif found:
+                    error = "; ".join(f"{plugin}: {message}" for plugin, message in failed.items()) or None
+                    self._db.execute(
+                        "UPDATE pending SET plugins=?, attempts=attempts+?, error=coalesce(?, error) WHERE turn_id=?",
+                        (json.dumps(left), 1 if failed else 0, error, turn_id),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
-    def pending(self) -> list[Entry]:
-        """Every turn some plugin has not written yet, oldest first."""
+    def pending(self, *, others_in_flight: bool = True) -> list[Entry]:
+        """Every turn some plugin has not written yet, oldest first.
+
+        With `others_in_flight=False`, leave out the turns another live process journaled within the
+        last hour: that process is still writing them (a chat open beside a `thoth ask`).
+        """
         with self._lock:
             rows = self._db.execute(
-                "SELECT turn, reply, session_id, session_started, plugins, attempts, error FROM pending ORDER BY rowid"
+                "SELECT turn, reply, session_id, session_started, plugins, attempts, error, writer_pid, journaled_at "
+                "FROM pending ORDER BY rowid"
             ).fetchall()
-        return [_entry(*row) for row in rows]
+        now = time.time()
+        return [
+            _entry(*row[:7])
+            for row in rows
+            if others_in_flight or not (_alive_other(row[7]) and now - (row[8] or 0) < IN_FLIGHT_SECONDS)
+        ]
 
     def forget(self, *, workspace: str, peer: str, thread: str | None) -> int:
         """Delete a peer's journaled turns (or one thread's) and scrub the file; returns how many."""
@@ -163,6 +183,19 @@ class TurnJournal:
         """Close the file."""
         with self._lock:
             self._db.close()
+
+
+def _alive_other(pid: int | None) -> bool:
+    """True when pid is another process that is still running."""
+    if not pid or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _entry(turn: str, reply: str, session_id: str, started: float, plugins: str, attempts: int, error: str | None) -> Entry:

@@ -73,7 +73,7 @@ class Runtime:
         self.home = home or default_home(self.config)
         self.home.mkdir(parents=True, exist_ok=True)
         if self.config.path is None and self.config.fallback_root is None:
-            self.config.fallback_root = self.home  # outside an agent home nothing is written where thoth runs
+            self.config = replace(self.config, fallback_root=self.home)  # outside a home, nothing lands where thoth runs
         self.sessions: dict[tuple[str, str, str], Session] = {}
         self.last: TurnResult | None = None
         self._state: dict[str, Any] = {}
@@ -357,12 +357,11 @@ class Runtime:
         await self.drain()  # a write still in flight must not land after the delete
         for key in [k for k in self.sessions if k[0] == workspace and k[1] == peer and thread in (None, k[2])]:
             self.sessions.pop(key).ended = True
+        # the journal first: a replay must not bring back what the layers are about to delete
+        journaled = await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
+        receipt: dict[str, dict[str, int]] = {"journal": {"unwritten turns": journaled}} if journaled else {}
         kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self}
         outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=self.background_deadline)
-        receipt: dict[str, dict[str, int]] = {}
-        journaled = await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
-        if journaled:
-            receipt["journal"] = {"unwritten turns": journaled}
         for plugin, result, call in outcomes:
             if call.status != "ok":
                 receipt[plugin] = {"error": 1}

@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .redact import redact, redact_tree
 from .types import Session, Turn
 
 
@@ -22,7 +23,7 @@ def recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) ->
             "at": time.time(),
             "plugin": plugin,
             "name": tool["name"],
-            "input": tool_input,
+            "input": redact_tree(tool_input),
         }
         session.transcript.append(entry)
         try:
@@ -35,7 +36,7 @@ def recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) ->
         except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"
             raise
-        entry["output"] = str(output)[:2000]
+        entry["output"] = redact(str(output)[:2000])
         return str(output)
 
     return call

@@ -43,21 +43,31 @@ class TurnWriter:
     async def start(self, turn: Turn, reply: Reply, session: Session) -> None:
         """Journal the replied turn (synced), then write it in the background."""
         writers = self.writers()
+        unjournaled = None
         try:
             await asyncio.to_thread(self.journal.append, turn, reply, session, writers)
-        except Exception as exc:  # noqa: BLE001 - the reply stands; the loss is reported, not raised
+        except Exception as exc:  # noqa: BLE001 - the reply stands; a loss is reported, not raised
             logger.error("turn %s: the journal could not keep it: %s: %s", turn.id, type(exc).__name__, exc)
-            self.report(turn, {"journal": f"{type(exc).__name__}: {exc}"})
-        self._background(turn, reply, session, writers)
+            unjournaled = f"{type(exc).__name__}: {exc}"
+        self._background(turn, reply, session, writers, unjournaled=unjournaled)
 
-    def _background(self, turn: Turn, reply: Reply, session: Session, writers: list[str]) -> asyncio.Task[Any]:
-        task = self.runtime._track(self.write(turn, reply, session, writers))
+    def _background(
+        self, turn: Turn, reply: Reply, session: Session, writers: list[str], *, unjournaled: str | None = None
+    ) -> asyncio.Task[Any]:
+        task = self.runtime.background(self.write(turn, reply, session, writers, unjournaled=unjournaled))
+        assert task is not None, "post-turn writes start on the runtime's event loop"
         self.running[task] = turn
         task.add_done_callback(lambda done: self.running.pop(done, None))
         return task
 
-    async def write(self, turn: Turn, reply: Reply, session: Session, writers: list[str]) -> None:
-        """Run these plugins' post-turn writes and strike off in the journal those that succeeded."""
+    async def write(
+        self, turn: Turn, reply: Reply, session: Session, writers: list[str], *, unjournaled: str | None = None
+    ) -> None:
+        """Run these plugins' post-turn writes and strike off in the journal those that succeeded.
+
+        A listed plugin that is not loaded now (disabled, filtered) stays listed for a later start.
+        `unjournaled` is the journal's error when it could not keep the turn: reported only if a write fails.
+        """
         runtime = self.runtime
         kwargs = {"turn": turn, "reply": reply, "session": session}
         outcomes = await call_each(
@@ -65,13 +75,16 @@ class TurnWriter:
         )
         done = [plugin for plugin, _, call in outcomes if call.status == "ok"]
         failed = {plugin: str(call.error) for plugin, _, call in outcomes if call.status != "ok"}
-        done += [p for p in writers if p not in done and p not in failed and not runtime.pm.has_plugin(p)]
-        try:
-            await asyncio.to_thread(self.journal.settle, turn.id, done=done, failed=failed)
-        except Exception as exc:  # noqa: BLE001 - the writes happened; a later replay repeats them, idempotently
-            logger.error("turn %s: the journal could not be updated: %s", turn.id, exc)
+        waiting = sorted(set(writers) - {plugin for plugin, _, _ in outcomes})
+        if waiting:
+            logger.info("turn %s: kept in the journal for %s, not loaded now", turn.id, ", ".join(waiting))
+        if unjournaled is None:
+            try:
+                await asyncio.to_thread(self.journal.settle, turn.id, done=done, failed=failed)
+            except Exception as exc:  # noqa: BLE001 - the writes happened; a later replay repeats them, idempotently
+                logger.error("turn %s: the journal could not be updated: %s", turn.id, exc)
         if failed:
-            self.report(turn, failed)
+            self.report(turn, failed if unjournaled is None else {"journal": unjournaled, **failed})
 
     def report(self, turn: Turn, failed: dict[str, str]) -> None:
         """Tell the frontends (and `thoth ask`) that a replied turn is not saved everywhere yet."""
@@ -86,7 +99,7 @@ class TurnWriter:
         ones go on in the background (abandoned at exit like any post-turn write, staying journaled).
         """
         try:
-            entries = await asyncio.to_thread(self.journal.pending)
+            entries = await asyncio.to_thread(self.journal.pending, others_in_flight=False)
         except Exception as exc:  # noqa: BLE001
             logger.error("the turn journal cannot be read: %s", exc)
             return 0
