@@ -142,9 +142,28 @@ def test_on_a_full_disk_the_journal_keeps_the_turn_and_the_next_start_writes_it(
     long_turn = "the turn on a full disk " + "and its many words " * 2000  # more pages than one turn freed
     full = run_thoth("ask", long_turn, "--peer", "ann", cwd=tmp_path, env=env)
     assert full.returncode == 3 and full.stdout == "Noted.\n", full.stderr
-    assert "the turn is kept in the journal and written at the next start" in full.stderr.splitlines()[-1]
+    assert "kept in the journal and retried at the next start" in full.stderr.splitlines()[-1]
     filler.unlink()
     assert run_thoth("context", "x", "--peer", "bob", cwd=tmp_path, env=env).returncode == 0
     episodes = run_thoth("episodes", "list", "--peer", "ann", "--json", cwd=tmp_path, env=env).stdout
     assert "the turn on a full disk" in episodes and "first turn" in episodes
     assert TurnJournal(small_disk / "journal.db").pending() == []
+
+
+def test_a_replay_leaves_the_turns_another_live_process_is_still_writing(tmp_path):
+    journal = TurnJournal(tmp_path / "journal.db")
+    session = Session("default", "ann", "t")
+    for turn_id, pid in (("live", 1), ("dead", _finished_pid()), ("mine", None)):
+        journal.append(Turn(turn_id, "ann", "t", id=turn_id), Reply("ok"), session, ["layer"])
+        if pid is not None:
+            journal._db.execute("UPDATE pending SET writer_pid=? WHERE turn_id=?", (pid, turn_id))
+    assert [e.turn.id for e in journal.pending()] == ["live", "dead", "mine"]
+    assert [e.turn.id for e in journal.pending(others_in_flight=False)] == ["dead", "mine"]  # pid 1 is alive
+    journal.close()
+
+
+def _finished_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

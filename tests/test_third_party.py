@@ -295,8 +295,8 @@ def test_a_turn_a_layer_cannot_save_exits_3_and_is_written_at_the_next_start(sit
     written = tmp_path / "written.txt"
     full = thoth(site, tmp_path, "ask", "keep this", "--peer", "ann", load="disk-full", DISK_FULL="1", WRITTEN=str(written))
     assert full.returncode == 3 and full.stdout == "Noted.\n", full.stderr
-    assert "thoth: error: the reply was not saved by every layer (disk-full: OSError: [Errno 28] No space left" in full.stderr
-    assert "kept in the journal and written at the next start" in full.stderr
+    assert "thoth: error: Not saved yet: disk-full (OSError: [Errno 28] No space left" in full.stderr
+    assert "kept in the journal and retried at the next start" in full.stderr
     assert not written.exists()
     later = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="disk-full", WRITTEN=str(written))
     assert later.returncode == 0, later.stderr
@@ -314,7 +314,7 @@ def test_a_slow_post_turn_write_does_not_hold_the_exit_and_the_turn_stays_journa
     assert time.monotonic() - started < 10, "thoth ask waited for the 30 s write"
     assert slow.returncode == 3 and slow.stdout == "Noted.\n", slow.stderr
     assert "post-turn writes unfinished after 1 s; kept in the journal" in slow.stderr
-    assert "(post-turn writes: still running after 1 s); the turn is kept in the journal" in slow.stderr
+    assert "Not saved yet: post-turn writes (still running after 1 s); kept in the journal" in slow.stderr
     started = time.monotonic()
     later = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="slow-writer")  # replays, within bounds
     assert later.returncode == 0 and time.monotonic() - started < 10, later.stderr

@@ -154,13 +154,9 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     run(turn())
     failed = {plugin: error for unsaved in runtime().unsaved for plugin, error in unsaved["failed"].items()}
     if failed:
-        fate = (
-            "it could not be journaled either and is lost"
-            if "journal" in failed
-            else "the turn is kept in the journal and written at the next start"
-        )
-        reasons = "; ".join(f"{plugin}: {error}" for plugin, error in failed.items())
-        click.echo(f"thoth: error: the reply was not saved by every layer ({reasons}); {fate}", err=True)
+        from .writes import unsaved_message
+
+        click.echo(f"thoth: error: {unsaved_message(failed)}", err=True)
         sys.exit(UNSAVED_EXIT)
 
 

@@ -20,6 +20,14 @@ from .types import Reply, Session, Turn
 logger = logging.getLogger(__name__)
 
 
+def unsaved_message(failed: dict[str, str], *, where: str = "") -> str:
+    """What a person is told when layers could not save a replied turn (`failed`: plugin -> error)."""
+    layers = ", ".join(f"{plugin} ({error})" for plugin, error in failed.items()) or "a layer"
+    if "journal" in failed:
+        return f"Not saved{where}: {layers}; the turn could not be journaled either and is lost."
+    return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
+
+
 class TurnWriter:
     """The journaled post-turn writes of one runtime."""
 

@@ -6,7 +6,8 @@ import sqlite3
 
 import numpy as np
 from thoth_episodic.contract import episode, query, unit
-from thoth_episodic.sqlite_store import MIGRATIONS, SQLiteStore
+from thoth_episodic.sqlite_schema import MIGRATIONS
+from thoth_episodic.sqlite_store import SQLiteStore
 
 from thoth_core.storage import connect, migrate
 

@@ -25,6 +25,7 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
 from thoth_core.types import FEEDBACK_KINDS, Session
+from thoth_core.writes import unsaved_message
 
 from .cards import APPROVE, REJECT, decided_card
 from .loop import LoopThread
@@ -365,11 +366,7 @@ class SlackBridge:
         peer = str(payload.get("peer") or "")
         if where is None or not SLACK_USER.match(peer):
             return  # another frontend's turn, replayed here from the shared journal
-        failed = ", ".join(f"{plugin} ({error})" for plugin, error in (payload.get("failed") or {}).items())
-        text = (
-            f":warning: Not saved yet: {escape(failed or 'a layer')}; "
-            "kept in the journal and retried at the next start."
-        )
+        text = f":warning: {escape(unsaved_message(payload.get('failed') or {}))}"
         try:
             self.outbox.whisper(where[0], peer, text, thread_ts=where[1])
         except SlackApiError as exc:

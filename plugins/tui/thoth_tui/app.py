@@ -18,6 +18,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Input, Static
 
 from thoth_core import ModelError, ModelNotConfigured, ThothError
+from thoth_core.writes import unsaved_message
 from thoth_core.types import new_id
 
 from .approvals import ApprovalsScreen
@@ -57,10 +58,8 @@ def banner_text(exc: Exception) -> str:
 
 def unsaved_text(payload: dict[str, Any], *, current_thread: str) -> str:
     """What the person is told when layers could not save a replied turn (`turn_unsaved`)."""
-    failed = payload.get("failed") or {}
-    layers = ", ".join(f"{plugin} ({error})" for plugin, error in failed.items()) or "a layer"
     where = "" if payload.get("thread") in (None, current_thread) else f" (thread {payload['thread']})"
-    return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
+    return unsaved_message(payload.get("failed") or {}, where=where)
 
 
 class ThothApp(App[None]):
