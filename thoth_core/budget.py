@@ -15,6 +15,7 @@ from .types import ContextBlock, Cut, Message, PluginCall
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 MIN_USEFUL_TOKENS = 16
+PER_PLUGIN = 800  # tokens of a plugin whose layer has no budget (`[budget] per_plugin`)
 
 
 def count_tokens(text: str) -> int:
@@ -61,17 +62,27 @@ class Assembly:
         return sum(block_tokens(b) for b in self.blocks)
 
 
-def _fit(blocks: list[ContextBlock], limit: int, reason: str, cuts: list[Cut]) -> list[ContextBlock]:
-    """Keep blocks in priority order within limit, truncating the one that crosses it."""
+def _fit(
+    blocks: list[ContextBlock], limit: int, reason: str, cuts: list[Cut], *, floors: bool = False
+) -> list[ContextBlock]:
+    """Keep blocks in priority order within limit, truncating the ones that cross it.
+
+    With `floors`, each block is sure of `limit / (2 * blocks)` tokens (or all of it, if smaller):
+    a huge block ahead of its siblings is cut to leave them that much, instead of pushing them out.
+    """
+    ordered = sorted(blocks, key=_priority_order)
+    floor = limit // (2 * len(ordered)) if floors and ordered else 0
+    reserved = [min(block_tokens(block), floor) for block in ordered]
     kept, used = [], 0
-    for block in sorted(blocks, key=_priority_order):
+    for index, block in enumerate(ordered):
         cost = block_tokens(block)
-        if used + cost <= limit:
+        room = limit - sum(reserved[index + 1 :])
+        if used + cost <= room:
             kept.append(block)
             used += cost
             continue
         overhead = block_tokens(replace(block, text=""))
-        room = limit - used - overhead
+        room = room - used - overhead
         text = truncate(block.text, room) if room >= MIN_USEFUL_TOKENS else ""
         if text:
             kept.append(replace(block, text=text))
@@ -89,18 +100,37 @@ def prompt_order(block: ContextBlock) -> tuple[bool, int, str, str]:
     return (not block.stable, *_priority_order(block))
 
 
-def assemble(blocks: list[ContextBlock], *, total: int, layers: dict[str, int]) -> Assembly:
-    """Fit blocks into the per-layer budgets, then the total; never exceeds either."""
+def assemble(
+    blocks: list[ContextBlock], *, total: int, layers: dict[str, int], per_plugin: int = PER_PLUGIN
+) -> Assembly:
+    """Fit blocks into the per-layer budgets, then the total; never exceeds either.
+
+    Within a layer every block keeps a floor (see `_fit`). A plugin whose layer has no budget
+    (a third-party plugin without `LAYER`) gets `per_plugin` tokens, so none can take the total.
+    """
     cuts: list[Cut] = []
-    by_layer: dict[str, list[ContextBlock]] = {}
+    groups: dict[tuple[str, str], list[ContextBlock]] = {}
     for block in blocks:
-        by_layer.setdefault(block.layer, []).append(block)
-    within_layers: list[ContextBlock] = []
-    for layer, members in by_layer.items():
-        limit = layers.get(layer)
-        within_layers += members if limit is None else _fit(members, limit, f"layer budget {layer}={limit}", cuts)
-    kept = _fit(within_layers, total, f"total budget {total}", cuts)
+        budgeted = block.layer in layers
+        groups.setdefault((block.layer, "" if budgeted else block.plugin), []).append(block)
+    within: list[ContextBlock] = []
+    for (layer, plugin), members in groups.items():
+        if plugin:
+            within += _fit(members, per_plugin, f"plugin share {plugin}={per_plugin}", cuts, floors=True)
+        else:
+            within += _fit(members, layers[layer], f"layer budget {layer}={layers[layer]}", cuts, floors=True)
+    kept = _fit(within, total, f"total budget {total}", cuts)
     return Assembly(blocks=sorted(kept, key=prompt_order), cuts=cuts, budget=total)
+
+
+def fit_message(text: str, budget: int) -> tuple[str, Cut | None]:
+    """The user's message within its budget: cut at the end with a notice the model sees, and the cut."""
+    tokens = count_tokens(text)
+    if tokens <= budget:
+        return text, None
+    notice = f"\n\n[The rest of this message was cut: it had {tokens} tokens, the limit is {budget}.]"
+    kept = truncate(text, max(0, budget - count_tokens(notice))) + notice
+    return kept, Cut("core", "message", "message", tokens, count_tokens(kept), f"message budget {budget}")
 
 
 def trim_history(messages: list[Message], budget: int) -> list[Message]:

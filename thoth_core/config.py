@@ -34,13 +34,17 @@ DEFAULTS: dict[str, Any] = {
     "budget": {
         "total": 6000,
         "history": 4000,
+        "message": 8000,
+        "per_plugin": 800,
         "layers": {"working": 1000, "identity": 800, "episodic": 1200, "procedural": 2500, "reflection": 400},
     },
     "plugins": {"disabled": []},
 }
 
 # Upper bounds beyond which a token count is surely a mistake.
-LIMITS = {"budget.total": 10_000_000, "budget.history": 10_000_000, "thoth.max_tokens": 10_000_000}
+LIMITS = {f"budget.{key}": 10_000_000 for key in ("total", "history", "message", "per_plugin")} | {
+    "thoth.max_tokens": 10_000_000
+}
 
 # key -> (type, description) for the keys the core owns.
 SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
@@ -56,6 +60,8 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.founders": (list, "a list of people (frontend user ids or names)"),
     "budget.total": (int, "an integer"),
     "budget.history": (int, "an integer"),
+    "budget.message": (int, "an integer"),
+    "budget.per_plugin": (int, "an integer"),
     "budget.layers": (dict, "a table of per-layer token budgets"),
     "plugins.disabled": (list, "a list of plugin names"),
 }
@@ -208,6 +214,8 @@ def validate(config: Config) -> None:
         "thoth.max_tokens",
         "budget.total",
         "budget.history",
+        "budget.message",
+        "budget.per_plugin",
     ):
         limit = LIMITS.get(key, math.inf)
         if config.get(key) is not None and not 0 < config.get(key) < limit:

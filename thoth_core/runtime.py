@@ -20,7 +20,7 @@ from typing import Any
 import pluggy
 
 from ._calls import call_each, call_sync, hook_loop
-from .budget import Assembly, assemble, trim_history
+from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
@@ -237,7 +237,12 @@ class Runtime:
                         block, plugin=plugin, layer=block.layer if block.layer != "other" else self.layer_of(plugin)
                     )
                 )
-        assembly = assemble(blocks, total=int(self.config.get("budget.total")), layers=self.config.layer_budgets)
+        assembly = assemble(
+            blocks,
+            total=int(self.config.get("budget.total")),
+            layers=self.config.layer_budgets,
+            per_plugin=int(self.config.get("budget.per_plugin")),
+        )
         assembly.calls = calls
         return assembly
 
@@ -279,10 +284,12 @@ class Runtime:
                     await self.run_command(name, args.strip(), turn, session), Assembly([]), session, turn
                 )
         assembly, tools = await asyncio.gather(self.context(turn, session), self.tools(turn, session))
+        message, message_cut = fit_message(text, int(self.config.get("budget.message")))
+        assembly.cuts += [message_cut] if message_cut else []
         request = ModelRequest(
             tools=tools,
             system=assembly.blocks,
-            messages=trim_history(session.history, int(self.config.get("budget.history"))) + [Message("user", text)],
+            messages=trim_history(session.history, int(self.config.get("budget.history"))) + [Message("user", message)],
             max_tokens=int(self.config.get("thoth.max_tokens")),
         )
         reply = await self._ask(self.model(), request, turn, session, on_delta)
