@@ -17,33 +17,14 @@ import re
 import threading
 from pathlib import Path
 
+from thoth_core.owners import Owner, owner_tag, split_owner, tagged
+
 SECTIONS = {"snapshot": "Snapshot", "notes": "Recent notes"}
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 NOTE_LINE = re.compile(r"^- \[(?P<day>\d{4}-\d{2}-\d{2})\] (?P<text>.*)$")
-OWNER_TAG = re.compile(r"\s*<!-- peer:(?P<peer>.+?) ws:(?P<workspace>.+?) -->\s*$")
 
-Owner = tuple[str, str]  # (peer, workspace)
-
-
-def owner_tag(owner: Owner) -> str:
-    """The trailing tag naming a line's peer and workspace."""
-    return f"<!-- peer:{owner[0]} ws:{owner[1]} -->"
-
-
-def split_owner(line: str) -> tuple[str, Owner | None]:
-    """A line without its owner tag, and the owner it named (None when untagged)."""
-    match = OWNER_TAG.search(line)
-    if match is None:
-        return line, None
-    return line[: match.start()], (match.group("peer"), match.group("workspace"))
-
-
-def tagged(line: str, owner: Owner | None) -> str:
-    """The line with its owner's tag appended (unchanged when there is no owner)."""
-    return f"{line} {owner_tag(owner)}" if owner else line
-
-
+__all__ = ["MemoryFile", "Owner", "owner_tag", "split_owner", "tagged"]
 def _markers(name: str) -> tuple[str, str]:
     return f"<!-- thoth:{name} -->", f"<!-- /thoth:{name} -->"
 

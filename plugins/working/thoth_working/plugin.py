@@ -10,13 +10,13 @@ History trimming to `[budget] history` is the core's; this plugin only supplies 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from thoth_core import ContextBlock, Session, ThothError, count_tokens, hookimpl
+from thoth_core.owners import split_owner
 
 from .store import SessionStore
 
@@ -88,18 +88,13 @@ def read_memory(path: Path) -> str:
         raise ThothError(f"{path}: cannot read the auto-memory file: {exc}") from exc
 
 
-OWNER_TAG = re.compile(r"\s*<!-- peer:(?P<peer>.+?) ws:(?P<workspace>.+?) -->\s*$")
-
-
 def visible_memory(text: str, *, peer: str, workspace: str) -> str:
     """The lines of MEMORY.md this peer may see: untagged ones and its own (tag removed)."""
     kept = []
     for line in text.splitlines():
-        match = OWNER_TAG.search(line)
-        if match is None:
-            kept.append(line)
-        elif (match.group("peer"), match.group("workspace")) == (peer, workspace):
-            kept.append(line[: match.start()])
+        content, owner = split_owner(line)
+        if owner is None or owner == (peer, workspace):
+            kept.append(content)
     return "\n".join(kept).strip()
 
 
