@@ -70,5 +70,5 @@ def test_folders_are_configurable(runtime_at, tmp_path):
     )
 
 
-def test_forget_holds_nothing_per_person():
-    assert not hasattr(plugin, "forget")
+def test_forget_without_drafts_holds_nothing(runtime_at):
+    assert plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime_at()) is None

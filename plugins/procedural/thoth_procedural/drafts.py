@@ -13,6 +13,7 @@ decide (anyone when the list is empty). Every action is appended to
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ from .settings import Settings
 from .validate import SkillError, check_slug, validate_skill
 
 _audit_lock = threading.Lock()
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -295,6 +297,57 @@ def read_audit(runtime: Any) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> dict[str, int]:
+    """Delete the drafts (pending and rejected) reflected from the peer's sessions and blank their
+    audit entries. An installed skill drafted from them is the humans' file: each is logged
+    (file and line) for a person to edit and counted, never edited here."""
+    settings = Settings.of(runtime)
+
+    def theirs(source: Any) -> bool:
+        return (
+            isinstance(source, dict)
+            and (source.get("workspace"), source.get("peer")) == (workspace, peer)
+            and thread in (None, source.get("thread"))
+        )
+
+    folders = [p for p in settings.drafts.glob("*") if p.is_dir() and not p.name.startswith(".")]
+    folders += [p for p in (settings.drafts / ".rejected").glob("*") if p.is_dir()]
+    deleted = 0
+    for folder in folders:
+        try:
+            source = _read_meta(folder).get("source")
+        except SkillError:
+            continue
+        if theirs(source) and not folder.is_symlink():
+            shutil.rmtree(folder)
+            deleted += 1
+    with _audit_lock:
+        entries = [json.loads(line) for line in _audit_lines(settings)]
+        slugs = {e.get("slug") for e in entries if e.get("action") == "draft" and theirs(e.get("source"))}
+        installed = {e.get("slug") for e in entries if e.get("action") == "approve" and e.get("slug") in slugs}
+        kept = [
+            {"at": e.get("at"), "action": e.get("action"), "forgotten": True} if e.get("slug") in slugs else e
+            for e in entries
+        ]
+        blanked = sum(1 for e in entries if e.get("slug") in slugs)
+        if blanked:
+            staged = settings.audit.with_name(f".{settings.audit.name}.tmp")
+            staged.write_text("".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in kept), encoding="utf-8")
+            os.replace(staged, settings.audit)
+    to_edit = [settings.skills / str(slug) / "SKILL.md" for slug in sorted(installed)]
+    to_edit = [path for path in to_edit if path.is_file()]
+    for path in to_edit:
+        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        logger.warning("%s:1-%d: approved skill drafted from forgotten peer %s; edit it by hand", path, lines, peer)
+    return {"skill drafts": deleted, "audit entries blanked": blanked, "approved files to edit": len(to_edit)}
+
+
+def _audit_lines(settings: Settings) -> list[str]:
+    if not settings.audit.exists():
+        return []
+    return [line for line in settings.audit.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _now_iso() -> str:

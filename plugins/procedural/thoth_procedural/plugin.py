@@ -191,7 +191,13 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
         return
     runtime = session.runtime
     flags = list((result.get("flags") or {}).get("skill") or [])
-    source = {"session_id": result.get("session_id"), "run_id": result.get("run_id")}
+    source = {
+        "session_id": result.get("session_id"),
+        "run_id": result.get("run_id"),
+        "workspace": session.workspace,
+        "peer": session.peer,
+        "thread": session.thread,
+    }
     path = await asyncio.to_thread(
         drafts.write_draft,
         runtime,
@@ -216,6 +222,12 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
         thread=session.thread,
         flags=flags,
     )
+
+
+@hookimpl
+def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+    receipt = drafts.forget(runtime, peer=peer, workspace=workspace, thread=thread)
+    return {k: v for k, v in receipt.items() if v} or None
 
 
 @hookimpl

@@ -13,6 +13,7 @@ from thoth_core.storage import scrub
 from . import queue
 from .memory import MemoryFile
 from .reflect import records, reflect
+from .transient import records_of
 from .settings import state
 from .writers import write_result
 
@@ -79,7 +80,11 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
     scope = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread else "")
     args = [workspace, peer] + ([thread] if thread else [])
     sessions = {r["session_id"] for r in store.query(f"SELECT session_id FROM runs WHERE {scope}", *args)}
-    items = [i["id"] for i in store.all_items() if _concerns(i, workspace=workspace, peer=peer, thread=thread)]
+    doomed = [i for i in store.all_items() if _concerns(i, workspace=workspace, peer=peer, thread=thread, sessions=sessions)]
+    items = [i["id"] for i in doomed]
+    to_edit = queue.approved_lines(st, [i for i in doomed if i["status"] == "approved"])
+    for path, line in to_edit:  # the humans approved these files: a person edits them, forget does not
+        logger.warning("%s:%d: approved text derived from forgotten peer %s; edit it by hand", path, line, peer)
     with store.lock:
         for item_id in items:
             store.execute("DELETE FROM items WHERE id = ?", item_id)
@@ -89,6 +94,11 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
         blanked = sum(
             store.execute("UPDATE audit SET payload = '{\"forgotten\": true}' WHERE session_id = ?", s)
             for s in sessions
+        ) + sum(  # items without a session (knowledge promotions) are audited under their id
+            store.execute(
+                "UPDATE audit SET payload = '{\"forgotten\": true}' WHERE json_extract(payload, '$.item') = ?", i
+            )
+            for i in items
         )
         store.execute(f"UPDATE runs SET peer = '(forgotten)' WHERE {scope}", *args)
         if thread is None:
@@ -102,14 +112,18 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
         "check-ins": check_ins,
         "audit entries blanked": blanked,
         "transient records": records(st).delete_sessions(sessions),
+        "approved files to edit": len({path for path, _ in to_edit}),
         **erased,
     }
     return {k: v for k, v in receipt.items() if v} or None
 
 
-def _concerns(item: dict[str, Any], *, workspace: str, peer: str, thread: str | None) -> bool:
-    """Whether a queued item came from this peer (in this thread) or, on a whole forget, is about them."""
+def _concerns(item: dict[str, Any], *, workspace: str, peer: str, thread: str | None, sessions: set[str]) -> bool:
+    """Whether a queued item came from this peer (in this thread; a promoted record of one of their
+    sessions) or, on a whole forget, is about them."""
     source = item["source"]
+    if source.get("record") and records_of(str(source["record"]), sessions):
+        return True
     if (source.get("workspace"), source.get("peer")) == (workspace, peer):
         return thread is None or source.get("thread") == thread
     payload = item["payload"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from thoth_core import Session, ThothError
@@ -291,3 +292,27 @@ async def _send_identity_update(st: State, item: dict[str, Any], text: str, acto
     outcomes = await st.runtime.call("reflection_result", result=result, session=session)
     receivers = [plugin for plugin, _, call in outcomes if call.status == "ok" and plugin != "reflection"]
     return "identity layer" if receivers else "no identity layer installed"
+
+
+def approved_lines(st: State, items: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(file, line) of each line in an approved file that holds an approved item's text.
+
+    Persona rules and knowledge notes carry no owner tag, so forget lists them for a person to
+    edit rather than rewriting files the humans approved. Files are named relative to the project.
+    """
+    found = []
+    for item in items:
+        if item["kind"] == "persona-observation":
+            relative = str(st.settings.observations_file)
+        elif item["kind"] == "knowledge":
+            relative = str(Path(st.settings.knowledge_dir) / f"{item['payload'].get('topic')}.md")
+        else:
+            continue  # memory notes carry their owner's tag; identity updates live in the identity layer
+        path = st.path(relative)
+        wanted = {normalized(line.lstrip("- ")) for line in item["text"].splitlines() if line.strip()}
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        found += [(relative, n) for n, line in enumerate(lines, 1) if normalized(line.lstrip("- ")) in wanted]
+    return sorted(set(found))

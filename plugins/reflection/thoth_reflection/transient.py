@@ -77,10 +77,15 @@ class TransientRecords:
         """Delete the records of these sessions (for forget); returns how many."""
         count = 0
         for record in self.all():
-            if any(f"-{_safe(s)}-" in record.path.name for s in session_ids):
+            if records_of(record.id, session_ids):
                 record.path.unlink(missing_ok=True)
                 count += 1
         return count
+
+
+def records_of(record_id: str, session_ids: set[str]) -> bool:
+    """Whether a record id names one of these sessions."""
+    return any(f"-{_safe(s)}-" in record_id for s in session_ids)
 
 
 def _safe(value: str) -> str:
