@@ -21,10 +21,10 @@ from pathlib import Path
 from thoth_reflection import plugin as reflection
 from thoth_reflection.memory import MemoryFile
 from thoth_reflection.nightly import run_nightly
-from thoth_core.redact import redact
 from thoth_reflection.settings import state
 
 from thoth_core import count_tokens
+from thoth_core.redact import redact
 from thoth_core.testing import make_test_runtime
 
 RESULT = {

@@ -250,7 +250,7 @@ def config_set(key: str, value: str) -> None:
     if not path.exists() and not os.environ.get("THOTH_CONFIG"):
         from .home import no_home_hint
 
-        raise ThothError(no_home_hint().replace("; running with built-in defaults: no persona, skills or notes", ""))
+        raise ThothError(no_home_hint(running=False))
     stored = set_value(path, key, value)
     click.echo(f"{path}: {key} = {json.dumps(stored)}")
 

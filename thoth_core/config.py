@@ -253,7 +253,7 @@ def validate(config: Config) -> None:
 
 
 def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any]:
-    """The file's values over the core's defaults and each plugin module's `CONFIG_DEFAULTS`."""
+    """The file's values over each plugin module's `CONFIG_DEFAULTS` (a `Config` of it adds the core's)."""
     defaults: dict[str, Any] = {}
     for plugin in plugins:
         for table, values in (getattr(plugin, "CONFIG_DEFAULTS", None) or {}).items():
@@ -261,7 +261,7 @@ def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any
             for part in table.split("."):
                 node = node.setdefault(part, {})
             node.update(values)
-    return _merged(defaults, config.merged)
+    return _merged(defaults, config.data)
 
 
 def missing_plugins(config: Config, known: set[str]) -> dict[str, str]:

@@ -27,10 +27,7 @@ GITIGNORE = f"""# Thoth: data and drafts stay out of the agent's history
 __pycache__/
 """
 
-NO_HOME = (
-    "no agent home here (no {name} in {cwd} or its parents); running with built-in defaults: no persona, "
-    "skills or notes. Make one with `thoth init DIR` and run thoth inside it, or set THOTH_CONFIG."
-)
+RUNNING_WITHOUT_HOME = "; running with built-in defaults: no persona, skills or notes"
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -53,9 +50,13 @@ def default_home(config: Config) -> Path:
     return Path(click.get_app_dir("thoth"))
 
 
-def no_home_hint() -> str:
-    """The one line commands print when they run outside an agent home."""
-    return NO_HOME.format(name=CONFIG_NAME, cwd=os.getcwd())
+def no_home_hint(*, running: bool = True) -> str:
+    """The one line commands print outside an agent home (`running`: and that they go on with defaults)."""
+    return (
+        f"no agent home here (no {CONFIG_NAME} in {os.getcwd()} or its parents)"
+        f"{RUNNING_WITHOUT_HOME if running else ''}. "
+        "Make one with `thoth init DIR` and run thoth inside it, or set THOTH_CONFIG."
+    )
 
 
 @dataclass

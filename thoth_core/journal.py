@@ -104,12 +104,6 @@ class TurnJournal:
             self._db.execute("INSERT INTO reserve VALUES (zeroblob(?))", (RESERVE_BYTES,))
             self._db.execute("DELETE FROM reserve")
 
-    def free_bytes(self) -> int:
-        """Room the file has for turns without growing."""
-        with self._lock:
-            pages = self._db.execute("PRAGMA freelist_count").fetchone()[0]
-            return int(pages * self._db.execute("PRAGMA page_size").fetchone()[0])
-
     def append(self, turn: Turn, reply: Reply, session: Session, plugins: list[str]) -> None:
         """Write the turn and its reply, synced, with the plugins that must still write it."""
         row = (

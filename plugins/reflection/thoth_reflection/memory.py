@@ -17,14 +17,12 @@ import re
 import threading
 from pathlib import Path
 
-from thoth_core.owners import Owner, owner_tag, split_owner, tagged
+from thoth_core.owners import split_owner, tagged, Owner
 
 SECTIONS = {"snapshot": "Snapshot", "notes": "Recent notes"}
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 NOTE_LINE = re.compile(r"^- \[(?P<day>\d{4}-\d{2}-\d{2})\] (?P<text>.*)$")
-
-__all__ = ["MemoryFile", "Owner", "owner_tag", "split_owner", "tagged"]
 def _markers(name: str) -> tuple[str, str]:
     return f"<!-- thoth:{name} -->", f"<!-- /thoth:{name} -->"
 

@@ -21,10 +21,11 @@ from typing import Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, complete, count_tokens
 from thoth_core.budget import truncate
+from thoth_core.owners import Owner, split_owner, tagged
+from thoth_core.redact import redact
 
 from . import firewall
-from .memory import MemoryFile, Owner, split_owner, tagged
-from thoth_core.redact import redact
+from .memory import MemoryFile
 from .reflect import records
 from .schema import utc_day
 from .settings import State, state

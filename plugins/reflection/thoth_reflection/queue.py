@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Session, ThothError
+from thoth_core.redact import redact
 from thoth_core.types import new_id
 
 from .memory import MemoryFile, append_knowledge, write_atomic
-from thoth_core.redact import redact
 from .schema import SLUG, utc_day
 from .settings import State
 

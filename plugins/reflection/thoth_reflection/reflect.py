@@ -20,10 +20,10 @@ from typing import Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session, complete, count_tokens
 from thoth_core.budget import truncate
+from thoth_core.redact import redact, redact_tree
 from thoth_core.types import new_id
 
 from . import firewall, queue, schema, spans
-from thoth_core.redact import redact, redact_tree
 from .settings import State, state
 from .transient import TransientRecords
 

@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 from thoth_core import Session
+from thoth_core.redact import redact
 
 from . import queue
 from .memory import MemoryFile
-from thoth_core.redact import redact
 from .schema import check_at_seconds, utc_day
 from .settings import State
 
