@@ -220,3 +220,24 @@ def test_processes_opening_one_new_file_at_once_apply_each_migration_once(tmp_pa
     results = [child.communicate(timeout=60) for child in children]
     assert [child.returncode for child in children] == [0] * 4, [err for _, err in results]
     assert [out.strip() for out, _ in results] == ["2"] * 4
+
+
+async def test_doctor_prints_each_plugins_checks_and_names_a_plugin_whose_checks_fail(make_runtime):
+    from thoth_core import hookimpl
+    from thoth_core.doctor import diagnose
+
+    class Server:
+        @hookimpl
+        def doctor_checks(self, runtime):
+            return [(True, "server: reachable"), (False, "server: 401, the key was refused")]
+
+    class Broken:
+        @hookimpl
+        def doctor_checks(self, runtime):
+            raise RuntimeError("boom")
+
+    lines: list[str] = []
+    problems = await diagnose(make_runtime({"server": Server(), "broken": Broken()}), echo=lines.append)
+    assert "ok  server: reachable" in lines and "BAD server: 401, the key was refused" in lines
+    assert any(line.startswith("BAD plugin broken: its checks failed: ") and "boom" in line for line in lines)
+    assert problems >= 2

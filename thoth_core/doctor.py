@@ -45,6 +45,11 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
         report(True, f"storage: {runtime.home} is writable")
     except OSError as exc:
         report(False, f"storage: {runtime.home} is not writable: {exc}")
+    for plugin, checks, call in await runtime.call("doctor_checks", runtime=runtime):
+        if call.status != "ok":
+            report(False, f"plugin {plugin}: its checks failed: {call.error}")
+        for ok, what in checks or []:
+            report(bool(ok), what)
     try:
         model = runtime.model()
         check = getattr(model, "check", None)

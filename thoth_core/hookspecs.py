@@ -189,6 +189,11 @@ def decide(
 
 
 @hookspec
+def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]] | None:
+    """`thoth doctor` lines of this plugin: (ok, what), e.g. `(False, "honcho: 401 at http://...: bad key")`."""
+
+
+@hookspec
 def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
     """Tell people something (`approval_requested`, `persona_observation`, `check_in`, ...).
 

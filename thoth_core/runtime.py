@@ -293,13 +293,16 @@ class Runtime:
             max_tokens=int(self.config.get("thoth.max_tokens")),
         )
         reply = await self._ask(self.model(), request, turn, session, on_delta)
+        self.last = result = TurnResult(reply, assembly, session, turn)
+        await self.record(turn, reply, session)
+        return result
+
+    async def record(self, turn: Turn, reply: Reply, session: Session) -> None:
+        """Keep a replied turn (here or by another agent) and start its post-turn writes."""
         # what is kept (history, transcript, journal, every layer) has its secrets replaced by typed placeholders
         kept_turn, kept_reply = replace(turn, text=redact(turn.text)), replace(reply, text=redact(reply.text))
         session.record(kept_turn, kept_reply)
-        result = TurnResult(reply, assembly, session, turn)
-        self.last = result
         await self.writes.start(kept_turn, kept_reply, session)
-        return result
 
     @property
     def journal(self) -> TurnJournal:
