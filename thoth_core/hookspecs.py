@@ -159,6 +159,16 @@ def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any] 
 
 
 @hookspec
+def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[dict[str, Any]] | None:
+    """What this plugin remembers of one peer that matches a query, best first, at most `limit` items.
+
+    Returns:
+        Dicts with `layer`, `kind`, `id`, `text`, `score` (comparable within the plugin only),
+        `why` (how it matched: a dict of signals) and `at` (unix seconds); only the named peer's items.
+    """
+
+
+@hookspec
 def last_thread(peer: str, workspace: str, runtime: Runtime) -> dict[str, Any] | None:
     """The thread this peer was last active in, for a frontend that reopens it on start.
 

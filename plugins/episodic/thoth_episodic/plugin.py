@@ -79,6 +79,26 @@ def _recall(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
 
 
 @hookimpl
+def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[dict[str, Any]]:
+    """The peer's episodes related to a query (hybrid: dense and BM25), with why each matched."""
+    hits = memory_for(runtime).recall(query, workspace=workspace, peer=peer, k=limit)
+    return [
+        {
+            "layer": LAYER,
+            "kind": "episode",
+            "id": hit.episode.id,
+            "text": hit.episode.user or hit.episode.summary,
+            "reply": hit.episode.summary or hit.episode.assistant,
+            "thread": hit.episode.thread,
+            "score": round(hit.score, 4),
+            "why": hit.why(),
+            "at": hit.episode.occurred_at,
+        }
+        for hit in hits
+    ]
+
+
+@hookimpl
 def register_commands(register: Callable[..., None]) -> None:
     """/recall QUERY."""
     register(Command("recall", "recall past episodes related to a query, with why", _recall, usage="QUERY"))

@@ -14,6 +14,7 @@ from thoth_core import ContextBlock, Reply, Session, Turn, hookimpl
 from thoth_core.runtime import Command
 
 from .backend import IdentityBackend
+from .recall import recall_items
 from .settings import load_settings
 from .store import IdentityStore
 
@@ -109,6 +110,13 @@ REMEMBER_USAGE = (
     "usage: /remember TEXT - a fact about you (`my name is Ada`, `I work as a nurse`, `I live in Oslo`, "
     "`I prefer short answers`, `my sister is Maria`, `timezone: CET`) or any note about you"
 )
+
+
+@hookimpl
+async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Any) -> list[dict[str, Any]]:
+    """The peer's facts and observations matching a query."""
+    store = backend_for(runtime).store
+    return await asyncio.to_thread(recall_items, store, workspace=workspace, peer=peer, query=query, limit=limit)
 
 
 @hookimpl

@@ -1,0 +1,42 @@
+"""What the identity layer recalls for a query: the peer's facts that match it, then observations (BM25)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .store import IdentityStore, query_terms
+
+
+def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str, limit: int) -> list[dict[str, Any]]:
+    """The peer's current facts sharing words with the query, then its matching observations, best first."""
+    terms = set(query_terms(query))
+    facts = [
+        fact
+        for fact in store.current_facts(workspace, peer)
+        if terms & set(query_terms(f"{fact['predicate'].replace('_', ' ')} {fact['object']}"))
+    ]
+    items = [
+        {
+            "layer": "identity",
+            "kind": "fact",
+            "id": f"fact:{fact['id']}",
+            "text": f"{fact['predicate'].replace('_', ' ')}: {fact['object']}",
+            "score": 1.0,
+            "why": {"fact": fact["predicate"], "confidence": fact["confidence"]},
+            "at": fact["valid_from"],
+        }
+        for fact in sorted(facts, key=lambda f: -f["valid_from"])
+    ]
+    for row in store.search_observations(workspace, peer, query, limit=limit):
+        items.append(
+            {
+                "layer": "identity",
+                "kind": "observation",
+                "id": f"observation:{row['id']}",
+                "text": row["content"],
+                "score": round(-float(row["rank"]), 4),
+                "why": {"bm25": round(-float(row["rank"]), 4), "confidence": row["confidence"], "author": row["author"]},
+                "at": row["created_at"],
+            }
+        )
+    return items[:limit]
