@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -340,3 +342,38 @@ async def test_tool_rounds_are_bounded_and_calls_without_handlers_end_the_reply(
     plain = await complete(model, ModelRequest(system=[], messages=ask, tools=[schema]))
     await runtime.aclose()
     assert len(fake_anthropic.messages_requests) == 4 and plain.text == "Looking."
+
+
+async def test_an_answer_schema_is_a_forced_tool_and_its_input_the_reply(claude, fake_anthropic):
+    from pydantic import BaseModel
+
+    from thoth_core.answers import ask_for
+
+    class Verdict(BaseModel):
+        """Whether the deploy may go ahead."""
+
+        go: bool
+        reasons: list[str] = []
+
+    fake_anthropic.replies = ['```json\n{"go": false, "reasons": ["the board says frozen"]}\n```']
+    runtime = claude()
+    request = ModelRequest(system=[], messages=[Message("user", "May I deploy?")], purpose="verdict")
+    reply = await complete(runtime.model(), dataclasses.replace(request, answer=Verdict))
+    assert json.loads(reply.text) == {"go": False, "reasons": ["the board says frozen"]}
+    [sent] = fake_anthropic.messages_requests
+    assert sent.body["tool_choice"] == {"type": "tool", "name": "verdict"}
+    assert sent.body["tools"] == [
+        {
+            "name": "verdict",
+            "description": "Whether the deploy may go ahead.",
+            "input_schema": Verdict.model_json_schema(),
+        }
+    ]
+    fake_anthropic.replies = [{"reply": "Sure, go ahead!", "once": True}, '{"go": true}']  # prose: a text block
+    assert await ask_for(runtime.model(), request, Verdict) == Verdict(go=True)
+    await runtime.aclose()
+    repair = fake_anthropic.messages_requests[-1].body
+    assert repair["messages"][-2] == {"role": "assistant", "content": "Sure, go ahead!"}
+    assert repair["messages"][-1]["content"].startswith(
+        "Your reply does not fit the verdict schema: answer: not valid JSON"
+    )

@@ -183,3 +183,25 @@ async def test_doctor_shows_the_cli_version(make_runtime, fake_claude):
 
 def test_prompt_text_of_a_single_message_is_the_message():
     assert prompt_text(ModelRequest(system=[], messages=[Message("user", "just this")])) == "just this"
+
+
+async def test_an_answer_schema_is_appended_to_the_system_prompt(make_runtime, fake_claude):
+    from pydantic import BaseModel
+
+    from thoth_core.answers import InvalidAnswer, ask_for
+
+    class Verdict(BaseModel):
+        """Whether the deploy may go ahead."""
+
+        go: bool
+
+    runtime = cli_runtime(make_runtime)
+    persona = ContextBlock(tag="persona", text="You are Thoth.")
+    request = ModelRequest(system=[persona], messages=[Message("user", "ok?")])
+    with pytest.raises(InvalidAnswer, match=r"answer: not valid JSON"):  # the fake answers prose, twice
+        await ask_for(runtime.model(), request, Verdict)
+    first, repair = fake_claude()
+    system = first["argv"][first["argv"].index("--system-prompt") + 1]
+    assert system.startswith("<persona>\nYou are Thoth.\n</persona>\n\n<answer-schema>\nAnswer with one JSON object")
+    assert '"go"' in system and "Whether the deploy may go ahead." in system
+    assert "Your reply does not fit the verdict schema: answer: not valid JSON" in repair["stdin"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .answers import InvalidAnswer, ask_for
 from .budget import Assembly, count_tokens
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .hookspecs import hookimpl
@@ -14,6 +15,7 @@ __all__ = [
     "ConfigError",
     "ContextBlock",
     "Cut",
+    "InvalidAnswer",
     "Message",
     "Model",
     "ModelError",
@@ -26,6 +28,7 @@ __all__ = [
     "ThothError",
     "Turn",
     "Usage",
+    "ask_for",
     "complete",
     "count_tokens",
     "hookimpl",

@@ -63,6 +63,14 @@ _workers = _DaemonWorkers()
 _worker_loop = threading.local()
 
 
+def in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the caller runs in that event loop's thread."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 def hook_loop() -> asyncio.AbstractEventLoop | None:
     """The event loop of this thread, or of the hook call this worker thread is running for."""
     try:
@@ -154,4 +162,5 @@ def trace(call: PluginCall) -> None:
     """With `THOTH_TRACE_PLUGINS` set, one stderr line per hook call: plugin.hook, outcome, time."""
     if os.environ.get("THOTH_TRACE_PLUGINS", "").strip().lower() not in ("", "0", "false", "no", "off"):
         error = f" ({call.error})" if call.error else ""
-        print(f"thoth trace: {call.plugin}.{call.hook} {call.status} {call.seconds * 1000:.1f} ms{error}", file=sys.stderr)
+        took = f"{call.seconds * 1000:.1f} ms"
+        print(f"thoth trace: {call.plugin}.{call.hook} {call.status} {took}{error}", file=sys.stderr)

@@ -20,6 +20,7 @@ GROUP = "thoth"
 
 DEFAULT_PLUGINS = {
     "anthropic": "thoth_core.default_plugins.anthropic_model",
+    "openai": "thoth_core.default_plugins.openai_model",
     "claude-cli": "thoth_core.default_plugins.claude_cli_model",
     "replay": "thoth_core.default_plugins.replay_model",
     "commands": "thoth_core.default_plugins.commands",

@@ -19,7 +19,7 @@ from typing import Any
 
 import pluggy
 
-from ._calls import call_each, call_sync, hook_loop
+from ._calls import call_each, call_sync, hook_loop, in_loop_thread
 from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
@@ -29,8 +29,8 @@ from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
 from .redact import redact
 from .tools import recorded
-from .writes import TurnWriter
 from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
+from .writes import TurnWriter
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Runtime:
         self.home = home or default_home(self.config)
         self.home.mkdir(parents=True, exist_ok=True)
         if self.config.path is None and self.config.fallback_root is None:
-            self.config = replace(self.config, fallback_root=self.home)  # outside a home, nothing lands where thoth runs
+            self.config = replace(self.config, fallback_root=self.home)  # outside a home, nothing lands in the cwd
         self.sessions: dict[tuple[str, str, str], Session] = {}
         self.last: TurnResult | None = None
         self._state: dict[str, Any] = {}
@@ -215,11 +215,15 @@ class Runtime:
 
     # --- the turn ---------------------------------------------------------------------
 
-    async def context(self, turn: Turn, session: Session) -> Assembly:
-        """Run the pre-spawn stage and fit the blocks into the budgets."""
-        outcomes = await call_each(
-            self.pm, "pre_spawn_context", {"turn": turn, "session": session}, deadline_for=self.deadline_for
-        )
+    async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> Assembly:
+        """Run the pre-spawn stage and fit the blocks into the budgets; no plugin runs past `until` (monotonic)."""
+
+        def deadline_for(plugin: str) -> float:
+            own = self.deadline_for(plugin)
+            return own if until is None else max(0.01, min(own, until - time.monotonic()))
+
+        kwargs = {"turn": turn, "session": session}
+        outcomes = await call_each(self.pm, "pre_spawn_context", kwargs, deadline_for=deadline_for)
         blocks: list[ContextBlock] = []
         calls = []
         for plugin, result, call in outcomes:
@@ -451,7 +455,7 @@ class Runtime:
     def background(self, work: Awaitable[Any]) -> asyncio.Task[Any] | None:
         """Run work after the reply; `drain()` waits for it. Plain hook impls (worker threads) may call it too."""
         loop = hook_loop()
-        if loop is not None and not _in_loop_thread(loop):
+        if loop is not None and not in_loop_thread(loop):
             loop.call_soon_threadsafe(self._track, work)  # runs before the hook call's result is seen
             return None
         return self._track(work)
@@ -487,13 +491,6 @@ class Runtime:
                     logger.error("plugin %s: closing state failed: %s", name, exc)
         self._state.clear()
         self.writes.close()
-
-
-def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 __all__ = ["Command", "ConfigError", "Runtime", "TurnResult", "default_home"]

@@ -15,6 +15,8 @@ first) carries `cache_control`, so the API caches the unchanging prefix across t
 Tools: each `request.tools` entry is an API tool definition; one carrying a `handler`
 (callable(input) -> str, may be async) is run when the model calls it, and its result is sent
 back, for at most `max_tool_rounds` rounds. Without a handler the reply ends at the call.
+A request with an `answer` schema gets it as one more tool, forced through `tool_choice`; the
+reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
 `anthropic` is the configured model, `configure` starts that import on a thread, so it overlaps
 the pre-spawn stage of the first turn (and a frontend's start-up) instead of delaying the reply.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import json
 import os
 import re
 import sys
@@ -34,6 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
+from thoth_core.answers import answer_description, answer_name, answer_schema
 
 if TYPE_CHECKING:
     import anthropic
@@ -139,6 +143,11 @@ class AnthropicModel:
             params["system"] = system_blocks(request)
         if request.tools:
             params["tools"] = [{k: v for k, v in tool.items() if k != "handler"} for tool in request.tools]
+        if request.answer is not None:
+            name = answer_name(request.answer)
+            tool = {"name": name, "description": answer_description(request.answer)}
+            params["tools"] = [*params.get("tools", []), dict(tool, input_schema=answer_schema(request.answer))]
+            params["tool_choice"] = {"type": "tool", "name": name}
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
@@ -163,6 +172,10 @@ class AnthropicModel:
                     final = await stream.get_final_message()
                 add_usage(usage, final.usage)
                 calls = [block for block in final.content if block.type == "tool_use"]
+                answers = [c for c in calls if request.answer and c.name == answer_name(request.answer)]
+                if answers:  # the forced answer tool: its input is the answer
+                    yield json.dumps(answers[0].input)
+                    break
                 if final.stop_reason != "tool_use" or not calls or not all(c.name in handlers for c in calls):
                     break
                 results = [await run_tool(handlers[c.name], c.id, c.input) for c in calls]
@@ -279,7 +292,10 @@ class ClientState:
         return self.client.close()
 
 
-def _number(runtime: Any, options: dict[str, Any], key: str, default: float, *, kind: type = float) -> Any:
+def number_option(
+    runtime: Any, options: dict[str, Any], table: str, key: str, default: float, *, kind: type = float
+) -> Any:
+    """A non-negative number (or integer) option of a `[models.NAME]` table, its default when missing."""
     value = options.get(key, default)
     if (
         isinstance(value, bool)
@@ -288,7 +304,7 @@ def _number(runtime: Any, options: dict[str, Any], key: str, default: float, *, 
         or (kind is int and not isinstance(value, int))
     ):
         raise runtime.config.error(
-            f"models.anthropic.{key}",
+            f"{table}.{key}",
             f"expected a non-negative {'integer' if kind is int else 'number'}, got {value!r}",
         )
     return kind(value)
@@ -302,8 +318,8 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.anthropic.model", f"expected a model id, got {model!r}")
-    timeout = _number(runtime, options, "timeout", DEFAULT_TIMEOUT)
-    max_retries = _number(runtime, options, "max_retries", DEFAULT_MAX_RETRIES, kind=int)
+    timeout = number_option(runtime, options, "models.anthropic", "timeout", DEFAULT_TIMEOUT)
+    max_retries = number_option(runtime, options, "models.anthropic", "max_retries", DEFAULT_MAX_RETRIES, kind=int)
     prices = options.get("prices")
     if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
         raise runtime.config.error(
@@ -332,7 +348,9 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
         max_tokens=options.get("max_tokens"),
         timeout=timeout,
         max_retries=max_retries,
-        max_tool_rounds=_number(runtime, options, "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int),
+        max_tool_rounds=number_option(
+            runtime, options, "models.anthropic", "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int
+        ),
         price=price_of(model, prices),
         url_source=source,
     )

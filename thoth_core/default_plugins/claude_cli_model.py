@@ -10,6 +10,8 @@ Options, in `[models.claude-cli]`: `command` (default `claude`), `model` (e.g. `
 `output_format` (`stream-json`, or `text` for plain stdout), `system_prompt` (`replace`
 Claude Code's own prompt, the default, or `append` to it), `tools` (Claude Code's built-in
 tools, default `""`: none, so a chat turn cannot run commands), `extra_args` (a list).
+A request's `answer` schema is appended to the system prompt as text, and the reply validated by
+the caller (`thoth_core.answers`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
+from thoth_core.answers import system_with_schema
 
 DEFAULT_TIMEOUT = 300.0
 CONFIG_DEFAULTS = {
@@ -80,10 +83,11 @@ class ClaudeCliModel:
         if self.output_format == "stream-json":
             argv += ["--verbose", "--include-partial-messages"]
         argv += ["--tools", self.tools]
-        if request.system:
+        system = system_with_schema(request)  # an `answer` schema goes as text: the CLI cannot force one
+        if system:
             argv += [
                 "--system-prompt" if self.system_prompt == "replace" else "--append-system-prompt",
-                request.system_text,
+                "\n\n".join(block.render() for block in system),
             ]
         if self.model:
             argv += ["--model", self.model]

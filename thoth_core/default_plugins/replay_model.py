@@ -3,6 +3,8 @@
 The file is a list of rules; the first whose `match` (a regular expression searched in the
 last user message) and `purpose` (`turn`, `reflection`, ...) fit gives the reply:
 `[{"match": "hello", "reply": "Hi!"}, {"purpose": "reflection", "reply": "{...}"}, {"reply": "fallback"}]`.
+A request with an `answer` schema gets the scripted text as is; the caller validates it, as it
+does any provider's (`thoth_core.answers`), and the schema counts in the prompt's tokens.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import ConfigError, ModelRequest, Usage, count_tokens, hookimpl
+from thoth_core.answers import system_with_schema
 
 KEEP_REQUESTS = 100
 RULES_HELP = "expected a list of rules, each with a 'reply' (and a valid 'match' pattern)"
@@ -61,7 +64,8 @@ class ReplayModel:
             if self.delay:
                 await asyncio.sleep(self.delay)
             yield piece
-        prompt = request.system_text + "".join(m.content for m in request.messages)
+        system = system_with_schema(request)  # the prompt a text-only provider would send
+        prompt = "".join(block.render() for block in system) + "".join(m.content for m in request.messages)
         yield Usage(input_tokens=count_tokens(prompt), output_tokens=count_tokens(text), cost_usd=0.0)
 
 

@@ -7,7 +7,8 @@ peer and asserts nothing of them reaches another peer's context (any plugin's bl
 plugin stays inside its layer budget (nothing of it cut) and deadline, and that after `forget`
 no block shows them; `expect_recall=True` asserts the peer's own new thread does show them.
 `run_thoth(*args)` runs the real `thoth` console script for CLI tests. `fake_anthropic` is a fake
-Messages API on 127.0.0.1 for the real `anthropic` SDK (see `thoth_core.testing.fake_anthropic`).
+Messages API on 127.0.0.1 for the real `anthropic` SDK (see `thoth_core.testing.fake_anthropic`),
+`fake_openai` a fake Chat Completions API for the real `openai` SDK (`thoth_core.testing.fake_openai`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,19 @@ from thoth_core.budget import block_tokens
 from thoth_core.config import Config
 from thoth_core.runtime import Runtime
 from thoth_core.testing.fake_anthropic import FakeAnthropic
+from thoth_core.testing.fake_openai import FakeOpenAI
 from thoth_core.types import Turn
 
-__all__ = ["FakeAnthropic", "check_layer_plugin", "context_for", "fake_anthropic", "make_test_runtime", "run_thoth"]
+__all__ = [
+    "FakeAnthropic",
+    "FakeOpenAI",
+    "check_layer_plugin",
+    "context_for",
+    "fake_anthropic",
+    "fake_openai",
+    "make_test_runtime",
+    "run_thoth",
+]
 
 
 def make_test_runtime(
@@ -74,14 +85,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def thoth_env(
     thoth_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Path:
-    """A clean environment: no ANTHROPIC_*, HONCHO_*, THOTH_* or *_DISABLED variables
+    """A clean environment: no ANTHROPIC_*, OPENAI_*, HONCHO_*, THOTH_* or *_DISABLED variables
     (THOTH_HOME is `thoth_home`), and the test's own folder as working directory.
 
     With the ini option `thoth_plugins` set, only those installed plugins load (THOTH_LOAD_PLUGINS),
     so the suite passes whatever else is installed in its environment.
     """
     for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
+        if name.startswith(("ANTHROPIC_", "OPENAI_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("THOTH_HOME", str(thoth_home))
     plugins = request.config.getini("thoth_plugins")
@@ -118,6 +129,16 @@ def make_runtime(thoth_home: Path) -> Iterator[Callable[..., Runtime]]:
 def fake_anthropic() -> Iterator[FakeAnthropic]:
     """A fake Anthropic Messages API on 127.0.0.1: `.url`, `.replies`, `.requests`, `.fail_with(status)`."""
     fake = FakeAnthropic().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """A fake OpenAI Chat Completions API on 127.0.0.1: `.url` (ends in /v1), `.replies`, `.requests`, `.fail_with`."""
+    fake = FakeOpenAI().start()
     try:
         yield fake
     finally:

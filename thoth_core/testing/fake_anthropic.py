@@ -12,7 +12,9 @@ Scripting, through the `fake_anthropic` fixture:
   `tool_use` ({"name", "input"}) to call a tool (after its text, if any), `once` (used up after one answer),
   `delay` (seconds between streamed pieces), `pause` (a `threading.Event` the stream waits
   for after its first delta, to prove a client shows text before the reply is complete).
-  `fake.replies` may also be a callable body -> str | dict.
+  `fake.replies` may also be a callable body -> str | dict. When the request forces a tool
+  (`tool_choice` `{"type": "tool", "name": ...}`, as for a structured answer), a reply that is a
+  JSON object comes back as that tool's call; any other reply stays text, to script a bad answer.
 - `fake.fail_with(529, times=2)` answers the next 2 requests with that status (all of them
   without `times`), with the real error body and a short `retry-after`; `mid_stream=True`
   sends an SSE `error` event after the first delta instead. `fake.slow = 2.0` waits that long
@@ -231,8 +233,21 @@ def error_body(status: int, message: str | None = None) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": text}, "request_id": f"req_{uuid.uuid4().hex[:24]}"}
 
 
-def reply_content(rule: dict[str, Any]) -> list[dict[str, Any]]:
-    """The content blocks of a scripted answer."""
+def forced_tool(body: dict[str, Any]) -> str | None:
+    """The tool a request forces through `tool_choice: {"type": "tool", "name": ...}`, if any."""
+    choice = body.get("tool_choice")
+    return str(choice.get("name")) if isinstance(choice, dict) and choice.get("type") == "tool" else None
+
+
+def reply_content(rule: dict[str, Any], forced: str | None = None) -> list[dict[str, Any]]:
+    """The content blocks of a scripted answer; under a forced tool, a JSON object reply is that tool's input."""
+    if forced and not rule.get("tool_use"):
+        try:
+            value = json.loads(re.sub(r"^\s*```(?:json)?\s*|\s*```\s*$", "", str(rule.get("reply", ""))))
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            return [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": forced, "input": value}]
     blocks: list[dict[str, Any]] = []
     if rule.get("reply"):
         blocks.append({"type": "text", "text": str(rule["reply"])})
@@ -351,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("count_tokens"):
             return self._json(200, {"input_tokens": sum(usage.values())})
         rule = fake.pick(body)
-        content = reply_content(rule)
+        content = reply_content(rule, forced_tool(body))
         output = sum(estimate_tokens(b.get("text") or json.dumps(b.get("input"))) for b in content)
         message = message_json(body, content, usage, output)
         if not body.get("stream"):

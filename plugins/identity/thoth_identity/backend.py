@@ -15,6 +15,7 @@ from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 from thoth_core.redact import find_secrets
 
 from .facts import parse_remember
+from .render import TAG, relevant_facts, user_model_block
 from .settings import IdentitySettings
 from .store import IdentityStore
 
@@ -45,6 +46,30 @@ EXPORT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 }
 
 
+STALE_NOTE = "memory service unavailable now"
+
+
+def last_model(store: IdentityStore, workspace: str, peer: str) -> dict[str, Any] | None:
+    """The last good model of a peer kept locally (dialectic or synthesis answer, else Honcho's representation)."""
+    return store.cache_get(workspace, peer, "dialectic") or store.cache_get(workspace, peer, "representation")
+
+
+def fallback_block(
+    peer: str, *, facts: list[dict[str, Any]], cached: dict[str, Any] | None, budget: int, text: str = ""
+) -> ContextBlock:
+    """The stale block: hard facts and the last known model, saying the live model is unavailable."""
+    if cached is not None:
+        age = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(cached["at"]))
+        heading = f"Last known model of {peer} (from {age}; {STALE_NOTE})"
+        answer = cached["text"]
+    else:
+        heading, answer = f"Model of {peer}", f"not available ({STALE_NOTE}); only the hard facts, if any, are known"
+    block = user_model_block(
+        peer, facts=relevant_facts(facts, text), answer=answer, answer_heading=heading, budget=budget
+    )
+    return block or ContextBlock(tag=TAG, text=f"Model of {peer}: {STALE_NOTE}.", layer="identity")
+
+
 def validate_export(document: Any) -> None:
     """Check an export's shape before anything is written; a ThothError names the bad field."""
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
@@ -72,6 +97,7 @@ class IdentityBackend:
     """Base class: the store-backed operations; subclasses add context and ingest."""
 
     name = "base"
+    last_kind = "live"  # `live`, or `fallback` when the last block was the stale one
 
     def __init__(self, runtime: Any, settings: IdentitySettings, store: IdentityStore) -> None:
         self.runtime = runtime
@@ -88,9 +114,18 @@ class IdentityBackend:
         """Seconds the pre-spawn hook may take."""
         return float(self.runtime.deadline_for("identity"))
 
-    async def context(self, turn: Turn, session: Session) -> ContextBlock | None:
-        """The `user-model` block for this turn."""
+    def start(self) -> None:
+        """Called once the backend is made, in a worker thread (the Honcho one sends what waits in its outbox)."""
+
+    async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> ContextBlock | None:
+        """The `user-model` block for this turn, ready by `until` (time.monotonic) when given."""
         raise NotImplementedError
+
+    def fallback(self, turn: Turn) -> ContextBlock:
+        """The stale block from the local store (blocking: call from a worker thread)."""
+        facts = self.store.current_facts(turn.workspace, turn.peer)
+        cached = last_model(self.store, turn.workspace, turn.peer)
+        return fallback_block(turn.peer, facts=facts, cached=cached, budget=self.budget, text=turn.text)
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
         """Record a finished turn (in the background)."""

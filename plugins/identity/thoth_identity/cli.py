@@ -16,6 +16,7 @@ from thoth_core.cli import HelpGroup, run, runtime
 from .backend import validate_export
 from .plugin import backend_for
 
+HONCHO_FAILURES = ("timeout", "unreachable", "rate_limited", "server_error", "unauthorized", "forbidden", "failed")
 peer_option = click.option("--peer", required=True, help="The peer (person) concerned.")
 workspace_option = click.option("--workspace", default=None, help="Workspace (default from thoth.toml).")
 
@@ -81,9 +82,12 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
     default=None,
     help="Write to a file instead of stdout.",
 )
-def export_command(peer: str, workspace: str | None, output: Path | None) -> None:
-    """Everything held about a peer as one JSON document."""
-    document = run(_call(backend_for(runtime()).export, _workspace(workspace), peer))
+@click.option("--local-only", is_flag=True, help="Only the local rows, not what Honcho holds (when it is down).")
+def export_command(peer: str, workspace: str | None, output: Path | None, local_only: bool) -> None:
+    """Everything held about a peer as one JSON document (fails when Honcho cannot be read)."""
+    backend = backend_for(runtime())
+    options = {"local_only": True} if local_only and backend.name == "honcho" else {}
+    document = run(_call(backend.export, _workspace(workspace), peer, **options))
     text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     if output is None:
         click.echo(text)
@@ -118,11 +122,28 @@ def import_command(path: Path, peer: str | None, workspace: str | None) -> None:
 @click.option("--thread", default=None, help="Only this thread.")
 @workspace_option
 @click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
-def forget_command(peer: str, thread: str | None, workspace: str | None, as_json: bool) -> None:
+@click.option("--wait", is_flag=True, help="Honcho: wait until its queue has deleted everything; final counts.")
+@click.option("--wait-timeout", default=120.0, show_default=True, help="Seconds --wait waits at most.")
+def forget_command(
+    peer: str, thread: str | None, workspace: str | None, as_json: bool, wait: bool, wait_timeout: float
+) -> None:
     """Delete what the identity layer holds about a peer and print a receipt."""
-    receipt = run(_call(backend_for(runtime()).forget, _workspace(workspace), peer, thread))
+    backend = backend_for(runtime())
+    ws = _workspace(workspace)
+    receipt = run(_call(backend.forget, ws, peer, thread))
+    reached = not any(key.startswith("honcho_") and key[7:] in HONCHO_FAILURES for key in receipt)
+    if wait and backend.name == "honcho" and reached:
+        from .honcho_data import wait_forgotten
+
+        receipt.update(run(_call(wait_forgotten, backend, ws, peer, thread, timeout=wait_timeout)))
     if as_json:
         click.echo(json.dumps(receipt, indent=2))
         return
     scope = f"peer {peer}" + (f", thread {thread}" if thread else "")
     click.echo(f"Identity layer forgot {scope}: " + ", ".join(f"{n} {what}" for what, n in receipt.items()))
+    if receipt.get("honcho_sessions_queued") and "honcho_wait_seconds" not in receipt:
+        click.echo("Honcho deletes the queued sessions' messages and conclusions in the background (--wait waits).")
+    if receipt.get("honcho_peer_kept"):
+        click.echo("Honcho has no way to delete a peer: its id and metadata stay in Honcho; its data is gone.")
+    if receipt.get("honcho_wait_timed_out"):
+        raise ThothError(f"Honcho still holds data of {peer} after {wait_timeout:.0f}s; run the command again later")

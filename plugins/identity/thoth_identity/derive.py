@@ -1,90 +1,127 @@
 """Model calls of the embedded backend: deriving observations from a message, synthesising the dialectic.
 
-Derivation asks the configured model (purpose `derive`) for JSON:
-`{"observations": [{"content": str, "kind": "explicit"|"deductive", "confidence": 0..1}],
-  "facts": [{"predicate": str, "value": str, "confidence": 0..1}]}`.
-The last message of the request is the peer's own message, so replay rules can match it.
+Derivation asks the configured model (purpose `derive`) for one `Derivation` answer
+(`thoth_core.answers.ask_for`): observations `{content, kind: explicit|deductive, confidence}`
+and facts `{predicate, value, confidence}`, as plain dicts. Malformed items are dropped (a bad
+item costs that item, not the message); an answer that is not a JSON object raises. The last
+message of the request is the peer's own message, so replay rules can match it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, Field, StringConstraints, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from thoth_core import ContextBlock, Message, ModelRequest, complete
+from thoth_core.answers import ask_for
 
 from .facts import normalize_predicate
 
 logger = logging.getLogger(__name__)
 
+MAX_TEXT = 1_000
+MAX_ITEMS = 50
+
 DERIVE_INSTRUCTIONS = """You maintain a theory of mind of one person ({peer}) for an assistant.
 From the person's latest message (and the assistant's previous reply, for context), extract what it
 reveals about the person: explicit facts they stated, and deductive inferences that follow with
-confidence. Answer with JSON only:
-{{"observations": [{{"content": "...", "kind": "explicit" or "deductive", "confidence": 0.0-1.0}}],
-  "facts": [{{"predicate": "name|profession|location|preference|<relation>", "value": "...", "confidence": 0.0-1.0}}]}}
+confidence. Answer with JSON only, a `derivation`: "observations" and "facts".
 Write each observation as a short sentence about {peer}. Use "facts" only for stable, structured facts
-(name, profession, relationships, preferences). Return empty lists if the message reveals nothing."""
+(name, profession, location, relationships, preferences). Return empty lists if the message reveals nothing."""
 
 SYNTHESIS_INSTRUCTIONS = """You are the dialectic of an assistant's memory of one person ({peer}).
 Given what is known about them (below) and their new message, answer in at most four short sentences:
 what should the assistant know about {peer} to respond well right now? Use only what is known."""
 
 
-@dataclass
-class Derivation:
-    """What the model read from one message."""
+def _confidence(default: float) -> Any:
+    """A number in 0..1 (clamped); the default when missing or not a number."""
 
-    observations: list[dict[str, Any]] = field(default_factory=list)
-    facts: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in a model answer (code fences and prose around it allowed)."""
-    start = text.find("{")
-    while start != -1:
+    def coerce(value: Any) -> float:
         try:
-            value, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
-            start = text.find("{", start + 1)
-            continue
-        return value if isinstance(value, dict) else None
-    return None
+            return max(0.0, min(1.0, float(value)))
+        except (TypeError, ValueError):
+            return default
+
+    return BeforeValidator(coerce)
 
 
-def parse_derivation(text: str) -> Derivation:
-    """Validate a derivation answer; malformed items are dropped, a non-JSON answer raises ValueError."""
-    data = _json_object(text)
-    if data is None:
-        raise ValueError(f"derivation answer is not a JSON object: {text[:80]!r}")
-    result = Derivation()
-    for item in data.get("observations") or []:
-        if isinstance(item, str):
-            item = {"content": item}
-        if not isinstance(item, dict) or not str(item.get("content", "")).strip():
-            continue
-        kind = item.get("kind") if item.get("kind") in ("explicit", "deductive") else "explicit"
-        result.observations.append(
-            {"content": str(item["content"]).strip(), "kind": kind, "confidence": _confidence(item, 0.7)}
-        )
-    for item in data.get("facts") or []:
-        if not isinstance(item, dict):
-            continue
-        predicate = normalize_predicate(str(item.get("predicate", "")))
-        value = str(item.get("value", item.get("object", ""))).strip()
-        if predicate and value:
-            result.facts.append({"predicate": predicate, "value": value, "confidence": _confidence(item, 0.5)})
-    return result
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT)]
 
 
-def _confidence(item: dict[str, Any], default: float) -> float:
-    try:
-        return max(0.0, min(1.0, float(item.get("confidence", default))))
-    except (TypeError, ValueError):
-        return default
+class Observation(TypedDict):
+    """Something the message reveals about the person."""
+
+    content: Annotated[Text, Field(description="a short sentence about the person")]
+    kind: Annotated[
+        Literal["explicit", "deductive"],
+        BeforeValidator(lambda kind: kind if kind in ("explicit", "deductive") else "explicit"),
+        Field(description="explicit: they said it; deductive: it follows from what they said"),
+    ]
+    confidence: Annotated[float, _confidence(0.7), Field(ge=0, le=1)]
+
+
+class Fact(TypedDict):
+    """A stable, structured fact about the person."""
+
+    predicate: Annotated[
+        str,
+        BeforeValidator(lambda name: normalize_predicate(str(name))),
+        StringConstraints(min_length=1, max_length=100),
+        Field(description="name, profession, location, preference or a relation, in snake_case"),
+    ]
+    value: Text
+    confidence: Annotated[float, _confidence(0.5), Field(ge=0, le=1)]
+
+
+def _observation(item: Any) -> Any:
+    if isinstance(item, str):
+        return {"content": item, "kind": "explicit", "confidence": None}
+    if isinstance(item, dict):
+        return {"content": item.get("content"), "kind": item.get("kind"), "confidence": item.get("confidence")}
+    return item
+
+
+def _fact(item: Any) -> Any:
+    if isinstance(item, dict):
+        value = item.get("value", item.get("object"))
+        return {"predicate": item.get("predicate", ""), "value": value, "confidence": item.get("confidence")}
+    return item
+
+
+def _valid_items(item_type: Any) -> Any:
+    """Keep the items that validate (None is an empty list); a bad item costs that item only."""
+    adapter: TypeAdapter[Any] = TypeAdapter(item_type)
+
+    def keep(items: Any) -> Any:
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            return items  # the list type names the problem
+        kept = []
+        for item in items[:MAX_ITEMS]:
+            try:
+                kept.append(adapter.validate_python(item))
+            except ValidationError as exc:
+                logger.debug("identity: dropped a derived item: %s", exc.errors(include_url=False)[:1])
+        return kept
+
+    return BeforeValidator(keep)
+
+
+ObservationItem = Annotated[Observation, BeforeValidator(_observation)]
+FactItem = Annotated[Fact, BeforeValidator(_fact)]
+
+
+class Derivation(BaseModel):
+    """What one message reveals about the person: observations about them and stable facts."""
+
+    observations: Annotated[list[ObservationItem], _valid_items(ObservationItem)] = Field(default_factory=list)
+    facts: Annotated[list[FactItem], _valid_items(FactItem)] = Field(default_factory=list)
 
 
 async def derive(model: Any, *, peer: str, user_text: str, previous_reply: str | None) -> Derivation:
@@ -93,8 +130,7 @@ async def derive(model: Any, *, peer: str, user_text: str, previous_reply: str |
     if previous_reply:
         system.append(ContextBlock(tag="previous-assistant-reply", text=previous_reply))
     request = ModelRequest(system=system, messages=[Message("user", user_text)], max_tokens=512, purpose="derive")
-    reply = await complete(model, request)
-    return parse_derivation(reply.text)
+    return await ask_for(model, request, Derivation, repair=False)
 
 
 async def synthesize(model: Any, *, peer: str, known: str, user_text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
@@ -24,7 +25,8 @@ from .render import relevant_facts, user_model_block
 
 logger = logging.getLogger(__name__)
 
-SYNTHESIS_MARGIN = 0.25  # seconds kept free before the deadline
+SYNTHESIS_MARGIN = 0.25  # seconds kept free before the core's deadline (the layer's `until` already keeps them)
+UNTIL_MARGIN = 0.05  # seconds kept free before `until` for building the block
 SYNTHESIS_TIMEOUTS_BEFORE_PAUSE = 3  # consecutive timeouts that pause synthesis
 SYNTHESIS_PAUSE = 300.0  # seconds synthesis is skipped after that
 RECENT_WHEN_UNMATCHED = 3
@@ -40,9 +42,16 @@ class EmbeddedBackend(IdentityBackend):
         self._warned_no_model = False
         self._synthesis_timeouts = 0
         self._synthesis_paused_until = 0.0
+        self._model_lock = threading.Lock()
+        self._built: Any | None = None  # the model once built
 
     def model(self) -> Any | None:
-        """The configured model, or None (logged once) when there is none."""
+        """The configured model, or None (logged once) when there is none (blocking: building it may import)."""
+        with self._model_lock:
+            self._built = self._model()
+            return self._built
+
+    def _model(self) -> Any | None:
         try:
             if self.runtime.model_name() is None:
                 raise ThothError("no model is configured")
@@ -67,22 +76,30 @@ class EmbeddedBackend(IdentityBackend):
             )
         return facts, observations
 
-    async def context(self, turn: Turn, session: Session) -> ContextBlock | None:
-        """Facts, then a synthesis when there is time, then the relevant observations."""
-        started = time.monotonic()
+    async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> ContextBlock | None:
+        """Facts, then a synthesis when there is time (until `until`), then the relevant observations."""
+        until = until if until is not None else time.monotonic() + self.deadline - SYNTHESIS_MARGIN
         facts, observations = await asyncio.to_thread(self.retrieve, turn.workspace, turn.peer, turn.text)
         answer = None
         if self.settings.synthesis and observations:
-            answer = await self._synthesis(turn, facts, observations, started)
+            answer = await self._synthesis(turn, facts, observations, until)
         return user_model_block(turn.peer, facts=facts, answer=answer, observations=observations, budget=self.budget)
 
     async def _synthesis(
-        self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]], started: float
+        self, turn: Turn, facts: list[dict[str, Any]], observations: list[dict[str, Any]], until: float
     ) -> str | None:
         if self.runtime.model_name() is None or time.monotonic() < self._synthesis_paused_until:
             return None
-        model = await asyncio.to_thread(self.model)  # building a provider may read files or open clients
-        remaining = self.deadline - (time.monotonic() - started) - SYNTHESIS_MARGIN
+        model = self._built
+        if model is None:
+            try:  # building a provider (imports, clients) runs in a thread and only for the time the turn has
+                model = await asyncio.wait_for(
+                    asyncio.shield(asyncio.to_thread(self.model)), until - time.monotonic() - UNTIL_MARGIN - 0.2
+                )
+            except TimeoutError:
+                logger.info("identity: the model for synthesis is not ready yet; using the retrieved observations")
+                return None
+        remaining = until - time.monotonic() - UNTIL_MARGIN
         if model is None or remaining < 0.2:
             return None
         known = user_model_block(turn.peer, facts=facts, observations=observations, budget=self.budget)

@@ -4,6 +4,8 @@ It speaks the JSON shapes of `honcho-ai` 2.7 (workspaces, peers, sessions, messa
 conclusions, chat, representation, card), "derives" one explicit conclusion per message at
 once (the real deriver batches), and can misbehave on purpose: `mode` is `ok`, `hang`
 (never answers until stopped), `429` or `500`/`503`, for all routes or those matching `only`.
+With `api_key` set, a request without `Authorization: Bearer <api_key>` gets 401. Like the real
+server, chat creates a peer it does not know.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class FakeHoncho:
     def __init__(self, port: int = 0) -> None:
         self.port = port
         self.mode = "ok"
+        self.api_key: str | None = None
         self.only: str | None = None
         self.requests: list[tuple[str, str, Any, dict[str, str]]] = []
         self.workspaces: dict[str, dict[str, Any]] = {}
@@ -109,6 +112,8 @@ class FakeHoncho:
         with self.lock:
             self.requests.append((request.command, parts.path, body, dict(request.headers)))
         status, payload, headers = self.misbehave(f"{request.command} {parts.path}")
+        if status == 0 and self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            status, payload = 401, {"detail": "Invalid JWT"}
         if status == 0:
             status, payload = self.route(request.command, parts.path, body, parse_qs(parts.query))
         data = b"" if payload is None else json.dumps(payload).encode()
@@ -220,9 +225,13 @@ class FakeHoncho:
     def _about(self, w: str, p: str) -> list[dict[str, Any]]:
         return [c for c in self.conclusions.values() if c["workspace"] == w and c["observed_id"] == p]
 
+    def list_peers(self, w: str, body: Any, query: Any) -> tuple[int, Any]:
+        filters = body.get("filters") or {}
+        items = [v for (ws, pid), v in self.peers.items() if ws == w and filters.get("id", pid) == pid]
+        return 200, _page(items, query)
+
     def chat(self, w: str, p: str, body: Any, query: Any) -> tuple[int, Any]:
-        if (w, p) not in self.peers:
-            return 404, {"detail": "Peer not found"}
+        self._peer(w, p)  # the real chat route gets-or-creates the peer
         words = set(re.findall(r"\w{4,}", body["query"].lower()))
         about = self._about(w, p)
         relevant = [c["content"] for c in about if words & set(re.findall(r"\w{4,}", c["content"].lower()))]
@@ -278,6 +287,7 @@ class FakeHoncho:
     ROUTES: list[tuple[str, str, Any]] = [
         ("POST", r"/v3/workspaces", workspace),
         ("POST", W + r"/peers", peer),
+        ("POST", W + r"/peers/list", list_peers),
         ("POST", W + r"/sessions", session),
         ("POST", W + r"/sessions/(?P<s>[^/]+)/messages", add_messages),
         ("POST", W + r"/sessions/(?P<s>[^/]+)/messages/list", list_messages),

@@ -1,10 +1,17 @@
-"""The Honcho backend: ingest into the peer's Honcho session, the dialectic under a hard deadline.
+"""The Honcho backend: ingest through a persistent outbox, the dialectic under a hard deadline.
 
-Two SDK clients per Honcho workspace: a fast one for the pre-spawn dialectic (`max_retries=0`,
-timeout `dialectic_timeout`, wrapped in one outer `asyncio.wait_for` of the same length, well
-inside the layer's 1.5 s deadline), and a patient one for background writes. When the
-dialectic is slow, down or rate-limited, the block falls back to the last good answer or the
-peer's cached representation (refreshed after each ingest), and the log says so.
+Two SDK clients per Honcho workspace, made when the backend starts (in a worker thread): a fast
+one for the pre-spawn dialectic (`max_retries=0`, timeout `dialectic_timeout`, inside one outer
+deadline set by the layer), and a patient one for background writes. When the dialectic is
+slow, down, rate-limited or refused, the block falls back to the last good answer or the peer's
+cached representation (refreshed after each ingest), marked as stale, and the log says why.
+
+Reads never create anything: before the dialectic, a peer this process has not written is
+looked up (`peers/list`, filtered by id); an unknown one has nothing to tell, so Honcho's chat
+(which creates unknown peers and starts LLM work) is not called. Writes go through the outbox
+(`outbox.py`): durable first, then sent in order by one writer thread, so messages sent while
+Honcho is down survive the process. A 401 or 403 is named as such and stops the sending until
+the key changes (a restart); retrying cannot help.
 
 Mapping: Thoth workspace W -> Honcho workspace `workspace` (or `workspace-W` when W is not
 `default`); peer -> Honcho peer; (peer, thread) -> Honcho session `peer-thread-HASH` (the hash
@@ -17,25 +24,30 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import queue
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import UTC, datetime
 from typing import Any
 
 from honcho import Honcho, Peer
 from honcho import Session as HonchoSession
-from honcho.http.exceptions import NotFoundError
-from honcho.http.exceptions import TimeoutError as HonchoTimeout
 
 from thoth_core import ContextBlock, Reply, Session, Turn
 
-from .backend import IdentityBackend
+from .backend import IdentityBackend, fallback_block, last_model
+from .honcho_errors import describe, error_kind, retryable
+from .outbox import Outbox
 from .render import relevant_facts, user_model_block
 
 logger = logging.getLogger(__name__)
 
-MAX_PENDING = 200  # messages kept for retry while Honcho is unreachable
+SEND_GRACE = 2.0  # seconds ingest waits for Honcho before leaving the messages to the writer thread
+CLOSE_GRACE = 2.0  # seconds closing waits for the writer thread
+FALLBACK_TIME = 0.1  # seconds the backend keeps for its own fallback before `until`
 
 
 def honcho_id(name: str) -> str:
@@ -50,8 +62,56 @@ def session_id(peer: str, thread: str) -> str:
     return f"{honcho_id(f'{peer}-{thread}')[:80]}-{digest}"  # well inside Honcho's id length
 
 
-def _describe(exc: BaseException) -> str:
-    return "no answer in time" if isinstance(exc, TimeoutError | HonchoTimeout) else f"{type(exc).__name__}: {exc}"
+def in_daemon_thread(function: Any, *args: Any) -> Future[Any]:
+    """Run a call in a new daemon thread (never joined at exit); its future resolves when it returns."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                future.set_exception(exc)
+
+    threading.Thread(target=run, name="thoth-identity-dialectic", daemon=True).start()
+    return future
+
+
+class SerialWorker:
+    """One daemon thread running submitted calls in order; a call stuck on a hung server never blocks exit."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue[tuple[Any, tuple[Any, ...], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, function: Any, *args: Any) -> Future[Any]:
+        """Queue a call; its future resolves when it has run."""
+        future: Future[Any] = Future()
+        self._jobs.put((function, args, future))
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            function, args, future = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function(*args))
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                    future.set_exception(exc)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until everything queued so far has run; False when that took longer than timeout."""
+        try:
+            self.submit(lambda: None).result(timeout=timeout)
+        except FutureTimeout:
+            return False
+        return True
 
 
 class HonchoBackend(IdentityBackend):
@@ -62,13 +122,21 @@ class HonchoBackend(IdentityBackend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clients: dict[tuple[str, bool], Honcho] = {}
-        self._known: set[tuple[str, str, str]] = set()  # (honcho workspace, kind, id) created on the server
-        self._pending: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}  # (turn id, role, text)
+        self._known: set[tuple[str, str, str]] = set()  # (honcho workspace, kind, id) known to exist on the server
         self._lock = threading.Lock()
-        # Pre-spawn calls get their own threads, so slow background writes never delay a turn.
-        self._dialectic_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thoth-identity-dialectic")
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thoth-identity-writes")  # in order
-        self._futures: set[Future[Any]] = set()
+        self._dialectic_busy = threading.Semaphore(4)  # dialectic threads at once (each ends by its SDK timeout)
+        self.writer = SerialWorker("thoth-identity-writes")  # in order
+        self.outbox = Outbox(self.store) if self.store is not None else None
+        self.refused: str | None = None  # why Honcho refused the key (401/403): nothing is sent until a restart
+
+    def start(self) -> None:
+        """Make the default workspace's clients and send what earlier processes left in the outbox."""
+        workspace = str(self.runtime.config.get("thoth.workspace") or "default")
+        self.client(workspace, fast=True)
+        self.client(workspace, fast=False)
+        if self.outbox is not None and self.outbox.waiting():
+            logger.info("identity: %d message(s) wait in the Honcho outbox; sending them", self.outbox.waiting())
+            self.writer.submit(self._send_waiting)
 
     # --- clients ------------------------------------------------------------------------
 
@@ -98,6 +166,16 @@ class HonchoBackend(IdentityBackend):
             self._known.add((honcho.workspace_id, "peer", pid))
         return Peer(pid, honcho)
 
+    def peer_exists(self, honcho: Honcho, name: str) -> bool:
+        """Whether Honcho has this peer, asked without creating it (or the workspace's peers)."""
+        pid = honcho_id(name)
+        if (honcho.workspace_id, "peer", pid) in self._known:
+            return True
+        found = any(peer.id == pid for peer in honcho.peers(filters={"id": pid}, size=1).items)
+        if found:
+            self._known.add((honcho.workspace_id, "peer", pid))
+        return found
+
     def _session(self, honcho: Honcho, peer: str, thread: str) -> HonchoSession:
         sid = session_id(peer, thread)
         if (honcho.workspace_id, "session", sid) not in self._known:
@@ -105,107 +183,158 @@ class HonchoBackend(IdentityBackend):
             self._known.add((honcho.workspace_id, "session", sid))
         return HonchoSession(sid, honcho)
 
+    def _refuse(self, exc: BaseException) -> None:
+        """Honcho refused the key: say so once, and stop sending until the key changes (a restart)."""
+        if self.refused is None:
+            self.refused = describe(exc, self.settings.base_url)
+            logger.error("identity: %s; not retried: nothing goes to Honcho until the key is fixed", self.refused)
+
     # --- pre-spawn ----------------------------------------------------------------------
 
-    async def context(self, turn: Turn, session: Session) -> ContextBlock | None:
+    async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> ContextBlock | None:
         """Hard facts plus Honcho's dialectic answer, or the fallback when Honcho does not answer in time."""
+        until = until if until is not None else time.monotonic() + self.settings.dialectic_timeout + FALLBACK_TIME
         facts = relevant_facts(await asyncio.to_thread(self.store.current_facts, turn.workspace, turn.peer), turn.text)
-        timeout = self.settings.dialectic_timeout
-        loop = asyncio.get_running_loop()
+        timeout = min(self.settings.dialectic_timeout, until - time.monotonic() - FALLBACK_TIME)
         try:
-            answer = await asyncio.wait_for(
-                loop.run_in_executor(self._dialectic_executor, self._dialectic, turn.workspace, turn.peer, turn.text),
-                timeout,
-            )
-        except Exception as exc:  # noqa: BLE001 - slow, down or rate-limited: the turn goes on
+            if self.refused is not None:
+                raise PermissionError(self.refused)
+            if timeout <= 0:
+                raise TimeoutError
+            if not self._dialectic_busy.acquire(blocking=False):  # every dialectic thread is stuck on a hung server
+                raise TimeoutError
+            future = in_daemon_thread(self._ask, turn.workspace, turn.peer, turn.text)
+            future.add_done_callback(lambda _: self._dialectic_busy.release())
+            answer = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        except Exception as exc:  # noqa: BLE001 - slow, down, refused or rate-limited: the turn goes on
+            self.last_kind = "fallback"
             return await asyncio.to_thread(self._fallback, turn, facts, exc)
+        self.last_kind = "live"
         if answer:
             await asyncio.to_thread(self.store.cache_put, turn.workspace, turn.peer, "dialectic", answer)
         return user_model_block(turn.peer, facts=facts, answer=answer or None, budget=self.budget)
 
-    def _dialectic(self, workspace: str, peer: str, text: str) -> str:
+    def _ask(self, workspace: str, peer: str, text: str) -> str:
         honcho = self.client(workspace, fast=True)
+        if not self.peer_exists(honcho, peer):  # nothing to know; chat would create the peer and start LLM work
+            return ""
         kwargs: dict[str, Any] = {"timeout": self.settings.dialectic_timeout}
         if self.settings.reasoning_level:
             kwargs["reasoning_level"] = self.settings.reasoning_level
         try:
-            answer = self._peer(honcho, peer, create=False).chat(text, **kwargs)
-        except NotFoundError:  # a peer Honcho has not seen yet: nothing to know, nothing wrong
-            return ""
+            answer = Peer(honcho_id(peer), honcho).chat(text, **kwargs)
+        except Exception as exc:
+            if error_kind(exc) in ("unauthorized", "forbidden"):
+                self._refuse(exc)
+            raise
         return str(answer or "").strip()
 
-    def _fallback(self, turn: Turn, facts: list[dict[str, Any]], exc: BaseException) -> ContextBlock | None:
+    def _fallback(self, turn: Turn, facts: list[dict[str, Any]], exc: BaseException) -> ContextBlock:
         answer = self.store.cache_get(turn.workspace, turn.peer, "dialectic")
-        cached = answer or self.store.cache_get(turn.workspace, turn.peer, "representation")
+        cached = answer or last_model(self.store, turn.workspace, turn.peer)
         what = "the last good answer" if answer else "the cached representation" if cached else "hard facts only"
-        logger.warning("identity: Honcho dialectic for peer %s failed (%s); using %s", turn.peer, _describe(exc), what)
-        if cached is None:
-            return user_model_block(turn.peer, facts=facts, budget=self.budget)
-        age = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(cached["at"]))
-        return user_model_block(
-            turn.peer,
-            facts=facts,
-            answer=cached["text"],
-            budget=self.budget,
-            answer_heading=f"Last known model of {turn.peer} (from {age}; memory service unavailable now)",
-        )
+        reason = "no answer in time" if isinstance(exc, TimeoutError) else describe(exc, self.settings.base_url)
+        if isinstance(exc, PermissionError):
+            reason = str(exc)
+        logger.warning("identity: Honcho dialectic for peer %s failed (%s); using %s", turn.peer, reason, what)
+        return fallback_block(turn.peer, facts=facts, cached=cached, budget=self.budget)
 
     # --- background writes --------------------------------------------------------------
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
-        """Send both messages to the peer's Honcho session and refresh the cached representation.
+        """Put both messages in the outbox (durable; raises if that fails), then send what waits, in order.
 
-        Idempotent by turn id: the local store records each turn whose messages Honcho accepted
-        (right after it did), and a recorded turn is not sent again, so a write replayed after a
-        crash (the core's turn journal) does not add the messages twice. The window left is a
-        kill between Honcho accepting a batch and that record: Honcho has no idempotency key.
+        Idempotent by turn id: a turn Honcho accepted, or one already waiting, is not queued
+        again, so a write replayed from the core's journal adds nothing twice. Waits at most
+        `SEND_GRACE` for Honcho: a hung server never holds up the turn's write.
         """
-        messages = [(turn.id, "user", turn.text), (turn.id, "assistant", reply.text)]
-        await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._ingest, turn.workspace, turn.peer, turn.thread, messages
+        messages = [
+            (turn.id, "user", turn.text, turn.created_at),
+            (turn.id, "assistant", reply.text, reply.finished_at),
+        ]
+        assert self.outbox is not None
+        await asyncio.to_thread(self.outbox.put, turn.workspace, turn.peer, turn.thread, messages)
+        future = self.writer.submit(self._send_waiting)
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), SEND_GRACE)
+        except TimeoutError:
+            logger.info("identity: Honcho is slow; turn %s's messages go out from the outbox later", turn.id)
+
+    def _send_waiting(self) -> int:
+        """Send the outbox oldest first, session by session; stop at the first failure (order is kept)."""
+        assert self.outbox is not None
+        sent, refreshed = 0, set()
+        while self.refused is None:
+            rows = self.outbox.claim()
+            if not rows:
+                break
+            workspace, peer, thread = rows[0]["workspace"], rows[0]["peer"], rows[0]["thread"]
+            try:
+                honcho = self.client(workspace, fast=False)
+                user = self._peer(honcho, peer, create=True)
+                agent = self._peer(honcho, self.settings.agent_peer, create=True)
+                self._session(honcho, peer, thread).add_messages(
+                    [
+                        (user if row["role"] == "user" else agent).message(
+                            row["content"], created_at=datetime.fromtimestamp(row["at"], UTC)
+                        )
+                        for row in rows
+                    ]
+                )
+            except Exception as exc:  # noqa: BLE001 - the rows stay in the outbox; the log says why
+                self._unsent(rows, exc)
+                break
+            self.outbox.sent(rows)
+            sent += len(rows)
+            refreshed.add((workspace, peer))
+        for workspace, peer in refreshed:
+            self._refresh_representation(workspace, peer)
+        return sent
+
+    def _unsent(self, rows: list[dict[str, Any]], exc: BaseException) -> None:
+        assert self.outbox is not None
+        reason = describe(exc, self.settings.base_url)
+        peer = rows[0]["peer"]
+        if error_kind(exc) in ("unauthorized", "forbidden"):
+            self.outbox.release(rows, reason)
+            self._refuse(exc)
+        elif not retryable(exc):
+            self.outbox.park(rows, reason)
+            logger.error(
+                "identity: Honcho rejected %d message(s) of peer %s (%s); kept in the outbox, not retried",
+                len(rows),
+                peer,
+                reason,
+            )
+        else:
+            self.outbox.release(rows, reason)
+        logger.warning(
+            "identity: Honcho ingest for peer %s failed (%s); %d message(s) wait in the outbox (%s) and go out, "
+            "in order, when Honcho is back",
+            peer,
+            reason,
+            self.outbox.waiting(rows[0]["workspace"], peer),
+            self.store.path,
         )
 
-    def _ingest(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str, str]]) -> None:
-        key = (workspace, peer, thread)
-        with self._lock:
-            batch = (self._pending.pop(key, []) + messages)[-MAX_PENDING:]
-        honcho = self.client(workspace, fast=False)
-        sent = 0
+    def _refresh_representation(self, workspace: str, peer: str) -> None:
         try:
-            already = self.store.sent(workspace, peer, sorted({turn_id for turn_id, _, _ in batch}))
-            batch = [m for m in batch if m[0] not in already]
-            if not batch:
-                return
-            user = self._peer(honcho, peer, create=True)
-            agent = self._peer(honcho, self.settings.agent_peer, create=True)
-            honcho_session = self._session(honcho, peer, thread)
-            for start in range(0, len(batch), 100):  # the API takes at most 100 messages per call
-                chunk = batch[start : start + 100]
-                honcho_session.add_messages(
-                    [(user if role == "user" else agent).message(text) for _, role, text in chunk]
-                )
-                sent = start + len(chunk)
-                whole = {m[0] for m in batch[:sent]} - {m[0] for m in batch[sent:]}  # turns with every message sent
-                self.store.mark_sent(workspace, peer, thread, sorted(whole))
-            representation = user.representation()
-            if representation:
-                self.store.cache_put(workspace, peer, "representation", representation)
-        except Exception as exc:  # noqa: BLE001 - keep the messages for the next turn, say so in the log
-            with self._lock:
-                self._pending[key] = (batch[sent:] + self._pending.get(key, []))[-MAX_PENDING:]
-            logger.warning(
-                "identity: Honcho ingest for peer %s failed (%s); %d message(s) kept for retry",
-                peer,
-                _describe(exc),
-                len(self._pending[key]),
-            )
+            representation = Peer(honcho_id(peer), self.client(workspace, fast=False)).representation()
+        except Exception as exc:  # noqa: BLE001 - only the fallback's freshness is at stake
+            logger.info("identity: refreshing %s's representation failed: %s", peer, describe(exc))
+            return
+        if representation:
+            self.store.cache_put(workspace, peer, "representation", representation)
 
     def copy_notes(self, workspace: str, peer: str, texts: list[str], *, author: str) -> None:
         """Write notes as Honcho conclusions about the peer, in the background (agent-authored when not the user's)."""
         if texts:
-            self._submit(self._conclude, workspace, peer, list(texts), author)
+            self.writer.submit(self._conclude, workspace, peer, list(texts), author)
 
     def _conclude(self, workspace: str, peer: str, texts: list[str], author: str) -> None:
+        if self.refused is not None:
+            logger.warning("identity: %d note(s) about %s stay local: %s", len(texts), peer, self.refused)
+            return
         honcho = self.client(workspace, fast=False)
         try:
             user = self._peer(honcho, peer, create=True)
@@ -216,111 +345,65 @@ class HonchoBackend(IdentityBackend):
             for start in range(0, len(texts), 100):
                 view.create([{"content": text} for text in texts[start : start + 100]])
         except Exception as exc:  # noqa: BLE001
+            if error_kind(exc) in ("unauthorized", "forbidden"):
+                self._refuse(exc)
             logger.warning(
                 "identity: writing %d conclusion(s) about %s to Honcho failed (%s); they stay in the local store",
                 len(texts),
                 peer,
-                _describe(exc),
+                describe(exc, self.settings.base_url),
             )
 
-    def _submit(self, function: Any, *args: Any) -> None:
-        future = self._executor.submit(function, *args)
-        self._futures.add(future)
-        future.add_done_callback(self._futures.discard)
-
     def flush(self, timeout: float = 30.0) -> None:
-        """Wait for background conclusion writes (tests and shutdown)."""
-        for future in list(self._futures):
-            future.result(timeout=timeout)
+        """Wait for the background writes queued so far (tests, forget and shutdown)."""
+        self.writer.wait(timeout)
 
-    # --- export, forget, status ---------------------------------------------------------
+    # --- export, import, forget, status -------------------------------------------------
 
-    def export(self, workspace: str, peer: str) -> dict[str, Any]:
-        """The local rows plus what Honcho holds: the peer's sessions with messages, conclusions, card."""
+    def export(self, workspace: str, peer: str, *, local_only: bool = False) -> dict[str, Any]:
+        """The local rows plus what Honcho holds (sessions with messages, conclusions, card); raises if unreadable."""
         document = super().export(workspace, peer)
-        honcho = self.client(workspace, fast=False)
-        user = Peer(honcho_id(peer), honcho)
-        try:
-            sessions = [
-                {
-                    "id": s.id,
-                    "messages": [
-                        {"peer": m.peer_id, "content": m.content, "created_at": m.created_at.isoformat()}
-                        for m in s.messages()
-                    ],
-                }
-                for s in user.sessions()
-            ]
-            conclusions = [
-                {
-                    "id": c.id,
-                    "content": c.content,
-                    "observer": c.observer_id,
-                    "observed": c.observed_id,
-                    "session_id": c.session_id,
-                    "level": c.level,
-                    "created_at": c.created_at.isoformat(),
-                }
-                for c in self._conclusions(honcho, user.id)
-            ]
-            document["honcho"] = {
-                "workspace": honcho.workspace_id,
-                "peer": user.id,
-                "sessions": sessions,
-                "conclusions": conclusions,
-                "card": user.get_card() or [],
-            }
-        except Exception as exc:  # noqa: BLE001
-            document["honcho"] = {"error": _describe(exc)}
-            logger.error("identity: exporting %s from Honcho failed: %s", peer, _describe(exc))
+        if not local_only:
+            from .honcho_data import export_honcho
+
+            document["honcho"] = export_honcho(self, workspace, peer)
         return document
 
-    def _conclusions(self, honcho: Honcho, peer_id: str) -> list[Any]:
-        seen: dict[str, Any] = {}
-        for field in ("observed_id", "observer_id"):
-            for conclusion in honcho.conclusions.list(filters={field: peer_id}):
-                seen.setdefault(conclusion.id, conclusion)
-        return list(seen.values())
+    def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
+        """The local rows, then the document's Honcho sessions, messages and conclusions, each once."""
+        added = super().import_document(document, workspace=workspace, peer=peer)
+        self.flush()
+        if document.get("honcho"):
+            from .honcho_data import import_honcho
+
+            added.update(import_honcho(self, document["honcho"], workspace=workspace, peer=peer))
+        return added
 
     def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
-        """Delete the peer's Honcho sessions (or the thread's) and conclusions, then the local rows."""
-        self.flush()
-        honcho = self.client(workspace, fast=False)
-        receipt = {"honcho_sessions": 0, "honcho_conclusions": 0}
-        try:
-            user = Peer(honcho_id(peer), honcho)
-            if thread is not None:
-                session_ids = [session_id(peer, thread)]
-            else:
-                session_ids = [s.id for s in user.sessions()]
-                for conclusion in self._conclusions(honcho, user.id):
-                    Peer(conclusion.observer_id, honcho).conclusions_of(conclusion.observed_id).delete(conclusion.id)
-                    receipt["honcho_conclusions"] += 1
-            for sid in session_ids:
-                try:
-                    HonchoSession(sid, honcho).delete()
-                    receipt["honcho_sessions"] += 1
-                except NotFoundError:
-                    pass
-                self._known.discard((honcho.workspace_id, "session", sid))
-        except Exception as exc:  # noqa: BLE001 - local data still goes; the receipt says Honcho was not reached
-            logger.error("identity: deleting %s from Honcho failed: %s", peer, _describe(exc))
-            receipt["honcho_unreachable"] = 1
-        with self._lock:
-            for key in [k for k in self._pending if k[:2] == (workspace, peer) and thread in (None, k[2])]:
-                del self._pending[key]
+        """Erase the peer's waiting messages, ask Honcho to delete its data, then delete the local rows."""
+        from .honcho_data import forget_honcho
+
+        assert self.outbox is not None
+        dropped = self.outbox.drop(workspace, peer, thread)
+        self.flush()  # a send already under way finishes before its session is deleted
+        receipt = forget_honcho(self, workspace, peer, thread)
+        if dropped:
+            receipt["unsent_messages"] = dropped
         return {**receipt, **self.store.delete(workspace, peer, thread)}
 
     def status(self, workspace: str, peer: str) -> dict[str, Any]:
-        """Local counts plus pending messages."""
-        with self._lock:
-            pending = sum(len(v) for k, v in self._pending.items() if k[:2] == (workspace, peer))
-        return {**super().status(workspace, peer), "pending_ingest": pending}
+        """Local counts plus messages waiting in the outbox (and why, when Honcho refused them)."""
+        assert self.outbox is not None
+        status = {**super().status(workspace, peer), "pending_ingest": self.outbox.waiting(workspace, peer)}
+        error = self.refused or self.outbox.last_error(workspace, peer)
+        if error:
+            status["honcho_error"] = error
+        return status
 
     def close(self) -> None:
-        """Finish background writes and close the SDK clients."""
-        self._executor.shutdown(wait=True)
-        self._dialectic_executor.shutdown(wait=True)
+        """Give the writer thread a moment (what it could not send stays in the outbox), close the clients."""
+        if not self.writer.wait(CLOSE_GRACE):
+            logger.info("identity: Honcho writes still running at exit; what was not sent waits in the outbox")
         for honcho in self._clients.values():
             honcho._http.close()  # the SDK offers no public close for its sync client
         super().close()

@@ -77,4 +77,14 @@ def m002_one_copy_per_turn(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn]
+# 3: messages waiting for Honcho (it was down or refused them), kept across processes, sent in id order.
+M003_HONCHO_OUTBOX = """
+        CREATE TABLE honcho_outbox (
+            id INTEGER PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL,
+            turn_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, at REAL NOT NULL,
+            claimed_by TEXT, claimed_at REAL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT
+        );
+        CREATE UNIQUE INDEX honcho_outbox_turn ON honcho_outbox (workspace, peer, turn_id, role);
+"""
+
+MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn, M003_HONCHO_OUTBOX]

@@ -14,9 +14,8 @@ from thoth_core import ContextBlock, Reply, Session, Turn, hookimpl
 from thoth_core.runtime import Command
 
 from .backend import IdentityBackend
+from .layer import IdentityLayer
 from .recall import recall_items
-from .settings import load_settings
-from .store import IdentityStore
 
 LAYER = "identity"
 DEADLINE = 1.5
@@ -24,46 +23,42 @@ DEADLINE = 1.5
 logger = logging.getLogger(__name__)
 
 
-def make_backend(runtime: Any) -> IdentityBackend:
-    """The configured backend over the store in the runtime's home."""
-    settings = load_settings(runtime)
-    store = IdentityStore(runtime.home / "identity" / "identity.db")
-    logger.info("identity: %s backend, store %s", settings.backend, store.path)
-    if settings.backend == "honcho":
-        from .honcho_backend import HonchoBackend
-
-        return HonchoBackend(runtime, settings, store)
-    from .embedded import EmbeddedBackend
-
-    return EmbeddedBackend(runtime, settings, store)
+def layer_for(runtime: Any) -> IdentityLayer:
+    """This runtime's identity layer (settings checked, warm-up started), made on first use."""
+    return runtime.plugin_state("identity", lambda: IdentityLayer(runtime))  # type: ignore[no-any-return]
 
 
 def backend_for(runtime: Any) -> IdentityBackend:
-    """This runtime's identity backend, made on first use."""
-    return runtime.plugin_state("identity", lambda: make_backend(runtime))  # type: ignore[no-any-return]
+    """This runtime's identity backend, made on first use (blocking: not on the event loop)."""
+    return layer_for(runtime).backend()
+
+
+async def backend_async(runtime: Any) -> IdentityBackend:
+    """This runtime's identity backend, made in a worker thread on first use."""
+    return await layer_for(runtime).backend_async()
 
 
 @hookimpl
 def configure(runtime: Any) -> None:
-    """Check `[plugins.identity]` now; the backend (SQLite, Honcho clients) is made on first use."""
-    logger.debug("identity: %s backend", load_settings(runtime).backend)
+    """Check `[plugins.identity]` and start the warm-up (imports, model) in a thread; the store opens on first use."""
+    logger.debug("identity: %s backend", layer_for(runtime).settings.backend)
 
 
 @hookimpl
 async def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
-    return await backend_for(session.runtime).context(turn, session)
+    return await layer_for(session.runtime).context(turn, session)
 
 
 @hookimpl
 async def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
-    await backend_for(session.runtime).ingest(turn, reply, session)
+    await (await backend_async(session.runtime)).ingest(turn, reply, session)
 
 
 @hookimpl
 async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -> dict[str, Any] | None:
     if kind not in ("identity", "remember") or not text.strip():
         return None
-    backend = backend_for(session.runtime)
+    backend = await backend_async(session.runtime)
     outcome = await asyncio.to_thread(
         backend.note_reaction, session.workspace, session.peer, text, turn_id=turn_id, actor=actor
     )
@@ -72,7 +67,7 @@ async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Sess
 
 @hookimpl
 async def reflection_result(result: dict[str, Any], session: Session) -> None:
-    backend = backend_for(session.runtime)
+    backend = await backend_async(session.runtime)
     flagged = (result.get("flags") or {}).get("user_model_updates") or {}
     source = f"reflection:{result.get('run_id') or session.id}"
     for peer, texts in (result.get("user_model_updates") or {}).items():
@@ -88,20 +83,20 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
 
 @hookimpl
 async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
-    receipt = await asyncio.to_thread(backend_for(runtime).forget, workspace, peer, thread)
+    receipt = await asyncio.to_thread((await backend_async(runtime)).forget, workspace, peer, thread)
     return {what: n for what, n in receipt.items() if n} or None
 
 
 @hookimpl
 async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
-    return await asyncio.to_thread(backend_for(runtime).status, workspace, peer)
+    return await asyncio.to_thread((await backend_async(runtime)).status, workspace, peer)
 
 
 async def _remember(args: str, session: Session, runtime: Any, **_: Any) -> str:
     if not args.strip():
         return REMEMBER_USAGE
     outcome = await asyncio.to_thread(
-        backend_for(runtime).remember, session.workspace, session.peer, args, source=f"command:{session.id}"
+        (await backend_async(runtime)).remember, session.workspace, session.peer, args, source=f"command:{session.id}"
     )
     return str(outcome["message"])
 
@@ -117,6 +112,17 @@ async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Any
     """The peer's facts and observations matching a query."""
     store = backend_for(runtime).store
     return await asyncio.to_thread(recall_items, store, workspace=workspace, peer=peer, query=query, limit=limit)
+
+
+@hookimpl
+def doctor_checks(runtime: Any) -> list[tuple[bool, str]] | None:
+    """Honcho reachable, the key accepted, the server's version one this SDK speaks (the honcho backend only)."""
+    layer = layer_for(runtime)
+    if layer.settings.backend != "honcho":
+        return None
+    from .checks import honcho_checks
+
+    return honcho_checks(layer.settings, layer.backend())
 
 
 @hookimpl

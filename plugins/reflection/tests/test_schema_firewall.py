@@ -1,4 +1,4 @@
-"""The output schema (parse, validate, caps) and the write firewall's flags."""
+"""The reflection schema (parse, validate, caps, the JSON schema sent to providers) and the write firewall's flags."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import time
 
 import pytest
 from thoth_reflection import firewall, schema
+
+from thoth_core import answers
 
 NOW = time.time()
 
@@ -25,14 +27,14 @@ def valid(**over):
 
 
 def test_parse_tolerates_fences_and_prose():
-    assert schema.parse('```json\n{"a": 1}\n```') == {"a": 1}
-    assert schema.parse('Sure! Here it is: {"a": 1} hope that helps') == {"a": 1}
+    assert answers.parse_json('```json\n{"a": 1}\n```') == {"a": 1}
+    assert answers.parse_json('Sure! Here it is: {"a": 1} hope that helps') == {"a": 1}
 
 
-@pytest.mark.parametrize("text", ["not json", "{'single': 'quotes'}", "{", "x" * (schema.MAX_OUTPUT_CHARS + 1)])
+@pytest.mark.parametrize("text", ["not json", "{'single': 'quotes'}", "{", "x" * (answers.MAX_ANSWER_CHARS + 1)])
 def test_parse_rejects_garbage_with_a_reason(text):
-    with pytest.raises(schema.InvalidOutput) as info:
-        schema.parse(text)
+    with pytest.raises(answers.AnswerProblems) as info:
+        answers.parse_json(text)
     assert info.value.problems
 
 
@@ -55,7 +57,10 @@ def test_valid_output_is_normalised():
         ),
         ({"skill": {"name": "Deploy Steps", "description": "d", "body": "b"}}, "is not a slug"),
         ({"skill": {"name": "ok", "description": "d", "body": "b" * (schema.MAX_BODY + 1)}}, "skill.body"),
-        ({"skill": {"name": "ok"}}, "skill.description: expected a non-empty string"),
+        ({"skill": {"name": "ok"}}, "skill.description: required"),
+        ({"skill": {"name": "ok", "description": "  ", "body": "b"}}, "skill.description: expected a non-empty string"),
+        ({"user_model_updates": {"ann": ["x"] * 21}}, "user_model_updates.ann: 21 items, at most 20"),
+        ({"user_model_updates": {"ann": [3]}}, "user_model_updates.ann[0]: expected a string, got int"),
         ({"skill": "yes"}, "skill: expected an object"),
         ({"next_check_at": "tomorrow"}, "not an ISO-8601 time"),
         ({"next_check_at": "2999-01-01T00:00:00Z"}, "days away"),
@@ -64,13 +69,29 @@ def test_valid_output_is_normalised():
     ],
 )
 def test_invalid_fields_are_named(override, problem):
-    with pytest.raises(schema.InvalidOutput) as info:
+    with pytest.raises(answers.AnswerProblems) as info:
         schema.validate(valid(**override), now=NOW)
     assert any(problem in p for p in info.value.problems), info.value.problems
 
 
+def test_the_schema_sent_to_providers_carries_the_limits():
+    sent = schema.Reflection.model_json_schema()
+    notes = sent["properties"]["memory_notes"]
+    assert notes["maxItems"] == schema.MAX_ITEMS and notes["items"]["maxLength"] == schema.MAX_TEXT
+    skill = sent["$defs"]["Skill"]["properties"]
+    assert skill["name"]["pattern"] == schema.SLUG.pattern and skill["body"]["maxLength"] == schema.MAX_BODY
+    assert sent["properties"]["user_model_updates"]["maxProperties"] == schema.MAX_PEERS
+    assert schema.PEER.pattern in sent["properties"]["user_model_updates"]["patternProperties"]
+
+
+def test_empty_texts_and_peers_are_dropped_and_nulls_are_empty():
+    result = schema.validate({"what_worked": None, "user_model_updates": {"ann": ["  "], "bob": ["ok "]}}, now=NOW)
+    assert result["what_worked"] == [] and result["user_model_updates"] == {"bob": ["ok"]}
+    assert result["skill"] is None and result["next_check_at"] is None
+
+
 def test_not_an_object():
-    with pytest.raises(schema.InvalidOutput, match="expected a JSON object"):
+    with pytest.raises(answers.AnswerProblems, match="expected a JSON object"):
         schema.validate(json.loads("[1, 2]"), now=NOW)
 
 

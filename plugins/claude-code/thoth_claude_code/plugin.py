@@ -1,0 +1,28 @@
+"""The `claude-code` frontend: Claude Code's hooks bring this agent's memory into its sessions.
+
+`thoth claude-code install` writes the hooks into `.claude/settings.json`; Claude Code then runs
+`thoth claude-code hook EVENT` at SessionStart, UserPromptSubmit, Stop and SessionEnd.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thoth_core import hookimpl
+
+from .settings import DEFAULTS, NAME, Settings
+
+LAYER = "frontend"  # not a memory layer: it contributes no context of its own
+CONFIG_DEFAULTS = {f"plugins.{NAME}": dict(DEFAULTS)}
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    Settings.of(runtime.config)
+
+
+@hookimpl
+def register_cli_commands(cli: Any) -> None:
+    from .commands import claude_code
+
+    cli.add_command(claude_code)

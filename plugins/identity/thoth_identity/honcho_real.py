@@ -1,0 +1,172 @@
+"""The real Honcho of `../shared/honcho-real` for tests and the bench: start, stop, hang, a second API with auth.
+
+`start DIR` builds the server under DIR once (1.5-3 min) and later starts it in seconds, so
+DIR lives outside the clone: `$THOTH_HONCHO_REAL_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/thoth-tests/honcho-real`
+when PostgreSQL's system user can reach it (as root every parent folder must be readable by
+others; `/root` usually is not), else `/var/tmp/thoth-tests/honcho-real`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from .fake_honcho import free_port
+
+START_TIMEOUT = 900.0
+
+
+def scripts_folder(repo: Path) -> Path:
+    """Where `start` and `stop` are: `../shared/honcho-real` beside the clone."""
+    return (repo / ".." / "shared" / "honcho-real").resolve()
+
+
+def reachable_by_others(path: Path) -> bool:
+    """Whether every existing folder from / down to path can be entered by other users."""
+    for folder in [*reversed(path.parents), path]:
+        if folder.exists() and not os.stat(folder).st_mode & 0o005 == 0o005:
+            return False
+    return True
+
+
+def server_dir() -> Path:
+    """The DIR to build and run the server in (see the module docstring)."""
+    if os.environ.get("THOTH_HONCHO_REAL_DIR"):
+        return Path(os.environ["THOTH_HONCHO_REAL_DIR"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "thoth-tests" / "honcho-real"
+    if os.geteuid() != 0 or reachable_by_others(cache):
+        return cache
+    return Path("/var/tmp/thoth-tests/honcho-real")
+
+
+class HonchoRealError(RuntimeError):
+    """The real server could not be started; the message names the log to read."""
+
+
+def start(scripts: Path, folder: Path) -> tuple[str, bool]:
+    """Start (building on first use) the server; its URL and whether it was already running."""
+    if os.geteuid() == 0:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.parent.chmod(0o755)
+    try:
+        done = subprocess.run(
+            [str(scripts / "start"), str(folder)], capture_output=True, text=True, timeout=START_TIMEOUT
+        )
+    except subprocess.TimeoutExpired as exc:
+        message = f"honcho-real start {folder} took over {START_TIMEOUT:.0f}s (logs: {folder}/logs)"
+        raise HonchoRealError(message) from exc
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].startswith("HONCHO_URL="):
+        failed = [line for line in done.stderr.splitlines() if "FAILED" in line] or done.stderr.splitlines()[-1:]
+        why = " ".join(failed) or "no output"
+        raise HonchoRealError(f"honcho-real start {folder} failed: {why} (logs: {folder}/logs)")
+    return lines[-1].split("=", 1)[1], "already running" in done.stderr
+
+
+def stop(scripts: Path, folder: Path) -> None:
+    """Stop what `start` started (the data stays)."""
+    subprocess.run([str(scripts / "stop"), str(folder)], capture_output=True, text=True, timeout=120)
+
+
+def fresh_start(scripts: Path, folder: Path) -> str:
+    """A server started just now (stopped first if it was running), so its first requests are cold."""
+    url, was_running = start(scripts, folder)
+    if was_running:
+        stop(scripts, folder)
+        url, _ = start(scripts, folder)
+    return url
+
+
+def api_pid(folder: Path) -> int:
+    """The PID of the Honcho API process (the leader of its process group)."""
+    return int((folder / "run" / "honcho_api.pid").read_text().split()[0])
+
+
+def hang(folder: Path) -> None:
+    """Stop the API's process group (SIGSTOP): connections are accepted, nothing answers."""
+    os.killpg(api_pid(folder), signal.SIGSTOP)
+
+
+def resume(folder: Path) -> None:
+    """Let a hung API go on (SIGCONT)."""
+    os.killpg(api_pid(folder), signal.SIGCONT)
+
+
+def healthy(url: str, timeout: float = 2.0) -> bool:
+    """Whether `url/health` answers 200."""
+    try:
+        return urllib.request.urlopen(f"{url}/health", timeout=timeout).status == 200
+    except OSError:
+        return False
+
+
+def jwt(secret: str, claims: dict[str, object]) -> str:
+    """An HS256 JWT as Honcho's `create_jwt` makes it."""
+
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    header = part(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = part(json.dumps(claims).encode())
+    signature = hmac.new(secret.encode(), f"{header}.{body}".encode(), hashlib.sha256).digest()
+    return f"{header}.{body}.{part(signature)}"
+
+
+class AuthApi:
+    """A second real Honcho API on the same database with `AUTH_USE_AUTH=true` (start's own API has auth off)."""
+
+    def __init__(self, folder: Path, secret: str = "thoth-test-secret") -> None:
+        self.folder, self.secret = folder, secret
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90.0) -> AuthApi:
+        """Start it and wait for /health; a HonchoRealError names the log when it does not come up."""
+        env = {**os.environ}
+        for line in (self.folder / "run" / "honcho.env").read_text().splitlines():
+            name, _, value = line.partition("=")
+            env[name] = value
+        env.update(AUTH_USE_AUTH="true", AUTH_JWT_SECRET=self.secret)
+        log = self.folder / "logs" / "honcho_api_auth.log"
+        python = str(self.folder / "venv" / "bin" / "python")
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [python, "-m", "uvicorn", "src.main:app", "--host", "127.0.0.1", "--port", str(self.port)],
+                cwd=self.folder / "honcho",
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        until = time.monotonic() + timeout
+        while not healthy(self.url, 1.0):
+            if self.process.poll() is not None or time.monotonic() > until:
+                self.stop()
+                raise HonchoRealError(f"the Honcho API with auth did not start (see {log})")
+            time.sleep(0.3)
+        return self
+
+    def key(self, **claims: object) -> str:
+        """A key for this server, e.g. `key(ad=True)` (admin) or `key(w="thoth")` (one workspace)."""
+        return jwt(self.secret, {"t": str(int(time.time())), **claims})
+
+    def stop(self) -> None:
+        """Stop the process group this object started."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        self.process = None

@@ -1,0 +1,318 @@
+"""The `openai` provider: any OpenAI-compatible Chat Completions server through the official SDK.
+
+The OpenAI API itself, or a local server speaking its wire format (Ollama, vLLM, LM Studio,
+llama.cpp's llama-server). Options, all in `[models.openai]` of thoth.toml:
+- `model` (default `gpt-4.1-mini`), `max_tokens` (default `[thoth] max_tokens`);
+- `base_url`: default `OPENAI_BASE_URL`, else the public API;
+- `api_key`: a reference such as `{ "$env" = "MY_KEY" }`; default `OPENAI_API_KEY`. A server
+  other than api.openai.com may need no key: without one, a placeholder is sent;
+- `timeout` (default 60 seconds per attempt; while streaming, between two chunks),
+  `max_retries` (default 2: the SDK retries 408, 409, 429 and 5xx, honouring retry-after),
+  `max_tool_rounds` (default 4), `prices` (`{ input = 0.4, output = 1.6 }` dollars per million tokens).
+
+Replies stream with `stream_options.include_usage`, so the last chunk carries the usage. Tools
+come in Anthropic's shape (`name`, `description`, `input_schema`, optional `handler`) and go as
+`function` tools; calls with handlers are run and answered, as the `anthropic` provider does. A
+request with an `answer` schema sends it as `response_format` (`json_schema`, not strict). The
+public API gets `max_completion_tokens`, other servers the older `max_tokens` they all accept.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlparse
+
+from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
+from thoth_core.answers import answer_description, answer_name, answer_schema
+from thoth_core.default_plugins.anthropic_model import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOOL_ROUNDS,
+    ClientState,
+    cost_of,
+    number_option,
+    run_tool,
+)
+
+if TYPE_CHECKING:
+    import openai
+
+DEFAULT_MODEL = "gpt-4.1-mini"
+PUBLIC_HOST = "api.openai.com"
+LOCAL_KEY = "no-key-needed"  # local servers ignore the key, but the SDK wants one
+CONFIG_DEFAULTS = {
+    "models.openai": {
+        "model": DEFAULT_MODEL,
+        "timeout": DEFAULT_TIMEOUT,
+        "max_retries": DEFAULT_MAX_RETRIES,
+        "max_tool_rounds": DEFAULT_TOOL_ROUNDS,
+    }
+}
+KEY_HELP = "OPENAI_API_KEY or [models.openai] api_key"
+
+
+def function_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """An Anthropic-shaped tool definition as a Chat Completions function tool."""
+    function = {"name": tool["name"], "parameters": tool.get("input_schema") or {"type": "object", "properties": {}}}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return {"type": "function", "function": function}
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Whitespace collapsed, cut to a limit: error messages stay on one line."""
+    return " ".join(str(text).split())[:limit]
+
+
+class OpenAIModel:
+    """Streams replies from a Chat Completions endpoint through an `AsyncOpenAI` client."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        model: str = DEFAULT_MODEL,
+        max_tokens: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_tool_rounds: int = DEFAULT_TOOL_ROUNDS,
+        price: tuple[float, float] | None = None,
+        url_source: str = "the OpenAI API at",
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_tool_rounds = max_tool_rounds
+        self.price = price
+        self.url_source = url_source
+
+    @property
+    def public(self) -> bool:
+        """Whether the client talks to the OpenAI API itself."""
+        return urlparse(str(self.client.base_url)).hostname == PUBLIC_HOST
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The Chat Completions parameters for a request (streamed, with usage)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system_text})
+        messages += [{"role": m.role, "content": m.content} for m in request.messages if m.content]
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_completion_tokens" if self.public else "max_tokens": self.max_tokens or request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = [function_tool(tool) for tool in request.tools]
+        if request.answer is not None:
+            schema = {
+                "name": answer_name(request.answer),
+                "description": answer_description(request.answer),
+                "schema": answer_schema(request.answer),
+                "strict": False,
+            }
+            params["response_format"] = {"type": "json_schema", "json_schema": schema}
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+        """Yield the reply's text deltas, then one Usage summed over tool rounds."""
+        import openai
+
+        params = self.params(request)
+        handlers = {
+            str(t["name"]): cast(Callable[..., Any], t["handler"]) for t in request.tools if callable(t.get("handler"))
+        }
+        usage = Usage()
+        try:
+            spoke = False
+            for _ in range(self.max_tool_rounds + 1):
+                calls: dict[int, dict[str, str]] = {}
+                text: list[str] = []
+                async for chunk in await self.client.chat.completions.create(**params):
+                    if chunk.usage is not None:
+                        add_usage(usage, chunk.usage)
+                    for choice in chunk.choices:
+                        delta = choice.delta
+                        if delta.content:
+                            if spoke and not text:
+                                yield "\n\n"  # text of an earlier round, before a tool call
+                            spoke = True
+                            text.append(delta.content)
+                            yield delta.content
+                        for call in delta.tool_calls or []:
+                            add_call_delta(calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""}), call)
+                ordered = [calls[i] for i in sorted(calls)]
+                if not ordered or not all(c["name"] in handlers for c in ordered):
+                    break
+                results = [await answer_call(handlers[c["name"]], c) for c in ordered]
+                params["messages"] = [*params["messages"], assistant_turn("".join(text), ordered), *results]
+        except openai.APIError as exc:
+            raise self.error(exc) from exc
+        usage.cost_usd = cost_of(usage, self.price)
+        yield usage
+
+    async def check(self) -> str:
+        """For `thoth doctor`: list the server's models once, without retries; raises ModelError if unreachable."""
+        import openai
+
+        started = time.perf_counter()
+        client = self.client.with_options(max_retries=0, timeout=min(self.timeout, 10.0))
+        try:
+            page = await client.models.list()
+        except openai.APIError as exc:
+            raise self.error(exc, retried=False) from exc
+        listed = [m.id for m in page.data]
+        note = "" if not listed or self.model in listed else f"; it lists {', '.join(listed[:5])}, not {self.model}"
+        elapsed = (time.perf_counter() - started) * 1000
+        return f"{self.model} reachable at {self.client.base_url} ({elapsed:.0f} ms{note})"
+
+    def error(self, exc: openai.APIError, *, retried: bool = True) -> ModelError:
+        """One clear line for an SDK error."""
+        import openai
+
+        status = getattr(exc, "status_code", None)
+        in_stream = not isinstance(exc, (openai.APIStatusError, openai.APIConnectionError))  # not retried
+        after = f" after {self.max_retries} retries" if retried and not in_stream and self.max_retries else ""
+        where = f"{self.url_source} {self.client.base_url}"
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(
+                f"openai: no answer from {where} within {self.timeout:g}s{after}; raise [models.openai] timeout"
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(f"openai: cannot reach {where}: {one_line(str(exc.__cause__ or exc))}{after}")
+        message = one_line(error_message(exc))
+        if status == 401:
+            return ModelError(f"openai: authentication failed (401: {message}) at {where}; check {KEY_HELP}")
+        if status == 403:
+            return ModelError(f"openai: permission denied (403: {message}); the key may not allow model {self.model}")
+        if status == 404:
+            return ModelError(
+                f"openai: not found (404: {message}) at {where}; check [models.openai] model = {self.model!r}"
+            )
+        if status == 429:
+            return ModelError(f"openai: rate limited (429){after}: {message}; try again shortly")
+        if status in (400, 422):
+            return ModelError(f"openai: request rejected ({status}): {message}")
+        return ModelError(f"openai: API error ({status or 'in stream'}){after} from {where}: {message}")
+
+
+def error_message(exc: Exception) -> str:
+    """The message of an API error body (`{"error": {"message": ...}}` or the inner object)."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and inner.get("message"):
+        return str(inner["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def add_call_delta(entry: dict[str, str], call: Any) -> None:
+    """Fold one streamed tool-call delta into the call it belongs to."""
+    if call.id:
+        entry["id"] = call.id
+    if call.function is not None:
+        entry["name"] += call.function.name or ""
+        entry["arguments"] += call.function.arguments or ""
+
+
+def assistant_turn(text: str, calls: list[dict[str, str]]) -> dict[str, Any]:
+    """The assistant message that made these tool calls, as a request parameter."""
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls
+        ],
+    }
+
+
+async def answer_call(handler: Callable[..., Any], call: dict[str, str]) -> dict[str, Any]:
+    """Run one tool call; its result (or error) as a `tool` message."""
+    try:
+        tool_input = json.loads(call["arguments"] or "{}")
+    except json.JSONDecodeError as exc:
+        return {"role": "tool", "tool_call_id": call["id"], "content": f"invalid JSON arguments: {exc.msg}"}
+    result = await run_tool(handler, call["id"], tool_input)
+    return {"role": "tool", "tool_call_id": call["id"], "content": result["content"]}
+
+
+def add_usage(total: Usage, usage: Any) -> None:
+    """Add one response's usage (cached prompt tokens counted as cache reads) to a running total."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+    total.input_tokens += (usage.prompt_tokens or 0) - cached
+    total.cache_read_tokens += cached
+    total.output_tokens += usage.completion_tokens or 0
+
+
+def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
+    """Build the provider from `[models.openai]` and the OPENAI_* environment."""
+    model = options.get("model", DEFAULT_MODEL)
+    if not isinstance(model, str) or not model:
+        raise runtime.config.error("models.openai.model", f"expected a model id, got {model!r}")
+    base_url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
+    if base_url is not None and (not isinstance(base_url, str) or urlparse(base_url).scheme not in ("http", "https")):
+        raise runtime.config.error("models.openai.base_url", f"expected an http(s) URL, got {base_url!r}")
+    source = (
+        "models.openai.base_url" if options.get("base_url") else "OPENAI_BASE_URL" if base_url else "the OpenAI API at"
+    )
+    api_key = options.get("api_key") or os.environ.get("OPENAI_API_KEY")
+    if not api_key:
+        if base_url is None or urlparse(base_url).hostname == PUBLIC_HOST:
+            raise ModelNotConfigured(f'openai: no API key; set {KEY_HELP} = {{ "$env" = "VAR" }} in thoth.toml')
+        api_key = LOCAL_KEY
+    timeout = number_option(runtime, options, "models.openai", "timeout", DEFAULT_TIMEOUT)
+    max_retries = number_option(runtime, options, "models.openai", "max_retries", DEFAULT_MAX_RETRIES, kind=int)
+    prices = options.get("prices")
+    if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
+        raise runtime.config.error(
+            "models.openai.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens"
+        )
+
+    import openai
+
+    state = runtime.plugin_state(
+        "openai",
+        lambda: ClientState(
+            openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        ),
+    )
+    return OpenAIModel(
+        state.client,
+        model=model,
+        max_tokens=options.get("max_tokens"),
+        timeout=timeout,
+        max_retries=max_retries,
+        max_tool_rounds=number_option(
+            runtime, options, "models.openai", "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int
+        ),
+        price=(float(prices["input"]), float(prices["output"])) if prices else None,
+        url_source=source,
+    )
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    """When an OpenAI-compatible server answers turns, import the SDK on a thread while the runtime starts."""
+    if runtime.model_name() == "openai" and "openai" not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=("openai",), name="thoth-import-openai", daemon=True
+        ).start()
+
+
+@hookimpl
+def register_models(register):  # type: ignore[no-untyped-def]
+    register("openai", make_openai)
