@@ -19,7 +19,7 @@ from thoth_identity import honcho_real, plugin
 from thoth_identity.checks import honcho_checks
 from thoth_identity.fake_honcho import free_port
 from thoth_identity.honcho_backend import session_id
-from thoth_identity.honcho_data import forget_honcho, left_in_honcho, wait_forgotten
+from thoth_identity.honcho_data import left_in_honcho
 from thoth_identity.plugin import backend_for, layer_for
 
 from thoth_core import ThothError
@@ -142,7 +142,7 @@ async def test_messages_sent_while_honcho_is_down_go_out_from_the_next_process(m
     assert first.writes.unsaved == []
     await first.aclose()
     second = make_runtime({"identity": plugin}, config=config(url, workspace))
-    receipt = await plugin.forget(peer="bob", thread=None, workspace="default", runtime=second)
+    receipt = await plugin.forget(peer="bob", thread=None, workspace="default", runtime=second, wait=0)
     # bob's erased from the outbox, or (when the start-up send was quicker) queued for deletion in Honcho
     assert receipt.get("unsent_messages", 0) + receipt.get("honcho_messages_queued", 0) == 2
     backend_for(second).flush()
@@ -204,11 +204,11 @@ async def test_export_forget_wait_then_import_restores_idempotently(make_runtime
     exported = document["honcho"]
     assert {s["id"] for s in exported["sessions"]} == {session_id("ann", "t1"), session_id("ann", "t2")}
 
-    receipt = forget_honcho(backend, "default", "ann", None)
+    receipt = (await runtime.forget(peer="ann", wait=60))["identity"]  # as `thoth forget --peer ann --wait`
     assert receipt["honcho_sessions_queued"] == 2 and receipt["honcho_messages_queued"] == 4
-    assert receipt["honcho_peer_kept"] == 1
-    final = wait_forgotten(backend, "default", "ann", None, timeout=60)
-    assert final["honcho_sessions_left"] == final["honcho_messages_left"] == final["honcho_conclusions_left"] == 0
+    assert receipt["honcho_peer_kept"] == 1 and "honcho_wait_timed_out" not in receipt
+    assert receipt["honcho_sessions_left"] == receipt["honcho_messages_left"] == receipt["honcho_conclusions_left"] == 0
+    assert left_in_honcho(backend, "default", "ann", None) == {"sessions": 0, "messages": 0, "conclusions": 0}
 
     added = backend.import_document(document, workspace="default", peer="ann")
     assert added["honcho_messages"] == 4 and added["honcho_conclusions"] == len(exported["conclusions"])

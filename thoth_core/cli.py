@@ -260,9 +260,11 @@ def config_set(key: str, value: str) -> None:
 @click.option("--thread", default=None, help="Only this thread.")
 @workspace_option
 @click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
-def forget(peer: str, thread: str | None, workspace: str | None, as_json: bool) -> None:
+@click.option("--wait", is_flag=True, help="Wait until remote queues (Honcho) have deleted it all; final counts.")
+@click.option("--wait-timeout", default=120.0, show_default=True, help="Seconds --wait waits at most.")
+def forget(peer: str, thread: str | None, workspace: str | None, as_json: bool, wait: bool, wait_timeout: float) -> None:
     """Delete what every layer holds about a peer, and print a receipt."""
-    receipt = run(runtime().forget(peer=peer, thread=thread, workspace=workspace))
+    receipt = run(runtime().forget(peer=peer, thread=thread, workspace=workspace, wait=wait_timeout if wait else 0.0))
     if as_json:
         click.echo(json.dumps(receipt, indent=2))
         return

@@ -92,8 +92,11 @@ def session_end(session: Session, reason: str) -> None:
 
 
 @hookspec
-def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
+def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime, wait: float) -> dict[str, int] | None:
     """Delete everything this plugin holds about a peer (or one thread of theirs).
+
+    A plugin whose remote service deletes in the background (Honcho's queue) may poll up to
+    `wait` seconds (`thoth forget --wait`; 0: don't) and report what is left.
 
     Returns:
         A receipt: what was deleted and how many, e.g. `{"episodes": 12}`; None if nothing held.

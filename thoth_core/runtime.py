@@ -364,9 +364,9 @@ class Runtime:
         return Reply(text=str(output or ""), model="command")
 
     async def forget(
-        self, *, peer: str, thread: str | None = None, workspace: str | None = None
+        self, *, peer: str, thread: str | None = None, workspace: str | None = None, wait: float = 0.0
     ) -> dict[str, dict[str, int]]:
-        """Ask every plugin to delete what it holds of a peer; one receipt per plugin."""
+        """Ask every plugin to delete what it holds of a peer (remote queues: wait up to `wait` s); a receipt each."""
         workspace = workspace or self.config.get("thoth.workspace")
         await self.drain()  # a write still in flight must not land after the delete
         for key in [k for k in self.sessions if k[0] == workspace and k[1] == peer and thread in (None, k[2])]:
@@ -374,8 +374,8 @@ class Runtime:
         # the journal first: a replay must not bring back what the layers are about to delete
         journaled = await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
         receipt: dict[str, dict[str, int]] = {"journal": {"unwritten turns": journaled}} if journaled else {}
-        kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self}
-        outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=self.background_deadline)
+        kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self, "wait": wait}
+        outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=lambda p: self.background_deadline(p) + wait)
         for plugin, result, call in outcomes:
             if call.status != "ok":
                 receipt[plugin] = {"error": 1}

@@ -10,8 +10,8 @@ import pytest
 from thoth_identity import plugin
 from thoth_identity.fake_honcho import FakeHoncho, free_port
 from thoth_identity.honcho_backend import session_id
-from thoth_identity.plugin import backend_for
 from thoth_identity.outbox import Outbox
+from thoth_identity.plugin import backend_for
 from thoth_identity.settings import load_settings
 from thoth_identity.store import IdentityStore
 
@@ -168,7 +168,7 @@ async def test_the_outbox_outlives_the_process_and_forget_erases_it(make_runtime
     server.start()
     try:
         second = make_runtime({"identity": plugin}, config=config)
-        receipt = await plugin.forget(peer="bob", thread=None, workspace="default", runtime=second)
+        receipt = await plugin.forget(peer="bob", thread=None, workspace="default", runtime=second, wait=0)
         # erased from the outbox, or (when the start-up send was quicker) deleted in Honcho
         assert receipt.get("unsent_messages", 0) + receipt.get("honcho_messages_queued", 0) == 2
         backend_for(second).flush()

@@ -27,12 +27,12 @@ async def test_hooks_directly(make_runtime):
     assert block.tag == "user-model" and "- location: Oslo" in block.text
     status = await plugin.layer_status(workspace="default", peer="ann", runtime=runtime)
     assert (status["layer"], status["facts"], status["messages"]) == ("identity", 1, 2)
-    assert await plugin.forget(peer="ann", thread="t", workspace="default", runtime=runtime) == {"messages": 2}
-    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) == {
+    assert await plugin.forget(peer="ann", thread="t", workspace="default", runtime=runtime, wait=0) == {"messages": 2}
+    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime, wait=0) == {
         "facts": 1,
         "observations": 1,
     }
-    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime) is None
+    assert await plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime, wait=0) is None
 
 
 def test_registrations():

@@ -221,8 +221,8 @@ class IdentityBackend:
         self.copy_notes(workspace, peer, notes, author="import")
         return added
 
-    def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
-        """Delete what the layer holds about a peer (or one thread); a receipt of counts."""
+    def forget(self, workspace: str, peer: str, thread: str | None, *, wait: float = 0.0) -> dict[str, int]:
+        """Delete what the layer holds about a peer (or one thread); a receipt of counts (`wait`: for remote queues)."""
         return self.store.delete(workspace, peer, thread)
 
     def status(self, workspace: str, peer: str) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from thoth_core.cli import HelpGroup, run, runtime
 from .backend import validate_export
 from .plugin import backend_for
 
-HONCHO_FAILURES = ("timeout", "unreachable", "rate_limited", "server_error", "unauthorized", "forbidden", "failed")
 peer_option = click.option("--peer", required=True, help="The peer (person) concerned.")
 workspace_option = click.option("--workspace", default=None, help="Workspace (default from thoth.toml).")
 
@@ -129,13 +128,7 @@ def forget_command(
 ) -> None:
     """Delete what the identity layer holds about a peer and print a receipt."""
     backend = backend_for(runtime())
-    ws = _workspace(workspace)
-    receipt = run(_call(backend.forget, ws, peer, thread))
-    reached = not any(key.startswith("honcho_") and key[7:] in HONCHO_FAILURES for key in receipt)
-    if wait and backend.name == "honcho" and reached:
-        from .honcho_data import wait_forgotten
-
-        receipt.update(run(_call(wait_forgotten, backend, ws, peer, thread, timeout=wait_timeout)))
+    receipt = run(_call(backend.forget, _workspace(workspace), peer, thread, wait=wait_timeout if wait else 0.0))
     if as_json:
         click.echo(json.dumps(receipt, indent=2))
         return

@@ -39,7 +39,7 @@ from honcho import Session as HonchoSession
 from thoth_core import ContextBlock, Reply, Session, Turn
 
 from .backend import IdentityBackend, fallback_block, last_model
-from .honcho_errors import describe, error_kind, retryable
+from .honcho_errors import RETRYABLE, describe, error_kind, retryable
 from .outbox import Outbox
 from .render import relevant_facts, user_model_block
 
@@ -379,9 +379,9 @@ class HonchoBackend(IdentityBackend):
             added.update(import_honcho(self, document["honcho"], workspace=workspace, peer=peer))
         return added
 
-    def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
-        """Erase the peer's waiting messages, ask Honcho to delete its data, then delete the local rows."""
-        from .honcho_data import forget_honcho
+    def forget(self, workspace: str, peer: str, thread: str | None, *, wait: float = 0.0) -> dict[str, int]:
+        """Erase the peer's waiting messages, ask Honcho to delete its data (polling up to `wait` s), delete local rows."""
+        from .honcho_data import forget_honcho, wait_forgotten
 
         assert self.outbox is not None
         dropped = self.outbox.drop(workspace, peer, thread)
@@ -389,6 +389,8 @@ class HonchoBackend(IdentityBackend):
         receipt = forget_honcho(self, workspace, peer, thread)
         if dropped:
             receipt["unsent_messages"] = dropped
+        if wait > 0 and not any(f"honcho_{kind}" in receipt for kind in RETRYABLE):  # Honcho took the deletes
+            receipt.update(wait_forgotten(self, workspace, peer, thread, timeout=wait))
         return {**receipt, **self.store.delete(workspace, peer, thread)}
 
     def status(self, workspace: str, peer: str) -> dict[str, Any]:

@@ -82,9 +82,10 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
 
 
 @hookimpl
-async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
-    receipt = await asyncio.to_thread((await backend_async(runtime)).forget, workspace, peer, thread)
-    return {what: n for what, n in receipt.items() if n} or None
+async def forget(peer: str, thread: str | None, workspace: str, runtime: Any, wait: float) -> dict[str, int] | None:
+    backend = await backend_async(runtime)
+    receipt = await asyncio.to_thread(backend.forget, workspace, peer, thread, wait=wait)
+    return {what: n for what, n in receipt.items() if n or what.endswith("_left")} or None  # 0 left is news
 
 
 @hookimpl
@@ -110,7 +111,7 @@ REMEMBER_USAGE = (
 @hookimpl
 async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Any) -> list[dict[str, Any]]:
     """The peer's facts and observations matching a query."""
-    store = backend_for(runtime).store
+    store = (await backend_async(runtime)).store
     return await asyncio.to_thread(recall_items, store, workspace=workspace, peer=peer, query=query, limit=limit)
 
 
