@@ -28,14 +28,15 @@ def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str,
         for fact in sorted(facts, key=lambda f: -f["valid_from"])
     ]
     for row in store.search_observations(workspace, peer, query, limit=limit):
+        bm25 = float(f"{-float(row['rank']):.3g}")  # FTS5's rank is negative, and tiny in a small index
         items.append(
             {
                 "layer": "identity",
                 "kind": "observation",
                 "id": f"observation:{row['id']}",
                 "text": row["content"],
-                "score": round(-float(row["rank"]), 4),
-                "why": {"bm25": round(-float(row["rank"]), 4), "confidence": row["confidence"], "author": row["author"]},
+                "score": bm25,
+                "why": {"bm25": bm25, "confidence": row["confidence"], "author": row["author"]},
                 "at": row["created_at"],
             }
         )
