@@ -29,22 +29,10 @@ from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
 from .redact import redact
 from .tools import recorded
-from .types import ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
+from .types import Command, ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
 from .writes import TurnWriter
 
 logger = logging.getLogger(__name__)
-
-Handler = Callable[..., "str | Awaitable[str]"]
-
-
-@dataclass
-class Command:
-    """A slash command: `/name args`; handler(args=, turn=, session=, runtime=) -> text."""
-
-    name: str
-    help: str
-    handler: Handler
-    usage: str = ""
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,16 @@ FEEDBACK_KINDS = {
     "forget": "wastebasket",
     "identity": "bust_in_silhouette",
 }
+
+
+@dataclass
+class Command:
+    """A slash command: `/name args`; handler(args=, turn=, session=, runtime=) -> text."""
+
+    name: str
+    help: str
+    handler: Callable[..., str | Awaitable[str]]
+    usage: str = ""
 
 
 def new_id() -> str:
