@@ -219,8 +219,10 @@ async def test_the_public_api_needs_a_key_and_gets_max_completion_tokens(make_ru
 @pytest.mark.parametrize(
     ("options", "error"),
     [
-        ({"timeout": "soon"}, r"models.openai.timeout: expected a non-negative number, got 'soon'"),
-        ({"max_retries": 1.5}, r"models.openai.max_retries: expected a non-negative integer, got 1.5"),
+        ({"timeout": "soon"}, r"models.openai.timeout: expected a non-negative number up to 86,400, got 'soon'"),
+        ({"max_retries": 1.5}, r"models.openai.max_retries: expected a non-negative integer up to 100, got 1.5"),
+        ({"timeout": float("nan")}, r"models.openai.timeout: expected a non-negative number up to 86,400, got nan"),
+        ({"max_tokens": 0.5}, r"models.openai.max_tokens: expected a non-negative integer up to 10,000,000, got 0.5"),
         ({"base_url": "127.0.0.1:11434"}, r"models.openai.base_url: expected an http\(s\) URL, got '127.0.0.1:11434'"),
         ({"model": ""}, r"models.openai.model: expected a model id, got ''"),
     ],

@@ -173,7 +173,8 @@ def test_its_block_appears_in_thoth_context_json(site, tmp_path):
 
 
 def test_its_config_table_reaches_it(site, tmp_path):
-    (tmp_path / "thoth.toml").write_text('[plugins.hello]\ngreeting = "Howdy"\n')
+    # thoth-hello declares no keys (no CONFIG_DEFAULTS), so the core checks none of its table's keys
+    (tmp_path / "thoth.toml").write_text('[plugins.hello]\ngreeting = "Howdy"\ncolour = "blue"\n')
     [block] = [b for b in context_json(site, tmp_path, load="hello")["blocks"] if b["plugin"] == "hello"]
     assert block["text"] == 'Start your reply with "Howdy, ann!"'
 

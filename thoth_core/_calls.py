@@ -22,6 +22,7 @@ from typing import Any
 
 import pluggy
 
+from .errors import ConfigError
 from .types import PluginCall
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,8 @@ async def call_each(
 def call_sync(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
     """Call a hook in every plugin on this thread, logging (not raising) each plugin's failure.
 
+    A ConfigError is raised, not logged: a bad thoth.toml stops the command instead of leaving the
+    plugin half-configured (and, say, `thoth review` showing an empty queue).
     Returns (plugin, result) for each plugin that did not fail.
     """
     results = []
@@ -152,6 +155,9 @@ def call_sync(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> list[tuple[
         try:
             results.append((impl.plugin_name, impl.function(**_arguments(impl, kwargs))))
             trace(PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "ok"))
+        except ConfigError as exc:
+            trace(PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "error", str(exc)))
+            raise
         except Exception as exc:  # noqa: BLE001
             logger.error("plugin %s: %s failed: %s: %s", impl.plugin_name, hook, type(exc).__name__, exc)
             trace(PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "error", str(exc)))

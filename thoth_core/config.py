@@ -1,8 +1,10 @@
 """`thoth.toml`: loading, validation with file/line/key errors, secrets by reference, writing.
 
-The core validates its own keys (`[thoth]`, `[budget]`, `[plugins]`); each plugin validates
-its own `[plugins.NAME]` table. Secrets are never values in the file, only references:
-`api_key = { "$env" = "ANTHROPIC_API_KEY" }` or `{ "$file" = "/run/secrets/key" }`.
+The core validates its own keys (`[thoth]`, `[budget]`, `[plugins]`, `[privacy]`). Plugins declare the keys of
+their `[plugins.NAME]` and `[models.NAME]` tables in `CONFIG_DEFAULTS` (`check_plugin_tables`
+refuses any other) and check the values themselves, numbers through `Config.number`/`integer`.
+Secrets are never values in the file, only references: `api_key = { "$env" = "ANTHROPIC_API_KEY" }`
+or `{ "$file" = "/run/secrets/key" }`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .pii_rules import PII_KINDS
 from .types import LAYERS
 
 ESSENTIAL = frozenset({"working", "procedural"})
@@ -39,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
         "layers": {"working": 1000, "identity": 800, "episodic": 1200, "procedural": 2500, "reflection": 400},
     },
     "plugins": {"disabled": []},
+    "privacy": {"pii": []},
 }
 
 # Upper bounds beyond which a token count is surely a mistake.
@@ -64,6 +69,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "budget.per_plugin": (int, "an integer"),
     "budget.layers": (dict, "a table of per-layer token budgets"),
     "plugins.disabled": (list, "a list of plugin names"),
+    "privacy.pii": (list, "a list of personal data kinds to redact"),
 }
 
 
@@ -126,6 +132,16 @@ class Config:
         where = f"{self.source}:{line}" if line else self.source
         return ConfigError(f"{where}: {key}: {message}")
 
+    def number(
+        self, key: str, value: Any, *, low: float = 0.0, high: float = math.inf, positive: bool = False
+    ) -> float:
+        """value, read from key, as a finite number from low to high (above 0 when positive); else a ConfigError."""
+        return float(_checked(self, key, value, low=low, high=high, positive=positive, integer=False))
+
+    def integer(self, key: str, value: Any, *, low: int = 0, high: float = math.inf) -> int:
+        """value, read from key, as an integer from low to high; else a ConfigError."""
+        return int(_checked(self, key, value, low=low, high=high, positive=False, integer=True))
+
     @property
     def disabled(self) -> list[str]:
         """Plugin names switched off in `[plugins] disabled`."""
@@ -178,7 +194,7 @@ def literal_secrets(data: dict[str, Any], prefix: str = "") -> list[str]:
     return found
 
 
-SECTIONS = ("thoth", "budget", "plugins", "models")
+SECTIONS = ("thoth", "budget", "plugins", "models", "privacy")
 
 
 def unknown(name: str, known: list[str], what: str) -> str:
@@ -192,10 +208,10 @@ def validate(config: Config) -> None:
     for section in config.data:
         if section not in SECTIONS:
             raise config.error(section, unknown(section, list(SECTIONS), "section"))
-    for section in ("thoth", "budget", "plugins", "models"):
+    for section in SECTIONS:
         if section in config.data and not isinstance(config.data[section], dict):
             raise config.error(section, "expected a table")
-    for section in ("thoth", "budget"):
+    for section in ("thoth", "budget", "privacy"):
         known = [key.split(".", 1)[1] for key in SCHEMA if key.startswith(f"{section}.")]
         for key in config.data.get(section, {}):
             if key not in known:
@@ -226,6 +242,9 @@ def validate(config: Config) -> None:
             raise config.error(f"budget.layers.{key}", f"unknown layer; expected one of {', '.join(LAYERS)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise config.error(f"budget.layers.{key}", f"expected a non-negative integer, got {value!r}")
+    for kind in config.get("privacy.pii"):
+        if kind not in PII_KINDS:
+            raise config.error("privacy.pii", f"unknown kind {kind!r}; known: {', '.join(PII_KINDS)}")
     for name, table in config.data.get("models", {}).items():
         if not isinstance(table, dict):
             raise config.error(f"models.{name}", "expected a table of provider settings")
@@ -260,8 +279,55 @@ def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any
             node = defaults
             for part in table.split("."):
                 node = node.setdefault(part, {})
-            node.update(values)
+            node.update({key: value for key, value in values.items() if value is not None})
     return _merged(defaults, config.data)
+
+
+# Keys every `[plugins.NAME]` table accepts; the core reads and checks them (`validate`).
+PLUGIN_CORE_KEYS = ("deadline", "background_deadline")
+
+
+def declared_keys(plugins: Iterable[object]) -> dict[str, set[str]]:
+    """Table (`plugins.NAME`, `models.NAME`) -> the keys the plugins' `CONFIG_DEFAULTS` declare for it."""
+    declared: dict[str, set[str]] = {}
+    for plugin in plugins:
+        for table, values in (getattr(plugin, "CONFIG_DEFAULTS", None) or {}).items():
+            declared.setdefault(table, set()).update(values)
+    return declared
+
+
+def check_plugin_tables(config: Config, plugins: Iterable[object]) -> None:
+    """Refuse a key of a declared `[plugins.NAME]` or `[models.NAME]` table that no loaded plugin declares."""
+    declared = declared_keys(plugins)
+    for section in ("plugins", "models"):
+        for name, table in (config.data.get(section) or {}).items():
+            keys = declared.get(f"{section}.{name}")
+            if keys is None or not isinstance(table, dict):
+                continue  # undeclared (a plugin that declares nothing, or one not installed): its own business
+            known = sorted(keys | set(PLUGIN_CORE_KEYS)) if section == "plugins" else sorted(keys)
+            for key in table:
+                if key not in known:
+                    where = f"{section}.{name}"
+                    raise config.error(f"{where}.{key}", unknown(key, known, f"key in [{where}]"))
+
+
+def _checked(config: Config, key: str, value: Any, *, low: float, high: float, positive: bool, integer: bool) -> Any:
+    number = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+    finite = number and not (isinstance(value, float) and not math.isfinite(value))
+    if finite and low <= value <= high and not (positive and value == low):
+        return value
+    noun = "integer" if integer else "number"
+    if low == 0 or (integer and low == 1 and not positive):
+        expected = f"a {'positive' if positive or low else 'non-negative'} {noun}"
+        expected += f" up to {_figure(high)}" if high < math.inf else ""
+    else:
+        expected = f"{'an' if integer else 'a'} {noun} {'above' if positive else 'of at least'} {_figure(low)}"
+        expected += f" and up to {_figure(high)}" if high < math.inf else ""
+    raise config.error(key, f"expected {expected}, got {value!r}")
+
+
+def _figure(number: float) -> str:
+    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
 
 
 def missing_plugins(config: Config, known: set[str]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 import pluggy
 
 from . import hookspecs
-from .config import ESSENTIAL, Config, missing_plugins
+from .config import ESSENTIAL, Config, check_plugin_tables, missing_plugins
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -115,6 +115,7 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise ConfigError(f"plugin {exc.plugin!r}: {exc}") from exc
+    check_plugin_tables(config, pm.get_plugins())
     return pm
 
 

@@ -6,25 +6,55 @@ end of the token it starts; overlapping spans from several rules are merged into
 by the first rule in the table, and each merged span is replaced by `[REDACTED:<kind>]`.
 Nothing outside those spans changes, so ordinary words and sentences pass through untouched,
 and a text redacted once is left as it is (`[REDACTED:…]` matches no rule).
+
+Personal data (`pii_rules`: card numbers, US SSNs) is redacted only when asked for (`pii`). The
+policy of an agent home (`[privacy] pii`) is a `Redactor`, one per runtime (`runtime.redactor`,
+or `redactor_of(runtime)` for a caller that may hold a stand-in): the runtime's central
+redaction and every plugin's own writer use it, so two runtimes in one process keep their own.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
+from .pii_rules import PII_KINDS, PII_RULES
 from .secret_rules import KINDS, RULES, SecretRule
 
-__all__ = ["KINDS", "RULES", "SecretRule", "find_secrets", "redact", "redact_tree", "secret_spans"]
+__all__ = [
+    "KINDS",
+    "PII_KINDS",
+    "RULES",
+    "Redactor",
+    "SecretRule",
+    "find_secrets",
+    "redact",
+    "redact_tree",
+    "redactor_of",
+    "secret_spans",
+]
 
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*+")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
-def secret_spans(text: str) -> list[tuple[int, int, str]]:
-    """The secrets in a text as sorted, non-overlapping `(start, end, kind)` spans."""
+@lru_cache(maxsize=16)
+def _rules(pii: frozenset[str]) -> tuple[SecretRule, ...]:
+    unknown = sorted(pii - set(PII_KINDS))
+    if unknown:
+        raise ValueError(f"unknown PII kind {unknown[0]!r}; known: {', '.join(PII_KINDS)}")
+    return RULES + tuple(PII_RULES[kind] for kind in PII_KINDS if kind in pii)
+
+
+def secret_spans(text: str, pii: Iterable[str] = ()) -> list[tuple[int, int, str]]:
+    """The secrets (and the opted-in `pii` kinds) in a text as sorted, non-overlapping `(start, end, kind)` spans."""
+    rules = _rules(frozenset(pii))
     lowered = text.lower()
     found: list[tuple[int, int, int]] = []
-    for rank, rule in enumerate(RULES):
+    for rank, rule in enumerate(rules):
         if rule.keywords and not any(k in lowered for k in rule.keywords):
             continue
         position = 0
@@ -55,12 +85,12 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
             last[1], last[2] = max(last[1], end), min(last[2], rank)
         else:
             merged.append([start, end, rank])
-    return [(start, end, RULES[rank].kind) for start, end, rank in merged]
+    return [(start, end, rules[rank].kind) for start, end, rank in merged]
 
 
-def redact(text: str) -> str:
-    """The text with every secret replaced by `[REDACTED:<kind>]`."""
-    spans = secret_spans(text)
+def redact(text: str, pii: Iterable[str] = ()) -> str:
+    """The text with every secret (and opted-in `pii` kind) replaced by `[REDACTED:<kind>]`."""
+    spans = secret_spans(text, pii)
     if not spans:
         return text
     parts: list[str] = []
@@ -72,17 +102,54 @@ def redact(text: str) -> str:
     return "".join(parts)
 
 
-def find_secrets(text: str) -> list[str]:
+def find_secrets(text: str, pii: Iterable[str] = ()) -> list[str]:
     """The kinds of secret found in a text (one entry per occurrence, in text order)."""
-    return [kind for _, _, kind in secret_spans(text)]
+    return [kind for _, _, kind in secret_spans(text, pii)]
 
 
-def redact_tree(value: object) -> object:
+def redact_tree(value: object, pii: Iterable[str] = ()) -> object:
     """Redact every string inside nested lists and dicts (keys included)."""
+    pii = frozenset(pii)
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, pii)
     if isinstance(value, list):
-        return [redact_tree(v) for v in value]
+        return [redact_tree(v, pii) for v in value]
     if isinstance(value, dict):
-        return {redact(str(k)) if isinstance(k, str) else k: redact_tree(v) for k, v in value.items()}
+        return {redact(k, pii) if isinstance(k, str) else k: redact_tree(v, pii) for k, v in value.items()}
     return value
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """The privacy policy of one runtime: every secret, plus the personal data kinds it opts into."""
+
+    pii: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        _rules(self.pii)  # an unknown kind fails here, not at the first write
+
+    @classmethod
+    def from_config(cls, config: Any) -> Redactor:
+        """The policy of `[privacy] pii` in a `Config`."""
+        return cls(frozenset(config.get("privacy.pii") or ()))
+
+    def redact(self, text: str) -> str:
+        """The text with every secret and opted-in personal datum replaced by `[REDACTED:<kind>]`."""
+        return redact(text, self.pii)
+
+    def redact_tree(self, value: object) -> object:
+        """Redact every string inside nested lists and dicts (keys included)."""
+        return redact_tree(value, self.pii)
+
+    def find_secrets(self, text: str) -> list[str]:
+        """The kinds of secret and opted-in personal datum in a text, in text order."""
+        return find_secrets(text, self.pii)
+
+
+SECRETS_ONLY = Redactor()
+
+
+def redactor_of(owner: object) -> Redactor:
+    """The policy of a runtime (or of an object with a `runtime`), secrets only for anything else."""
+    found = getattr(owner, "redactor", None) or getattr(getattr(owner, "runtime", None), "redactor", None)
+    return found if isinstance(found, Redactor) else SECRETS_ONLY

@@ -27,7 +27,7 @@ from .home import default_home
 from .journal import TurnJournal
 from .models import NO_MODEL_HELP, Model, ModelRequest
 from .plugins import make_plugin_manager
-from .redact import redact
+from .redact import Redactor
 from .tools import recorded
 from .types import Command, ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
 from .writes import TurnWriter
@@ -62,6 +62,7 @@ class Runtime:
         self.home.mkdir(parents=True, exist_ok=True)
         if self.config.path is None and self.config.fallback_root is None:
             self.config = replace(self.config, fallback_root=self.home)  # outside a home, nothing lands in the cwd
+        self.redactor = Redactor.from_config(self.config)  # `[privacy]`: what every writer redacts
         self.sessions: dict[tuple[str, str, str], Session] = {}
         self.last: TurnResult | None = None
         self._state: dict[str, Any] = {}
@@ -291,8 +292,8 @@ class Runtime:
 
     async def record(self, turn: Turn, reply: Reply, session: Session) -> None:
         """Keep a replied turn (here or by another agent) and start its post-turn writes."""
-        # what is kept (history, transcript, journal, every layer) has its secrets replaced by typed placeholders
-        kept_turn, kept_reply = replace(turn, text=redact(turn.text)), replace(reply, text=redact(reply.text))
+        keep = self.redactor.redact  # what is kept (history, transcript, journal, layers) has typed placeholders
+        kept_turn, kept_reply = replace(turn, text=keep(turn.text)), replace(reply, text=keep(reply.text))
         session.record(kept_turn, kept_reply)
         await self.writes.start(kept_turn, kept_reply, session)
 
@@ -326,14 +327,12 @@ class Runtime:
                     if inspect.isawaitable(outcome):
                         await outcome
         except ThothError as exc:
-            session.transcript.append(
-                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": redact(turn.text), "error": str(exc)}
-            )
+            error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
+            session.transcript.append(error | {"user": self.redactor.redact(turn.text)})
             raise
         except Exception as exc:
-            session.transcript.append(
-                {"type": "error", "turn_id": turn.id, "at": time.time(), "user": redact(turn.text), "error": str(exc)}
-            )
+            error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
+            session.transcript.append(error | {"user": self.redactor.redact(turn.text)})
             raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
         return Reply(text="".join(parts), model=model.name, usage=usage)
 

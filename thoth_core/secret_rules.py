@@ -9,7 +9,7 @@ account SIDs, Google OAuth secrets, Stripe webhook secrets). Each expression has
 - a vendor prefix plus a realistic length (`glpat-…`, `hf_…`, `SG.….…`), matched only as a
   whole token (`B` / `E`: not inside another identifier);
 - a URL or header shape (`https://hooks.slack.com/…`, `user:pass@host`, `Bearer …`);
-- a value assigned to a secret-sounding key (`DB_PASSWORD=…`, `"api_key": "…"`, or
+- a value assigned to a secret-sounding key (`DB_PASSWORD=…`, `"api_key": "…"`, `my password is …`, or
   gitleaks' vendor-keyed rules such as `DISCORD_CLIENT_SECRET=…`), where the value must also
   look random (`check`), so `token: expired` or `password reset email` stay.
 
@@ -209,7 +209,8 @@ RULES: tuple[SecretRule, ...] = (
     _token("pypi-token", r"pypi-AgE[A-Za-z0-9_\-]{50,}+"),
     _token("rubygems-token", r"rubygems_[a-f0-9]{48}"),
     _token("clojars-token", r"CLOJARS_[A-Za-z0-9]{60}"),
-    _token("artifactory-key", r"AKCp[A-Za-z0-9]{69}"),
+    _token("artifactory-key", r"AKC[A-Za-z0-9]{10,}+", _all3),  # detect-secrets' shape; gitleaks' is AKCp + 69
+    _token("artifactory-key", r"AP[0-9A-F][A-Za-z0-9]{20,}+", _all3),  # detect-secrets wants 8+; 20+ spares "APAC2024…"
     _token("artifactory-key", r"cmVmd[A-Za-z0-9]{59}", _artifactory_ref, end=E64),
     _token("sourcegraph-token", r"sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
     _token("readme-token", r"rdme_[a-z0-9]{70}"),
@@ -336,6 +337,15 @@ RULES: tuple[SecretRule, ...] = (
         _WORD_START + "(?i:" + _KEY_WORDS + ")" + _KEY_END,
         36,
         _OP + "(?P<secret>" + _VALUE + ")",
+        ("pass", "pwd", "secret", "token", "cred", "key"),
+        looks_random,
+    ),
+    # ... a secret said in prose (`my password is Xk9fQ2mLp0`, `the api token was …`), random-looking; the
+    # expression starts at the literal ` is ` (fast), its lookahead wants what `looks_random` does (a digit, or 16+).
+    _keyed(
+        _WORD_START + r"(?i:" + _KEY_WORDS + r"|passcode) {0,3}",
+        40,
+        r" (?:is|was) {1,4}+[\"'\x60]?(?=[^\s\"'\x60]{0,64}?\d|[^\s\"'\x60]{16})(?P<secret>" + _VALUE + ")",
         ("pass", "pwd", "secret", "token", "cred", "key"),
         looks_random,
     ),

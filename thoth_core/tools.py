@@ -8,13 +8,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .redact import redact, redact_tree
+from .redact import redactor_of
 from .types import Session, Turn
 
 
 def recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) -> Callable[[Any], Awaitable[str]]:
     """Wrap a tool handler so each call lands in the session transcript."""
     handler = tool["handler"]
+    redactor = redactor_of(session)  # the runtime's `[privacy]` policy
 
     async def call(tool_input: Any) -> str:
         entry: dict[str, Any] = {
@@ -23,7 +24,7 @@ def recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) ->
             "at": time.time(),
             "plugin": plugin,
             "name": tool["name"],
-            "input": redact_tree(tool_input),
+            "input": redactor.redact_tree(tool_input),
         }
         session.transcript.append(entry)
         try:
@@ -34,9 +35,9 @@ def recorded(tool: dict[str, Any], plugin: str, turn: Turn, session: Session) ->
             )
             output = await output if inspect.isawaitable(output) else output
         except Exception as exc:
-            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["error"] = redactor.redact(f"{type(exc).__name__}: {exc}")
             raise
-        entry["output"] = redact(str(output)[:2000])
+        entry["output"] = redactor.redact(str(output)[:2000])
         return str(output)
 
     return call

@@ -46,14 +46,20 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_TOOL_ROUNDS = 4
-CONFIG_DEFAULTS = {
+CONFIG_DEFAULTS = {  # every key of [models.anthropic]; None: no default in the file
     "models.anthropic": {
         "model": DEFAULT_MODEL,
         "timeout": DEFAULT_TIMEOUT,
         "max_retries": DEFAULT_MAX_RETRIES,
         "max_tool_rounds": DEFAULT_TOOL_ROUNDS,
+        "max_tokens": None,
+        "api_key": None,
+        "base_url": None,
+        "prices": None,
     }
 }
+# The largest value of each number option that is not surely a mistake.
+HIGHEST = {"timeout": 86_400.0, "max_retries": 100, "max_tool_rounds": 100, "max_tokens": 10_000_000}
 CACHE = {"type": "ephemeral"}
 KEY_HELP = "ANTHROPIC_API_KEY or [models.anthropic] api_key"
 
@@ -293,21 +299,15 @@ class ClientState:
 
 
 def number_option(
-    runtime: Any, options: dict[str, Any], table: str, key: str, default: float, *, kind: type = float
+    runtime: Any, options: dict[str, Any], table: str, key: str, default: float | None, *, kind: type = float
 ) -> Any:
-    """A non-negative number (or integer) option of a `[models.NAME]` table, its default when missing."""
+    """A finite non-negative number (or integer) option of a `[models.NAME]` table; default (None too) when missing."""
     value = options.get(key, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or value < 0
-        or (kind is int and not isinstance(value, int))
-    ):
-        raise runtime.config.error(
-            f"{table}.{key}",
-            f"expected a non-negative {'integer' if kind is int else 'number'}, got {value!r}",
-        )
-    return kind(value)
+    if value is None:
+        return None
+    if kind is int:
+        return runtime.config.integer(f"{table}.{key}", value, high=HIGHEST[key])
+    return runtime.config.number(f"{table}.{key}", value, high=HIGHEST[key])
 
 
 def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
@@ -345,7 +345,7 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     return AnthropicModel(
         state.client,
         model=model,
-        max_tokens=options.get("max_tokens"),
+        max_tokens=number_option(runtime, options, "models.anthropic", "max_tokens", None, kind=int) or None,
         timeout=timeout,
         max_retries=max_retries,
         max_tool_rounds=number_option(

@@ -27,13 +27,16 @@ from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hook
 from thoth_core.answers import system_with_schema
 
 DEFAULT_TIMEOUT = 300.0
-CONFIG_DEFAULTS = {
+CONFIG_DEFAULTS = {  # every key of [models.claude-cli]; None: no default in the file
     "models.claude-cli": {
         "command": "claude",
         "timeout": DEFAULT_TIMEOUT,
         "output_format": "stream-json",
         "system_prompt": "replace",
         "extra_args": [],
+        "tools": "",
+        "model": None,
+        "effort": None,
     }
 }
 LINE_LIMIT = 16 * 1024 * 1024  # one stream-json line holds a whole message
@@ -216,9 +219,9 @@ def make_claude_cli(runtime: Any, options: dict[str, Any]) -> ClaudeCliModel:
     for key in ("model", "effort", "tools"):
         if key in options and not isinstance(options[key], str):
             raise error(key, f"expected a string, got {options[key]!r}")
-    timeout = options.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise error("timeout", f"expected a positive number of seconds, got {timeout!r}")
+    timeout = runtime.config.number(
+        "models.claude-cli.timeout", options.get("timeout", DEFAULT_TIMEOUT), positive=True
+    )
     output_format = options.get("output_format", CONFIG_DEFAULTS["models.claude-cli"]["output_format"])
     if output_format not in ("stream-json", "text"):
         raise error("output_format", f"expected 'stream-json' or 'text', got {output_format!r}")
@@ -232,7 +235,7 @@ def make_claude_cli(runtime: Any, options: dict[str, Any]) -> ClaudeCliModel:
         command,
         model=options.get("model"),
         effort=options.get("effort"),
-        timeout=float(timeout),
+        timeout=timeout,
         output_format=output_format,
         system_prompt=system_prompt,
         tools=options.get("tools", ""),

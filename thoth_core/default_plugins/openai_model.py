@@ -47,12 +47,16 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "gpt-4.1-mini"
 PUBLIC_HOST = "api.openai.com"
 LOCAL_KEY = "no-key-needed"  # local servers ignore the key, but the SDK wants one
-CONFIG_DEFAULTS = {
+CONFIG_DEFAULTS = {  # every key of [models.openai]; None: no default in the file
     "models.openai": {
         "model": DEFAULT_MODEL,
         "timeout": DEFAULT_TIMEOUT,
         "max_retries": DEFAULT_MAX_RETRIES,
         "max_tool_rounds": DEFAULT_TOOL_ROUNDS,
+        "max_tokens": None,
+        "api_key": None,
+        "base_url": None,
+        "prices": None,
     }
 }
 KEY_HELP = "OPENAI_API_KEY or [models.openai] api_key"
@@ -293,7 +297,7 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
     return OpenAIModel(
         state.client,
         model=model,
-        max_tokens=options.get("max_tokens"),
+        max_tokens=number_option(runtime, options, "models.openai", "max_tokens", None, kind=int) or None,
         timeout=timeout,
         max_retries=max_retries,
         max_tool_rounds=number_option(

@@ -20,6 +20,7 @@ from thoth_core import ConfigError, ModelRequest, Usage, count_tokens, hookimpl
 from thoth_core.answers import system_with_schema
 
 KEEP_REQUESTS = 100
+CONFIG_DEFAULTS = {"models.replay": {"file": None, "rules": None, "delay": 0}}  # every key; None: no default
 RULES_HELP = "expected a list of rules, each with a 'reply' (and a valid 'match' pattern)"
 
 
@@ -83,13 +84,14 @@ def valid_rules(rules: Any) -> bool:
 
 def make_replay(runtime: Any, options: dict[str, Any]) -> ReplayModel:
     """Build the provider from `[models.replay]`: `file` (required), `delay` seconds per word."""
+    delay = runtime.config.number("models.replay.delay", options.get("delay", 0), high=60)
     if "rules" in options:
         if not valid_rules(options["rules"]):
             raise runtime.config.error("models.replay.rules", RULES_HELP)
-        return ReplayModel(list(options["rules"]), delay=float(options.get("delay", 0)))
+        return ReplayModel(list(options["rules"]), delay=delay)
     if not options.get("file"):
         raise runtime.config.error("models.replay.file", "the replay provider needs a script file")
-    return ReplayModel.from_file(runtime.config.root / options["file"], delay=float(options.get("delay", 0)))
+    return ReplayModel.from_file(runtime.config.root / options["file"], delay=delay)
 
 
 @hookimpl

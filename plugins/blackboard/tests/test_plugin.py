@@ -128,9 +128,19 @@ def test_subscriptions_must_be_a_list(make_runtime):
 
     from thoth_core import ConfigError
 
-    runtime = make_runtime({"blackboard": plugin}, config={"plugins": {"blackboard": {"subscriptions": "index:*"}}})
     with pytest.raises(ConfigError, match="plugins.blackboard.subscriptions: expected a list of key patterns"):
-        plugin.settings_of(runtime)
+        make_runtime({"blackboard": plugin}, config={"plugins": {"blackboard": {"subscriptions": "index:*"}}})
+
+
+def test_a_bad_ttl_or_persist_stops_start_up(make_runtime):
+    import pytest
+
+    from thoth_core import ConfigError
+
+    with pytest.raises(ConfigError, match=r"plugins.blackboard.ttl: expected a positive integer up to [\d,]+, got -1"):
+        make_runtime({"blackboard": plugin}, config={"plugins": {"blackboard": {"ttl": -1}}})
+    with pytest.raises(ConfigError, match="plugins.blackboard.persist: expected true or false, got 'no'"):
+        make_runtime({"blackboard": plugin}, config={"plugins": {"blackboard": {"persist": "no"}}})
 
 
 async def test_persistent_boards_of_two_processes_merge_on_close(tmp_path):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thoth_core import ContextBlock, hookimpl
+from thoth_core.redact import redactor_of
 from thoth_core.runtime import Command
 
 from .board import Board, BoardError, matches
@@ -21,6 +22,16 @@ from .roster import agent_ids
 
 LAYER = "working"
 BACKENDS = ("sqlite", "memory", "redis")
+CONFIG_DEFAULTS = {  # every key of [plugins.blackboard]; None: no default in the file
+    "plugins.blackboard": {
+        "backend": "sqlite",
+        "url": None,
+        "persist": False,
+        "ttl": 86_400,
+        "agent": None,
+        "subscriptions": [],
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -41,8 +52,8 @@ def settings_of(runtime: Any) -> Settings:
 
 
 def _settings(runtime: Any) -> Settings:
-    options = runtime.config.plugin("blackboard")
-    backend = options.get("backend", "sqlite")
+    options = {**CONFIG_DEFAULTS["plugins.blackboard"], **runtime.config.plugin("blackboard")}
+    backend = options["backend"]
     if backend not in BACKENDS:
         raise runtime.config.error(
             "plugins.blackboard.backend", f"unknown backend {backend!r}; expected {', '.join(BACKENDS)}"
@@ -51,16 +62,18 @@ def _settings(runtime: Any) -> Settings:
         raise runtime.config.error(
             "plugins.blackboard.url", "the redis backend needs a url, e.g. redis://127.0.0.1:6379/0"
         )
-    subscriptions = options.get("subscriptions", [])
+    subscriptions = options["subscriptions"]
     if not isinstance(subscriptions, list) or not all(isinstance(p, str) and p for p in subscriptions):
         raise runtime.config.error(
             "plugins.blackboard.subscriptions", f"expected a list of key patterns, got {subscriptions!r}"
         )
+    if not isinstance(options["persist"], bool):
+        raise runtime.config.error("plugins.blackboard.persist", f"expected true or false, got {options['persist']!r}")
+    ttl = runtime.config.integer("plugins.blackboard.ttl", options["ttl"], low=1, high=10 * 365 * 86_400)
     roster = agent_ids(runtime.config.root / "persona" / "AGENTS.md")
-    agent = str(options.get("agent") or (roster[0] if roster else "thoth"))
+    agent = str(options["agent"] or (roster[0] if roster else "thoth"))
     return Settings(
-        backend, options.get("url"), bool(options.get("persist", False)), int(options.get("ttl", 86_400)),
-        agent, (f"agent:{agent}:*", *subscriptions),
+        backend, options["url"], options["persist"], ttl, agent, (f"agent:{agent}:*", *subscriptions),
     )  # fmt: skip
 
 
@@ -97,6 +110,12 @@ def _file_name(workspace: str) -> str:
 
 
 @hookimpl
+def configure(runtime: Any) -> None:
+    """Check `[plugins.blackboard]` at start-up; the board itself opens on first use."""
+    settings_of(runtime)
+
+
+@hookimpl
 async def pre_spawn_context(session):  # type: ignore[no-untyped-def]
     settings = settings_of(session.runtime)
     board = board_for(session.runtime, session.workspace)
@@ -121,6 +140,7 @@ async def _board_command(args: str, runtime: Any, session: Any, **_: Any) -> str
         return f"{signal.key} = {signal.value}" if signal else f"{rest.strip()} is not set"
     if verb == "put":
         key, _, value = rest.strip().partition(" ")
+        value = redactor_of(runtime).redact(value)  # a signal is kept and shared: the runtime's `[privacy]` applies
         signal = await board.publish(key, value, publisher=session.peer)
         return f"published {signal.key} = {signal.value}"
     if verb == "agents":

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import getpass
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from thoth_core.config import Config, unknown
+from thoth_core.config import Config
 
 NAME = "claude-code"
-KEYS = {
-    "peer": "the peer Claude Code's user is in Thoth (default: the OS user name)",
-    "budget": "seconds UserPromptSubmit may add to a prompt (default 1.5)",
-    "start_budget": "seconds SessionStart may add to a session's start (default 5)",
-    "idle_minutes": "a Claude Code session idle longer than this starts afresh in working memory (default 720)",
-    "max_chars": "characters of context given to Claude Code per hook (its hook output limit is 10,000)",
-}
-CORE_KEYS = ("deadline", "background_deadline")  # checked by the core for every plugin
 
 
 def default_peer() -> str:
@@ -28,12 +19,13 @@ def default_peer() -> str:
         return "user"
 
 
+# Every key of the table (the core refuses others, see `CONFIG_DEFAULTS` in plugin.py), with its default.
 DEFAULTS: dict[str, Any] = {
-    "peer": default_peer(),
-    "budget": 1.5,
-    "start_budget": 5.0,
-    "idle_minutes": 720.0,
-    "max_chars": 10_000,
+    "peer": default_peer(),  # the peer Claude Code's user is in Thoth
+    "budget": 1.5,  # seconds UserPromptSubmit may add to a prompt
+    "start_budget": 5.0,  # seconds SessionStart may add to a session's start
+    "idle_minutes": 720.0,  # a Claude Code session idle longer than this starts afresh in working memory
+    "max_chars": 10_000,  # characters of context given to Claude Code per hook (its hook output limit is 10,000)
 }
 
 
@@ -49,34 +41,22 @@ class Settings:
 
     @classmethod
     def of(cls, config: Config) -> Settings:
-        """Read and check the table; a bad key or value is a ConfigError naming file, line and key."""
-        table = config.get(f"plugins.{NAME}", {}) or {}
-        for key in table:
-            if key not in KEYS and key not in CORE_KEYS:
-                raise config.error(
-                    f"plugins.{NAME}.{key}", unknown(key, [*KEYS, *CORE_KEYS], f"key in [plugins.{NAME}]")
-                )
-        values = {**DEFAULTS, **{k: v for k, v in table.items() if k in KEYS}}
+        """Read and check the table's values (the core refuses unknown keys); a ConfigError names file, line and key."""
+        values = {**DEFAULTS, **(config.get(f"plugins.{NAME}", {}) or {})}
         peer = values["peer"]
         if not isinstance(peer, str) or not peer.strip():
             raise config.error(f"plugins.{NAME}.peer", f"expected a peer name, got {peer!r}")
-        for key in ("budget", "start_budget", "idle_minutes"):
-            _positive(config, key, values[key])
-        chars = values["max_chars"]
-        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 100:
-            raise config.error(f"plugins.{NAME}.max_chars", f"expected an integer of at least 100, got {chars!r}")
+
+        def positive(key: str, high: float) -> float:
+            return config.number(f"plugins.{NAME}.{key}", values[key], positive=True, high=high)
+
         return cls(
             peer=peer.strip(),
-            budget=float(values["budget"]),
-            start_budget=float(values["start_budget"]),
-            idle_minutes=float(values["idle_minutes"]),
-            max_chars=chars,
+            budget=positive("budget", 600),  # Claude Code's own hook timeout is 60 s by default
+            start_budget=positive("start_budget", 600),
+            idle_minutes=positive("idle_minutes", 525_600),  # a year
+            max_chars=config.integer(f"plugins.{NAME}.max_chars", values["max_chars"], low=100, high=10_000_000),
         )
 
 
-def _positive(config: Config, key: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise config.error(f"plugins.{NAME}.{key}", f"expected a positive number, got {value!r}")
-
-
-__all__ = ["DEFAULTS", "KEYS", "NAME", "Settings", "default_peer"]
+__all__ = ["DEFAULTS", "NAME", "Settings", "default_peer"]

@@ -137,10 +137,18 @@ _shared: dict[tuple[Any, ...], MiniLMEmbedder] = {}
 _shared_lock = threading.Lock()
 
 
+# The keys `minilm` reads from `[plugins.episodic]`, with their defaults and upper bounds.
+MINILM_OPTIONS: dict[str, int] = {"batch_size": 32, "batch_tokens": 512, "max_tokens": 256, "threads": 0}
+MINILM_LIMITS = {"batch_size": 4096, "batch_tokens": 1_000_000, "max_tokens": 512, "threads": 1024}
+
+
 def minilm(runtime: Any, options: dict[str, Any]) -> MiniLMEmbedder:
     """Factory registered as `minilm`: one loaded model per process and settings."""
-    settings = {"batch_size": 32, "batch_tokens": 512, "max_tokens": 256, "threads": 0}
-    settings = {name: int(options.get(name, default)) for name, default in settings.items()}
+    settings = dict(MINILM_OPTIONS)
+    for name in settings.keys() & options.keys():
+        low = 0 if name == "threads" else 1  # 0 threads: ONNX Runtime picks
+        where, high = f"plugins.episodic.{name}", MINILM_LIMITS[name]
+        settings[name] = runtime.config.integer(where, options[name], low=low, high=high)
     key = tuple(settings.values())
     with _shared_lock:
         if key not in _shared:

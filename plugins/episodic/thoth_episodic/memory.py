@@ -38,6 +38,16 @@ logger = logging.getLogger(__name__)
 NAME = "episodic"
 CONTEXT_CHARS = 300
 WARM_UP_SECONDS = 30.0  # how long closing waits for the embedder to finish loading
+LIMIT = 10_000_000  # no count of episodes or rows is this large but by mistake
+# Keys the built-in backends read from the same table (`sqlite`: the first five; `postgres`: dsn); None: no default.
+STORE_OPTIONS: dict[str, Any] = {
+    "path": "episodic/episodes.db",
+    "synchronous": "NORMAL",
+    "ann": None,
+    "ann_min_rows": 200_000,
+    "ann_nprobe": 0,
+    "dsn": None,
+}
 QUEUED_WAIT = 0.5  # seconds a recall waits for queued episodes' vectors before it searches without them
 
 
@@ -59,27 +69,12 @@ class Settings:
         """Read and check the table; a bad value raises ConfigError naming the key."""
         table = runtime.config.plugin(NAME)
         settings = cls()
-        numbers = {"tau_days": (0, None), "recency_weight": (0, 1), "retention_days": (0, None)}
-        for key, (low, high) in numbers.items():
+        for key, high in (("tau_days", 36_500), ("recency_weight", 1), ("retention_days", 36_500)):
             if key in table:
-                value = table[key]
-                if (
-                    isinstance(value, bool)
-                    or not isinstance(value, (int, float))
-                    or value < low
-                    or (high is not None and value > high)
-                ):
-                    bound = f"between {low} and {high}" if high is not None else f">= {low}"
-                    raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a number {bound}, got {value!r}")
-                setattr(settings, key, float(value))
+                setattr(settings, key, runtime.config.number(f"plugins.{NAME}.{key}", table[key], high=high))
         for key in ("prefilter_newest", "related_k"):
             if key in table:
-                value = table[key]
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise runtime.config.error(
-                        f"plugins.{NAME}.{key}", f"expected a non-negative integer, got {value!r}"
-                    )
-                setattr(settings, key, value)
+                setattr(settings, key, runtime.config.integer(f"plugins.{NAME}.{key}", table[key], high=LIMIT))
         for key in ("backend", "embedder"):
             if key in table and not isinstance(table[key], str):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a name, got {table[key]!r}")

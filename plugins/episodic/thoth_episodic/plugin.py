@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from thoth_core import ContextBlock, hookimpl
 from thoth_core.runtime import Command
 
-from .memory import NAME, explain_hit, memory_for
+from .embedder import MINILM_OPTIONS
+from .memory import NAME, STORE_OPTIONS, Settings, explain_hit, memory_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 
 LAYER = "episodic"
 RETIRE_EVERY = 3600.0
+# Every key of [plugins.episodic] the layer, its backends and its embedder read (the core refuses others).
+# A third-party backend or embedder declares its own keys the same way: {"plugins.episodic": {...}}.
+CONFIG_DEFAULTS = {f"plugins.{NAME}": {**vars(Settings()), **STORE_OPTIONS, **MINILM_OPTIONS}}
 
 
 @hookimpl

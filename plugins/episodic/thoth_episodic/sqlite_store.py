@@ -30,6 +30,7 @@ import numpy as np
 from thoth_core.storage import connect, migrate, scrub
 
 from .ivf import IVFIndex
+from .memory import LIMIT, STORE_OPTIONS
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, fts_match, index_text, rank
 from .sqlite_schema import MIGRATIONS
@@ -426,13 +427,14 @@ _AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND 
 
 def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
     """Factory registered as `sqlite`: `[plugins.episodic] path` (relative to $THOTH_HOME), `synchronous`, `ann`."""
-    path = Path(runtime.home) / str(options.get("path") or "episodic/episodes.db")  # an absolute path stays as it is
-    ann = options.get("ann") or None
+    options = {**STORE_OPTIONS, **options}
+    path = Path(runtime.home) / str(options["path"] or STORE_OPTIONS["path"])  # an absolute path stays as it is
+    ann = options["ann"] or None
     if ann not in (None, "ivf"):
         raise runtime.config.error(
             "plugins.episodic.ann", f'expected "ivf" (or leave it out for exact search), got {ann!r}'
         )
-    synchronous = str(options.get("synchronous", "NORMAL")).upper()
+    synchronous = str(options["synchronous"]).upper()
     if synchronous not in ("NORMAL", "FULL", "EXTRA"):
         raise runtime.config.error(
             "plugins.episodic.synchronous", f"expected NORMAL, FULL or EXTRA, got {synchronous!r}"
@@ -442,6 +444,6 @@ def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
         dim=int(options.get("dim", 384)),
         synchronous=synchronous,
         ann=ann,
-        ann_min_rows=int(options.get("ann_min_rows", 200_000)),
-        ann_nprobe=int(options.get("ann_nprobe", 0)),
+        ann_min_rows=runtime.config.integer("plugins.episodic.ann_min_rows", options["ann_min_rows"], high=LIMIT),
+        ann_nprobe=runtime.config.integer("plugins.episodic.ann_nprobe", options["ann_nprobe"], high=LIMIT),
     )

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
-from thoth_core.redact import find_secrets
+from thoth_core.redact import redactor_of
 
 from .facts import parse_remember
 from .render import TAG, relevant_facts, user_model_block
@@ -138,7 +138,7 @@ class IdentityBackend:
         text = text.strip()
         if not text:
             raise ThothError("nothing to remember; try `/remember my name is Ada` or `/remember timezone: CET`")
-        secrets = find_secrets(text)
+        secrets = redactor_of(self.runtime).find_secrets(text)  # the runtime's `[privacy]` policy
         if secrets:
             raise ThothError(f"not stored: that holds a secret ({', '.join(secrets)}); secrets are never kept in memory")
         parsed = parse_remember(text)
@@ -174,7 +174,7 @@ class IdentityBackend:
 
     def note_reaction(self, workspace: str, peer: str, text: str, *, turn_id: str, actor: str) -> dict[str, Any]:
         """Keep a message someone reacted to as a note about the peer, never as a hard fact."""
-        text = text.strip()
+        text = redactor_of(self.runtime).redact(text.strip())
         new = self.store.add_observation(
             workspace, peer, text, kind="noted", author=actor, confidence=0.8, source=f"reaction:{turn_id}"
         )
@@ -186,9 +186,10 @@ class IdentityBackend:
         self, workspace: str, peer: str, texts: list[str], *, author: str, source: str, confidence: float = 0.6
     ) -> int:
         """Store observations authored by the agent (e.g. reflection); returns how many were new."""
+        redact = redactor_of(self.runtime).redact
         added = [
             t
-            for t in texts
+            for t in map(redact, texts)
             if self.store.add_observation(
                 workspace, peer, t, kind="deductive", author=author, confidence=confidence, source=source
             )

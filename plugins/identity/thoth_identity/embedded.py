@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
+from thoth_core.redact import redactor_of
 
 from .backend import IdentityBackend
 from .derive import derive, synthesize
@@ -157,7 +158,7 @@ class EmbeddedBackend(IdentityBackend):
             await asyncio.to_thread(
                 self.store.add_observation,
                 *key,
-                item["content"],
+                redactor_of(self.runtime).redact(item["content"]),
                 kind=item["kind"],
                 author="deriver",
                 confidence=item["confidence"],
@@ -170,7 +171,7 @@ class EmbeddedBackend(IdentityBackend):
                     self.store.set_fact,
                     *key,
                     fact["predicate"],
-                    fact["value"],
+                    redactor_of(self.runtime).redact(fact["value"]),
                     confidence=fact["confidence"],
                     source=f"derived:{source}",
                     multi_valued=fact["predicate"] in MULTI_VALUED,

@@ -16,6 +16,7 @@ from thoth_core.runtime import Command
 from .backend import IdentityBackend
 from .layer import IdentityLayer
 from .recall import recall_items
+from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads it here: the table's keys
 
 LAYER = "identity"
 DEADLINE = 1.5

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from thoth_core import ConfigError
@@ -48,13 +48,8 @@ def load_settings(runtime: Any) -> IdentitySettings:
         ("agent_peer", str),
         ("reasoning_level", str),
         ("backend", str),
-        ("dialectic_timeout", (int, float)),
-        ("write_timeout", (int, float)),
-        ("write_retries", int),
         ("synthesis", bool),
         ("derive", bool),
-        ("top_k", int),
-        ("fact_confidence", (int, float)),
     ):
         if table.get(key) is None:
             continue
@@ -62,6 +57,16 @@ def load_settings(runtime: Any) -> IdentitySettings:
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise error(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
         values[key] = value
+    numbers: dict[str, tuple[Any, dict[str, Any]]] = {  # key -> (the checker, its bounds)
+        "dialectic_timeout": (config.number, {"positive": True}),
+        "write_timeout": (config.number, {"positive": True, "high": 3600}),
+        "write_retries": (config.integer, {"high": 100}),
+        "top_k": (config.integer, {"low": 1, "high": 1000}),
+        "fact_confidence": (config.number, {"high": 1}),
+    }
+    for key, (check, bounds) in numbers.items():
+        if table.get(key) is not None:
+            values[key] = check(f"plugins.identity.{key}", table[key], **bounds)
     values["api_key"] = table.get("api_key")
     backend = values.get("backend") or ("honcho" if values.get("base_url") else "embedded")
     if backend not in BACKENDS:
@@ -75,6 +80,13 @@ def load_settings(runtime: Any) -> IdentitySettings:
         raise error(
             "dialectic_timeout", f"must be positive and below the layer deadline ({deadline}s), got {timeout!r}"
         )
-    if values.get("top_k", 1) < 1:
-        raise error("top_k", "must be at least 1")
     return IdentitySettings(**values)
+
+
+# Every key of [plugins.identity] (the core refuses others), with its default; None: none in the file.
+CONFIG_DEFAULTS = {
+    "plugins.identity": {
+        **{f.name: getattr(IdentitySettings(), f.name) for f in fields(IdentitySettings)},
+        "backend": None,  # embedded, or honcho when base_url is set
+    }
+}

@@ -6,6 +6,8 @@ from typing import Any
 
 from thoth_core import hookimpl
 
+CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {"plugins.mcp": {}}  # no keys of its own: the core refuses any but its own
+
 
 @hookimpl
 def register_cli_commands(cli: Any) -> None:

@@ -22,7 +22,7 @@ from .defaults import copy_defaults
 from .cli import skills as skills_cli
 from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
 from .persona import PersonaError, load_persona
-from .settings import Settings
+from .settings import DEFAULTS, NAME, Settings
 from .skills import discover, load_skill, skill_block
 from .tools import load_skill_tool, run_load_skill
 from .validate import SkillError
@@ -30,6 +30,7 @@ from .validate import SkillError
 logger = logging.getLogger(__name__)
 
 LAYER = "procedural"
+CONFIG_DEFAULTS = {f"plugins.{NAME}": DEFAULTS}
 CONTEXT_KEY = "procedural.context"
 SKILL_KEY = "procedural.skill"
 TOOL_KEY = "procedural.tool"
@@ -76,6 +77,12 @@ def failure_of(turn: Turn, session: Session) -> str | None:
     if last and last.get("type") == "error":
         return f"{last.get('error', '')} (while answering: {last.get('user', '')})"
     return None
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    """Check `[plugins.procedural]` at start-up, so a bad value stops every command."""
+    Settings.of(runtime)
 
 
 @hookimpl

@@ -20,6 +20,15 @@ FOLDERS = {
     "knowledge_dir": "knowledge",
     "reflexion_dir": "reflexion",
 }
+# Every key of the table (the core refuses others), with its default.
+DEFAULTS: dict[str, Any] = {
+    **FOLDERS,
+    "max_file_kb": 256,
+    "max_skill_kb": 1024,
+    "license": "Apache-2.0",
+    "author": "Thoth reflection",
+}
+MAX_KB = 1024 * 1024  # a GiB: a larger skill file is surely a mistake
 
 
 @dataclass(frozen=True)
@@ -45,23 +54,22 @@ class Settings:
     @classmethod
     def of(cls, runtime: Any) -> Settings:
         """Settings from thoth.toml; a bad value is a one-line error naming its key."""
-        table = runtime.config.plugin(NAME)
+        table = {**DEFAULTS, **runtime.config.plugin(NAME)}
 
-        def value(key: str, default: Any, ok: Any, expected: str) -> Any:
-            found = table.get(key, default)
+        def value(key: str, ok: Any, expected: str) -> Any:
+            found = table[key]
             if isinstance(found, bool) or not ok(found):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected {expected}, got {found!r}")
             return found
 
         def folder(key: str) -> Path:
-            path = value(key, FOLDERS[key], lambda v: isinstance(v, str) and v, "a folder path")
-            return Path(runtime.config.root) / path
+            return Path(runtime.config.root) / value(key, lambda v: isinstance(v, str) and v, "a folder path")
 
-        def kilobytes(key: str, default: int) -> int:
-            return int(value(key, default, lambda v: isinstance(v, int) and v > 0, "a positive integer")) * 1024
+        def kilobytes(key: str) -> int:
+            return runtime.config.integer(f"plugins.{NAME}.{key}", table[key], low=1, high=MAX_KB) * 1024
 
-        def text(key: str, default: str) -> str:
-            return str(value(key, default, lambda v: isinstance(v, str) and v.strip(), "a non-empty string")).strip()
+        def text(key: str) -> str:
+            return str(value(key, lambda v: isinstance(v, str) and v.strip(), "a non-empty string")).strip()
 
         return cls(
             persona=folder("persona_dir"),
@@ -70,8 +78,8 @@ class Settings:
             knowledge=folder("knowledge_dir"),
             reflexion=folder("reflexion_dir"),
             audit=runtime.home / NAME / "audit.jsonl",
-            max_file_bytes=kilobytes("max_file_kb", 256),
-            max_skill_bytes=kilobytes("max_skill_kb", 1024),
-            license=text("license", "Apache-2.0"),
-            author=text("author", "Thoth reflection"),
+            max_file_bytes=kilobytes("max_file_kb"),
+            max_skill_bytes=kilobytes("max_skill_kb"),
+            license=text("license"),
+            author=text("author"),
         )

@@ -10,7 +10,7 @@ import pytest
 from thoth_reflection import plugin as reflection
 from thoth_reflection.settings import state
 
-from thoth_core import Session, hookimpl
+from thoth_core import ConfigError, Session, hookimpl
 from thoth_core.config import Config
 from thoth_core.default_plugins.replay_model import ReplayModel
 from thoth_core.plugins import make_plugin_manager
@@ -128,7 +128,9 @@ async def test_a_note_full_of_secrets_is_written_redacted(reflecting, chat, good
     note, secrets = secrets_note()
     good["memory_notes"] = [note]
     good["persona_observations"] = [f"Remember {secrets[2]}"]
-    runtime, fakes = reflecting([json.dumps(good)])
+    tiers_but_authority = ["self-fact", "general", "other-peer", "tool", "instruction"]  # a "Keys: ..." note is `tool`
+    policy = {"plugins": {"reflection": {"auto_apply": tiers_but_authority}}}
+    runtime, fakes = reflecting([json.dumps(good)], config=policy)
     await chat(runtime, "hi")
     written = memory(tmp_path)
     assert "Keys: [REDACTED:anthropic-key]" in written
@@ -212,10 +214,13 @@ async def test_a_failing_model_is_recorded_as_a_failed_run(reflecting, chat, cap
     assert state(runtime).store.runs(session.id)[0]["status"] == "failed" and fakes["identity"].updates == []
 
 
-async def test_bad_settings_name_the_key(make_runtime):
-    runtime = make_runtime(config={"plugins": {"reflection": {"snapshot_tokens": "lots"}}})
-    with pytest.raises(Exception, match=r"plugins.reflection.snapshot_tokens: expected a number, got 'lots'"):
-        state(runtime)
+@pytest.mark.parametrize(
+    ("value", "shown"), [("lots", "'lots'"), (float("nan"), "nan"), (float("inf"), "inf"), (0, "0"), (10**9, "1000000000")]
+)
+async def test_bad_settings_name_the_key(make_runtime, value, shown):
+    expected = rf"plugins.reflection.snapshot_tokens: expected a positive integer up to 10,000,000, got {shown}$"
+    with pytest.raises(ConfigError, match=expected):
+        state(make_runtime(config={"plugins": {"reflection": {"snapshot_tokens": value}}}))
 
 
 async def test_core_per_plugin_keys_are_accepted(make_runtime):

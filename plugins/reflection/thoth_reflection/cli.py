@@ -36,7 +36,9 @@ def _show(item: dict[str, Any]) -> str:
         if source.get("session")
         else ", ".join(f"{k} {v}" for k, v in source.items() if isinstance(v, str))
     )
-    return f"{item['id']}  [{item['kind']}] {item['title']}{flags}\n    from {origin}\n    {item.get('body', '')[:500]}"
+    tier = f"  TIER: {item['tier']}" if item.get("tier") else ""
+    heading = f"{item['id']}  [{item['kind']}] {item['title']}{flags}{tier}"
+    return f"{heading}\n    from {origin}\n    {item.get('body', '')[:500]}"
 
 
 @click.group(invoke_without_command=True)

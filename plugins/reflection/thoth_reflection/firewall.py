@@ -3,7 +3,9 @@
 A reflection result is written from a transcript that anyone in the conversation could
 have shaped. Text headed into persona files, skills or the identity layer is checked for
 prompt-injection phrasing, tool or shell commands and URLs to fetch; a memory note that
-names a peer other than the session's own is held for review. `flags_for` returns the
+names a peer other than the session's own is held for review. A skill draft is also flagged
+when it archives files, sends data off the machine, touches credentials or fetches things
+(skills are never applied without approval; the flags tell the reviewer where to look). `flags_for` returns the
 contract's `flags` dict; consumers never auto-apply flagged text.
 """
 
@@ -34,6 +36,37 @@ TOOL_COMMAND = re.compile(
     re.IGNORECASE,
 )
 
+ARCHIVES_FILES = re.compile(  # bundling files up: an archive verb near a folder, the home directory or "everything"
+    r"\b(?:tar|zip|7z|gzip|bzip2|xz|archiv\w*|compress\w*|bundl\w*|pack(?:s|ed|ing|age)?|back(?:s|ed)?\s*up|backup"
+    r"|snapshot\w*|dump\w*|cop(?:y|ies|ied|ying)|cp\s+-\w*r|gather\w*|collect\w*)\b(?:\W+\w+){0,8}?\W+"
+    r"(?:~|\$\{?HOME\b|/home\b|/Users\b|home\b|folders?\b|director(?:y|ies)\b|documents\b|files\b|disk\b"
+    r"|everything\b|drive\b|profile\b|desktop\b)",
+    re.IGNORECASE,
+)
+
+SENDS_DATA = re.compile(  # data leaving the machine: a transfer command, or a move verb near a remote destination
+    r"\b(?:scp|rsync|rclone|sftp|ftp|ncat|netcat|nc|sendmail|smbclient|gsutil|azcopy|aws\s+s3\s+(?:cp|sync|mv)"
+    r"|curl\b[^\n]*?\s(?:-T|--upload-file|-F|--form|-d|--data(?:-binary)?)\b|wget\b[^\n]*--post"
+    r"|mail\s+-s|exfiltrat\w*)"
+    r"|\b(?:upload\w*|send\w*|sent|post\w*|push\w*|transfer\w*|sync\w*|shar(?:e|es|ed|ing)|put\w*|plac\w*"
+    r"|drop\w*|cop(?:y|ies|ied|ying)|mov(?:e|es|ed|ing)|mirror\w*|forward\w*|e-?mail\w*|mail\w*|leak\w*"
+    r"|publish\w*|beam\w*|ship\w*|stash\w*|stor(?:e|es|ed|ing)|park\w*)\b(?:\W+\w+){0,8}?\W+"
+    r"(?:buckets?|servers?|hosts?|remote\w*|cloud|drives?|storage|endpoints?|webhooks?|urls?|inbox\w*|dropbox"
+    r"|s3|gist\w*|pastebin|ftp|sftp|network|share|addresses|address|site|api|[\w.+-]+@[\w-]+\.\w+"
+    r"|(?:https?|ftp|s3|gs)://)",
+    re.IGNORECASE,
+)
+
+TOUCHES_CREDENTIALS = re.compile(
+    r"~?/?\.ssh\b|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/|\.netrc\b|\.pgpass\b|(?<![\w.])\.env\b|\.kube/config"
+    r"|\.docker/config|\.git-credentials|\.npmrc|\.pypirc|\.gnupg|\bkeychain\b|\bkeyring\b|\bcredential\w*"
+    r"|\bpasswords?\b|\bpasswd\b|/etc/shadow|\btokens?\b|\bsecrets?\b|\bapi[\s_-]?keys?\b|\bprivate\s+keys?\b"
+    r"|\.pem\b|\bcookies?\b|\bwallet\b",
+    re.IGNORECASE,
+)
+
+FETCHES = re.compile(r"\b(?:download\w*|fetch\w*|pull\w*\s+(?:\w+\s+){0,3}from)\b", re.IGNORECASE)
+
 URL = re.compile(
     r"\b(?:https?|ftp|file|data|javascript)://\S+|\bwww\.[a-z0-9\-]+\.[a-z]{2,}\S*|\bdata:[a-z]+/[a-z0-9.+\-]+;base64,",
     re.IGNORECASE,
@@ -50,6 +83,18 @@ def check_text(text: str) -> list[str]:
     if URL.search(text):
         flags.append("url")
     return flags
+
+
+def skill_risks(text: str) -> list[str]:
+    """What a skill's text would do that a reviewer must see: `archives-files`, `sends-data`,
+    `touches-credentials`, `fetches` (on top of `check_text`'s flags)."""
+    checks = (
+        ("archives-files", ARCHIVES_FILES),
+        ("sends-data", SENDS_DATA),
+        ("touches-credentials", TOUCHES_CREDENTIALS),
+        ("fetches", FETCHES),
+    )
+    return [flag for flag, pattern in checks if pattern.search(text)]
 
 
 def mentions(text: str, names: Iterable[str]) -> list[str]:
@@ -74,7 +119,9 @@ def flags_for(result: dict[str, Any], *, peer: str, known_peers: Iterable[str]) 
     flags: dict[str, Any] = {}
     skill = result.get("skill")
     if skill:
+        text = "\n".join(str(skill.get(part, "")) for part in ("name", "description", "body"))
         found = sorted({f for part in ("name", "description", "body") for f in check_text(str(skill.get(part, "")))})
+        found += [flag for flag in skill_risks(text) if flag not in found]
         if found:
             flags["skill"] = found
     for field in ("memory_notes", "persona_observations"):

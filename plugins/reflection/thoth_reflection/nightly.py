@@ -24,9 +24,9 @@ from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, 
 from thoth_core.answers import ask_for
 from thoth_core.budget import truncate
 from thoth_core.owners import Owner, split_owner, tagged
-from thoth_core.redact import redact
+from thoth_core.redact import Redactor, redactor_of
 
-from . import firewall
+from . import firewall, tiers
 from .memory import MemoryFile
 from .reflect import records
 from .schema import Consolidation, utc_day
@@ -52,12 +52,15 @@ class Material:
     notes: list[tuple[str, str]] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
+    redactor: Redactor = field(default_factory=Redactor)  # the runtime's `[privacy]` policy
 
     def add(self, day: str, text: str, owner: Owner | None = None) -> None:
-        """Add one line after redaction and the firewall (links become `[link]`, instructions are dropped)."""
+        """Add one line after redaction and the firewall (links become `[link]`; instructions and
+        claims of authority, by their risk tier, are dropped)."""
         text, found = split_owner(text)
-        clean = firewall.URL.sub("[link]", redact(" ".join(text.split())))
-        if firewall.check_text(clean):
+        clean = firewall.URL.sub("[link]", self.redactor.redact(" ".join(text.split())))
+        peer = (owner or found or ("", ""))[0]
+        if firewall.check_text(clean) or tiers.classify(clean, peer=peer).tier in tiers.NEVER_SUMMARISED:
             self.dropped += 1
             return
         self.lines.append(tagged(f"- [{day}] {truncate(clean, LINE_TOKENS)}", owner or found))
@@ -195,7 +198,7 @@ async def _rewrite(st: State, model: Any, snapshot: str, new: list[str], day: st
             str(exc)[:200],
         )
         return None
-    checked = Material()
+    checked = Material(redactor=redactor_of(st))
     for line in answer.lines:
         checked.add(line.day, split_owner(line.text)[0])  # the owner is ours to set, not the model's
     if not checked.lines:
@@ -210,7 +213,7 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
     now = time.time() if now is None else now
     day = utc_day(now)
     memory = MemoryFile(st.path(st.settings.memory_file))
-    material = Material()
+    material = Material(redactor=redactor_of(st))
     gather(st, material, now)
     material.notes = memory.notes()
     for note_day, text in material.notes:

@@ -14,7 +14,7 @@ from . import queue
 from .memory import MemoryFile
 from .reflect import records, reflect
 from .transient import records_of
-from .settings import state
+from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS, state  # the core reads CONFIG_DEFAULTS here
 from .writers import write_result
 
 logger = logging.getLogger(__name__)

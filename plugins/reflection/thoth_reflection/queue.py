@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Session, ThothError
-from thoth_core.redact import redact
+from thoth_core.redact import redactor_of
 from thoth_core.types import new_id
 
 from .memory import MemoryFile, append_knowledge, write_atomic
@@ -51,8 +51,9 @@ def hold(
     run_id: str | None,
     flags: list[str],
     payload: dict[str, Any] | None = None,
+    tier: str = "",
 ) -> str:
-    """Queue a held note (`memory-note` or `user-model`) and announce it; returns its id."""
+    """Queue a held note (`memory-note` or `user-model`) of a risk tier and announce it; returns its id."""
     return _queue(
         st,
         f"note:{new_id()}",
@@ -62,10 +63,11 @@ def hold(
         source=source_of(session, run_id),
         flags=flags,
         payload=payload or {},
+        tier=tier,
     )
 
 
-def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[str]) -> str:
+def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[str], tier: str = "") -> str:
     """Queue a persona observation and send it to the founders; returns its id (a pending twin's, if any)."""
     item_id = f"persona:{new_id()}"
     queued = _queue(
@@ -78,16 +80,18 @@ def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[
         flags=flags,
         payload={},
         announce=False,
+        tier=tier,
     )
     if queued != item_id:
         return queued
     st.runtime.notify(
         "persona_observation",
-        text=f"Persona observation for review ({item_id}): {text}",
+        text=f"Persona observation for review ({item_id}{', tier: ' + tier if tier else ''}): {text}",
         item_id=item_id,
         title="Persona observation (never applied without a founder)",
         founders=st.founders,
         flags=flags,
+        tier=tier,
         workspace=session.workspace,
         peer=session.peer,
         thread=session.thread,
@@ -139,11 +143,14 @@ def _queue(
     flags: list[str],
     payload: dict[str, Any],
     announce: bool = True,
+    tier: str = "",
 ) -> str:
     with st.store.lock:
         twin = _twin(st, kind=kind, text=text, source=source, payload=payload)
         if twin is None:
-            st.store.add_item(item_id, kind=kind, title=title, text=text, source=source, flags=flags, payload=payload)
+            st.store.add_item(
+                item_id, kind=kind, title=title, text=text, source=source, flags=flags, payload=payload, tier=tier
+            )
     if twin is not None:
         st.store.audit(
             "duplicate", {"item": twin, "kind": kind}, run_id=source.get("run"), session_id=source.get("session")
@@ -151,16 +158,19 @@ def _queue(
         return twin
     st.store.audit(
         "queued",
-        {"item": item_id, "kind": kind, "text": text, "flags": flags},
+        {"item": item_id, "kind": kind, "text": text, "flags": flags, "tier": tier},
         run_id=source.get("run"),
         session_id=source.get("session"),
     )
     if announce:
         st.runtime.notify(
             "approval_requested",
-            text=f"Waiting for approval ({item_id}): {title}{' [flagged: ' + ', '.join(flags) + ']' if flags else ''}",
+            text=f"Waiting for approval ({item_id}): {title}{' [flagged: ' + ', '.join(flags) + ']' if flags else ''}"
+            + (f" [tier: {tier}]" if tier else ""),
             item_id=item_id,
             title=title,
+            flags=flags,
+            tier=tier,
             workspace=source.get("workspace"),
             peer=source.get("peer"),
             thread=source.get("thread"),
@@ -183,6 +193,7 @@ def pending_items(st: State) -> list[dict[str, Any]]:
             "body": i["text"],
             "source": i["source"],
             "flags": i["flags"],
+            "tier": i.get("tier") or None,
             "created_at": i["created_at"],
             "plugin": "reflection",
         }
@@ -207,10 +218,10 @@ async def decide(
     if decision == "edit":
         if not text or not text.strip():
             raise ThothError(f"editing {item_id} needs the new text")
-        st.store.edit(item_id, redact(text.strip()))
+        st.store.edit(item_id, redactor_of(st).redact(text.strip()))
         st.store.audit(
             "decision",
-            dict(audit, text=redact(text.strip())),
+            dict(audit, text=redactor_of(st).redact(text.strip())),
             run_id=item["source"].get("run"),
             session_id=item["source"].get("session"),
             actor=actor,
@@ -224,7 +235,7 @@ async def decide(
         return {"id": item_id, "status": "rejected", "message": f"rejected {item_id}"}
     if decision != "approve":
         raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
-    final = redact((text or item["text"]).strip())
+    final = redactor_of(st).redact((text or item["text"]).strip())
     where = await _apply(st, item, final, actor)
     st.store.settle(item_id, "approved", actor=actor, reason=reason, text=final)
     st.store.audit(

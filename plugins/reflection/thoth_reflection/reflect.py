@@ -6,9 +6,9 @@ and ends again is reflected on its new turns alone; with nothing new there is no
 The model answers one `schema.Reflection` (its JSON schema goes to the provider); invalid output
 gets one repair request (purpose `reflection-repair`), after which the run is recorded as failed
 and nothing is written.
-A valid result is redacted, given `flags` by the write firewall, stripped of identity
-updates about other peers (held in the queue instead), logged, and passed to every
-layer's `reflection_result`.
+A valid result is redacted, given `flags` by the write firewall and `tiers` (each proposal's
+risk tier, `tiers`), stripped of identity updates that are flagged or of a tier the `auto_apply`
+policy holds (queued instead), logged, and passed to every layer's `reflection_result`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session, count_tokens
 from thoth_core.answers import Attempt, InvalidAnswer, ask_for
 from thoth_core.budget import truncate
-from thoth_core.redact import redact, redact_tree
+from thoth_core.redact import Redactor, redactor_of
 from thoth_core.types import new_id
 
-from . import firewall, queue, schema, spans
+from . import firewall, queue, schema, spans, tiers
 from .settings import State, state
 from .transient import TransientRecords
 
@@ -34,7 +35,8 @@ logger = logging.getLogger(__name__)
 INSTRUCTIONS = """You review a finished conversation between an AI agent and a person, so the agent can learn from it.
 Answer with one JSON object (a `reflection`) and nothing else: what_worked, what_didnt, skill, memory_notes,
 persona_observations, next_check_at, user_model_updates. Rules:
-- memory_notes: durable facts useful in later sessions; never secrets, passwords or keys.
+- memory_notes: durable facts useful in later sessions; never secrets, passwords or keys. Write a fact about
+  the person you talked with as a plain sentence with them as subject: "The user prefers short answers.".
 - skill: only when a reusable multi-step procedure emerged; otherwise null. name is a lowercase slug.
 - persona_observations: about the agent's own behaviour, for its maintainers to consider.
 - user_model_updates: keyed by the peer id shown in the transcript.
@@ -115,12 +117,12 @@ async def reflect(session: Session, reason: str, *, runtime: Any, again: bool = 
     try:
         result = await _ask(st, model, session, reason, run_id, earlier)
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, never raised into the session end
-        error = f"{type(exc).__name__}: {exc}"
+        error = redactor_of(st).redact(f"{type(exc).__name__}: {exc}")
         logger.error(
-            "reflection: run %s for session %s failed: %s; nothing written", run_id, session.id, redact(error)[:300]
+            "reflection: run %s for session %s failed: %s; nothing written", run_id, session.id, error[:300]
         )
-        st.store.finish_run(run_id, "failed", redact(error)[:1000])
-        st.store.audit("run_failed", {"error": redact(error)[:1000]}, run_id=run_id, session_id=session.id)
+        st.store.finish_run(run_id, "failed", error[:1000])
+        st.store.audit("run_failed", {"error": error[:1000]}, run_id=run_id, session_id=session.id)
         return None
     if result is None:
         return None
@@ -153,6 +155,7 @@ async def _ask(
 
 def _record_invalid(st: State, session: Session, run_id: str, attempts: list[Attempt]) -> None:
     problems = [a.problems for a in attempts]
+    redact = redactor_of(st).redact  # the runtime's `[privacy]` policy
     logger.error(
         "reflection: run %s for session %s failed: invalid output after one repair (%s); nothing written",
         run_id,
@@ -185,27 +188,43 @@ def records(st: State) -> TransientRecords:
 
 
 def finalize(
-    result: dict[str, Any], session: Session, run_id: str, known_peers: set[str]
+    result: dict[str, Any],
+    session: Session,
+    run_id: str,
+    known_peers: set[str],
+    redactor: Redactor = Redactor(),
+    auto_apply: Iterable[str] = tiers.DEFAULT_AUTO_APPLY,
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """The contract result (redacted, with flags) and the identity updates held for review."""
-    clean: dict[str, Any] = redact_tree(result)  # type: ignore[assignment]
+    """The contract result (redacted, with flags and risk tiers) and the identity updates held for review."""
+    clean: dict[str, Any] = redactor.redact_tree(result)  # type: ignore[assignment]
     flags = firewall.flags_for(clean, peer=session.peer, known_peers=known_peers)
+    proposal_tiers = tiers.tiers_for(clean, peer=session.peer, known_peers=known_peers)
+    policy = list(auto_apply)
+    for index, tier in proposal_tiers["memory_notes"].items():  # held by policy: flagged with the tier
+        note_flags = flags.get("memory_notes", {}).get(index, [])
+        if tiers.hold_flags(tier, note_flags, policy) and not note_flags:
+            flags.setdefault("memory_notes", {})[index] = [tier]
     held: dict[str, list[str]] = {}
     held_flags = flags.pop("user_model_updates", {})
     passed: dict[str, list[str]] = {}
+    passed_tiers: dict[str, dict[str, str]] = {}
     for who, items in clean["user_model_updates"].items():
         for index, text in enumerate(items):
-            if str(index) in held_flags.get(who, {}):
+            tier = proposal_tiers["user_model_updates"][who][str(index)]
+            if tiers.hold_flags(tier, held_flags.get(who, {}).get(str(index), []), policy):
                 held.setdefault(who, []).append(text)
             else:
+                passed_tiers.setdefault(who, {})[str(len(passed.get(who, [])))] = tier
                 passed.setdefault(who, []).append(text)
-    clean.update(run_id=run_id, session_id=session.id, user_model_updates=passed, flags=flags)
+    proposal_tiers["user_model_updates"] = passed_tiers
+    clean.update(run_id=run_id, session_id=session.id, user_model_updates=passed, flags=flags, tiers=proposal_tiers)
     return clean, held
 
 
 async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: str) -> dict[str, Any]:
     """Finalize a valid result, record it, and let every layer write its part."""
-    final, held = finalize(result, session, run_id, st.store.known_peers() | set(st.founders))
+    known = st.store.known_peers() | set(st.founders)
+    final, held = finalize(result, session, run_id, known, redactor_of(st), st.settings.auto_apply)
     st.store.audit("result", {"result": final, "held_user_model_updates": held}, run_id=run_id, session_id=session.id)
     records(st).write(
         "reflection",
@@ -217,6 +236,10 @@ async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: s
     for who, items in held.items():
         for text in items:
             firewall_flags = firewall.check_text(text) + (["other-peer"] if who.lower() != session.peer.lower() else [])
+            tier = tiers.classify(text, peer=session.peer, known_peers=known | set(held), about=who).tier
+            if tier == "other-peer" and st.settings.third_party == "drop":
+                st.store.audit("dropped", {"kind": "user-model", "tier": tier}, run_id=run_id, session_id=session.id)
+                continue
             queue.hold(
                 st,
                 kind="user-model",
@@ -224,8 +247,9 @@ async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: s
                 text=text,
                 session=session,
                 run_id=run_id,
-                flags=firewall_flags,
+                flags=tiers.hold_flags(tier, firewall_flags, []),
                 payload={"peer": who},
+                tier=tier,
             )
     outcomes = await st.runtime.call("reflection_result", result=final, session=session)
     st.store.audit(

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Model
+from thoth_core.config import declared_keys, unknown
 
 from .store import Store
+from .tiers import DEFAULT_AUTO_APPLY, check_policy
 
 logger = logging.getLogger(__name__)
 
 NAME = "reflection"
+THIRD_PARTY_CHOICES = ("hold", "drop")
 
 
 @dataclass(frozen=True)
@@ -31,29 +34,39 @@ class Settings:
     knowledge_dir: str = ""  # where approved transient notes are promoted; default: [plugins.procedural] knowledge_dir
     snapshot_tokens: int = 600  # the memory snapshot never grows past this
     transient_days: int = 14  # reflection and validation records are pruned after this many days
+    auto_apply: list[str] = field(default_factory=lambda: list(DEFAULT_AUTO_APPLY))  # risk tiers applied unreviewed
+    third_party: str = "hold"  # proposals about other people: "hold" them for review or "drop" them
 
     @classmethod
     def from_runtime(cls, runtime: Any) -> Settings:
         """Read and check the table; raises ConfigError naming the bad key."""
         table = runtime.config.plugin(NAME)
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, value in table.items():
-            if key in ("deadline", "background_deadline"):  # core keys, valid for every plugin
+            if key not in known:  # a core key (deadline, ...); the core refuses unknown ones (CONFIG_DEFAULTS)
                 continue
-            if key not in known:
-                raise runtime.config.error(
-                    f"plugins.{NAME}.{key}", f"unknown option; expected one of {', '.join(known)}"
-                )
-            default = getattr(cls(), key)
-            expected = (
-                (int, float) if isinstance(default, (int, float)) else type(default) if default is not None else str
-            )
-            if isinstance(value, bool) or not isinstance(value, expected):
-                raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected {_describe(expected)}, got {value!r}")
-            if isinstance(value, (int, float)) and value <= 0 or isinstance(value, str) and not value.strip():
-                raise runtime.config.error(f"plugins.{NAME}.{key}", f"must be positive (or non-empty), got {value!r}")
+            where, default = f"plugins.{NAME}.{key}", getattr(cls(), key)
+            if isinstance(default, int) and not isinstance(default, bool):
+                values[key] = runtime.config.integer(where, value, low=1, high=LIMIT)
+                continue
+            if isinstance(default, float):
+                values[key] = runtime.config.number(where, value, positive=True, high=LIMIT)
+                continue
+            expected = type(default) if default is not None else str
+            if isinstance(value, bool) is not (expected is bool) or not isinstance(value, expected):
+                raise runtime.config.error(where, f"expected {_describe(expected)}, got {value!r}")
+            if isinstance(value, str) and not value.strip():
+                raise runtime.config.error(where, f"expected a non-empty string, got {value!r}")
             values[key] = value
+        _check_model_options(runtime, values.get("model") or runtime.model_name(), values.get("model_options", {}))
+        problem = check_policy(values.get("auto_apply", list(DEFAULT_AUTO_APPLY)))
+        if problem:
+            raise runtime.config.error(f"plugins.{NAME}.auto_apply", problem)
+        if values.get("third_party", "hold") not in THIRD_PARTY_CHOICES:
+            choices = ", ".join(THIRD_PARTY_CHOICES)
+            got = values["third_party"]
+            raise runtime.config.error(f"plugins.{NAME}.third_party", f"expected {choices}, got {got!r}")
         persona = str(runtime.config.get("plugins.procedural.persona_dir") or "persona")
         defaults = {
             "memory_file": runtime.config.get("plugins.working.memory_file") or f"{persona}/MEMORY.md",
@@ -71,11 +84,28 @@ class Settings:
         return now - float(days) * 86400 if numeric else now
 
 
+def _check_model_options(runtime: Any, provider: str | None, options: dict[str, Any]) -> None:
+    """Refuse a model_options key the provider does not declare, as the core does in its `[models.NAME]`."""
+    known = declared_keys(runtime.pm.get_plugins()).get(f"models.{provider}")
+    strange = sorted(options.keys() - known) if known is not None else []
+    if strange:
+        where = f"plugins.{NAME}.model_options.{strange[0]}"
+        raise runtime.config.error(where, unknown(strange[0], sorted(known or ()), f"key of [models.{provider}]"))
+
+
 def _describe(expected: Any) -> str:
-    names = {int: "an integer", float: "a number", str: "a string", dict: "a table"}
-    if isinstance(expected, tuple):
-        return "a number"
+    names = {str: "a string", dict: "a table", bool: "true or false", list: "a list"}
     return names.get(expected, expected.__name__)
+
+
+def _declared() -> dict[str, Any]:
+    """Every key of the table, from the Settings fields, with its default (None: derived at run time)."""
+    values = {f.name: getattr(Settings(), f.name) for f in fields(Settings)}
+    return {key: None if value in ("", {}) else value for key, value in values.items()}
+
+
+LIMIT = 10_000_000  # no count of tokens or days is this large but by mistake
+CONFIG_DEFAULTS = {f"plugins.{NAME}": _declared()}  # the core refuses any other key of [plugins.reflection]
 
 
 class State:

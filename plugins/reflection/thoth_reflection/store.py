@@ -36,6 +36,9 @@ MIGRATIONS = [
     CREATE TABLE reflected (session_id TEXT PRIMARY KEY, last_turn_id TEXT NOT NULL, turns INTEGER NOT NULL,
                             at REAL NOT NULL);
     """,
+    """
+    ALTER TABLE items ADD COLUMN tier TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -152,10 +155,12 @@ class Store:
         source: dict[str, Any],
         flags: list[str],
         payload: dict[str, Any],
+        tier: str = "",
     ) -> None:
-        """Queue an item for a person's decision."""
+        """Queue an item for a person's decision (`tier`: its risk tier, see `tiers`)."""
         self.execute(
-            "INSERT INTO items (id, kind, title, text, source, flags, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+            "INSERT INTO items (id, kind, title, text, source, flags, payload, status, created_at, tier)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
             item_id,
             kind,
             title,
@@ -164,6 +169,7 @@ class Store:
             json.dumps(flags),
             json.dumps(payload),
             time.time(),
+            tier,
         )
 
     def item(self, item_id: str) -> dict[str, Any] | None:

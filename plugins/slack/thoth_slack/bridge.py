@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from thoth_core import ThothError
+from thoth_core.redact import redactor_of
 from thoth_core.types import FEEDBACK_KINDS, Session
 from thoth_core.writes import unsaved_message
 
@@ -225,8 +226,9 @@ class SlackBridge:
                 logger.exception("slack: turn in %s failed", inbound.thread)
                 text = f":warning: the turn failed: {type(exc).__name__}"
             key = dict(zip(("workspace", "peer", "thread"), session.key, strict=True)) if session else {}
+            kept = redactor_of(self.runtime).redact(text)  # the ledger keeps what the runtime's `[privacy]` allows
             for piece_ts in await streamer.finish(text):
-                self.ledger.add(Posted(inbound.channel, piece_ts, inbound.thread_ts, text, turn_id=turn_id, **key))
+                self.ledger.add(Posted(inbound.channel, piece_ts, inbound.thread_ts, kept, turn_id=turn_id, **key))
 
     async def _turn(self, inbound: Inbound, streamer: Streamer) -> tuple[str, Any, str | None]:
         """The reply text, session and turn id (None for commands); `/new` is this frontend's own command."""

@@ -6,6 +6,8 @@ import click
 
 from thoth_core import hookimpl
 
+from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads it here: the table's keys
+
 LAYER = "frontend"  # not a memory layer: it contributes no context
 
 

@@ -18,6 +18,17 @@ SECRETS = {
     "signing_secret": ("SLACK_SIGNING_SECRET", ""),
 }
 DEFAULT_API_URL = "https://slack.com/api/"
+# Every key of [plugins.slack] (the core refuses others), with its default; None: none in the file.
+DEFAULTS: dict[str, Any] = {
+    **dict.fromkeys(SECRETS),
+    "allowed_workspaces": [],
+    "allowed_channels": [],
+    "allow_dms": True,
+    "approvals_channel": None,
+    "stream_interval": 0.8,
+    "api_url": DEFAULT_API_URL,
+}
+CONFIG_DEFAULTS = {"plugins.slack": DEFAULTS}
 
 
 @dataclass
@@ -66,11 +77,8 @@ def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
         )
     lists = {key: _strings(config, key, raw.get(key, [])) for key in ("allowed_workspaces", "allowed_channels")}
     founders = _strings(config, "thoth.founders", config.get("thoth.founders") or [], where="thoth.founders")
-    interval = raw.get("stream_interval", 0.8)
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
-        raise config.error(
-            "plugins.slack.stream_interval", f"expected a non-negative number of seconds, got {interval!r}"
-        )
+    interval = raw.get("stream_interval", DEFAULTS["stream_interval"])
+    interval = config.number("plugins.slack.stream_interval", interval, high=60)  # seconds between message edits
     for key in ("approvals_channel", "api_url"):
         if key in raw and not isinstance(raw[key], str):
             raise config.error(f"plugins.slack.{key}", f"expected a string, got {raw[key]!r}")
@@ -83,7 +91,7 @@ def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
         founders=founders,
         approvals_channel=raw.get("approvals_channel"),
         allow_dms=raw.get("allow_dms", True),
-        stream_interval=float(interval),
+        stream_interval=interval,
         api_url=raw.get("api_url", DEFAULT_API_URL),
         **lists,
     )
@@ -114,4 +122,4 @@ def _strings(config: Any, key: str, value: Any, *, where: str | None = None) -> 
     return list(value)
 
 
-__all__ = ["ConfigError", "SlackSettings", "load_settings"]
+__all__ = ["CONFIG_DEFAULTS", "ConfigError", "SlackSettings", "load_settings"]

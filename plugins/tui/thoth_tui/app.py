@@ -18,6 +18,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Input, Static
 
 from thoth_core import ModelError, ModelNotConfigured, ThothError
+from thoth_core.redact import redactor_of
 from thoth_core.writes import unsaved_message
 from thoth_core.types import new_id
 
@@ -85,7 +86,7 @@ class ThothApp(App[None]):
         self.busy = False
         self.model_lock = asyncio.Lock()
         self.selected: ChatMessage | None = None
-        self.history = History(history_path(runtime.home, peer))
+        self.history = History(history_path(runtime.home, peer), redactor_of(runtime).redact)
 
     # --- layout and start -------------------------------------------------------------
 

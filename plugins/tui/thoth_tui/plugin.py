@@ -7,6 +7,8 @@ from typing import Any
 
 from thoth_core import hookimpl
 
+CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {"plugins.tui": {}}  # no keys of its own: the core refuses any but its own
+
 
 def start(runtime: Any, *, peer: str | None = None, thread: str | None = None) -> None:
     """Run the terminal app until the person quits; without a thread it reopens the peer's last one."""

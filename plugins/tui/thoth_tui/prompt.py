@@ -11,6 +11,8 @@ from textual.binding import Binding
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
+from thoth_core.redact import redact
+
 HISTORY_LIMIT = 500
 
 
@@ -40,17 +42,19 @@ def history_path(home: Path, peer: str) -> Path:
 
 
 class History:
-    """Sent messages, oldest first, kept in a file so they survive restarts."""
+    """Sent messages, oldest first, kept in a file (secrets redacted by `keep`) so they survive restarts."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, keep: Callable[[str], str] = redact) -> None:
         self.path = path
+        self.keep = keep  # the runtime's `[privacy]` policy (`runtime.redactor.redact`); secrets only by default
         self.entries: list[str] = []
         if path is not None and path.exists():
             self.entries = [line for line in path.read_text(encoding="utf-8").splitlines() if line][-HISTORY_LIMIT:]
         self.position = len(self.entries)
 
     def add(self, text: str) -> None:
-        """Remember a sent message and reset browsing to the end."""
+        """Remember a sent message (redacted) and reset browsing to the end."""
+        text = self.keep(text)
         if "\n" not in text and (not self.entries or self.entries[-1] != text):
             self.entries.append(text)
             if self.path is not None:

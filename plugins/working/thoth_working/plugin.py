@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 LAYER = "working"
 NAME = "working"
 MEMORY_PRIORITY = 90
+CONFIG_DEFAULTS = {f"plugins.{NAME}": {"memory_file": "persona/MEMORY.md", "restore_turns": 200}}  # every key
 
 
 @dataclass(frozen=True)
@@ -37,15 +38,11 @@ class Settings:
     @classmethod
     def of(cls, runtime: Any) -> Settings:
         """The plugin's settings from thoth.toml, with one-line errors naming the key."""
-        table = runtime.config.plugin(NAME)
-        memory_file = table.get("memory_file", "persona/MEMORY.md")
+        table = {**CONFIG_DEFAULTS[f"plugins.{NAME}"], **runtime.config.plugin(NAME)}
+        memory_file = table["memory_file"]
         if not isinstance(memory_file, str) or not memory_file:
             raise runtime.config.error(f"plugins.{NAME}.memory_file", f"expected a path, got {memory_file!r}")
-        restore = table.get("restore_turns", 200)
-        if isinstance(restore, bool) or not isinstance(restore, int) or restore < 0:
-            raise runtime.config.error(
-                f"plugins.{NAME}.restore_turns", f"expected a non-negative integer, got {restore!r}"
-            )
+        restore = runtime.config.integer(f"plugins.{NAME}.restore_turns", table["restore_turns"], high=1_000_000)
         return cls(memory_file=runtime.config.root / memory_file, restore_turns=restore)
 
 
