@@ -388,7 +388,7 @@ async def test_a_third_party_backend_registers_through_the_hook(make_runtime, tm
             register("mine", lambda runtime, options: made.append(options) or SQLiteStore(tmp_path / "mine.db"))
 
     runtime = make_runtime(
-        {"episodic": plugin, "third": ThirdParty()}, config={"plugins": {"episodic": {"backend": "mine", "x": 1}}}
+        {"third": ThirdParty(), "episodic": plugin}, config={"plugins": {"episodic": {"backend": "mine", "x": 1}}}
     )
     await runtime.turn("hello there", peer="ann", thread="t")
     await runtime.drain()
