@@ -21,7 +21,7 @@ import pluggy
 
 from ._calls import call_each, call_sync, hook_loop, in_loop_thread
 from .budget import Assembly, assemble, fit_message, trim_history
-from .config import Config, check_plugin_tables, load_config
+from .config import Config, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
 from .journal import TurnJournal
@@ -84,11 +84,6 @@ class Runtime:
         registered = self.pm.register(plugin, name=name)
         if registered is None:
             raise PluginError(str(name), "is disabled in thoth.toml or by a *_DISABLED switch")
-        try:
-            check_plugin_tables(self.config, self.pm.get_plugins())
-        except ConfigError:
-            self.pm.unregister(plugin)
-            raise
         configure = getattr(plugin, "configure", None)
         if configure is not None and getattr(configure, "thoth_impl", None) is not None:
             configure(runtime=self)

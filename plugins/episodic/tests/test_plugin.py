@@ -381,14 +381,12 @@ async def test_a_third_party_backend_registers_through_the_hook(make_runtime, tm
     made = []
 
     class ThirdParty:
-        CONFIG_DEFAULTS = {"plugins.episodic": {"x": None}}  # its backend's own key, declared
-
         @hookimpl
         def register_episodic_backends(self, register):
             register("mine", lambda runtime, options: made.append(options) or SQLiteStore(tmp_path / "mine.db"))
 
     runtime = make_runtime(
-        {"third": ThirdParty(), "episodic": plugin}, config={"plugins": {"episodic": {"backend": "mine", "x": 1}}}
+        {"episodic": plugin, "third": ThirdParty()}, config={"plugins": {"episodic": {"backend": "mine", "x": 1}}}
     )
     await runtime.turn("hello there", peer="ann", thread="t")
     await runtime.drain()
