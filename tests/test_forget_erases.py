@@ -68,12 +68,6 @@ def derivation(observation: str) -> str:
     return json.dumps({"observations": [{"content": observation, "kind": "explicit", "confidence": 0.9}], "facts": []})
 
 
-@pytest.fixture
-def slack_env(monkeypatch):
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test-token")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", "test-signing-secret")
-
-
 def test_forget_leaves_no_byte_of_the_peer_in_any_file(tmp_path, slack_env):
     import thoth_blackboard.plugin
     import thoth_episodic.plugin

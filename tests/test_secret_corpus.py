@@ -112,12 +112,6 @@ def derivation(text: str) -> str:
     return json.dumps({"observations": [{"content": text, "kind": "explicit", "confidence": 0.9}], "facts": []})
 
 
-@pytest.fixture
-def slack_env(monkeypatch):
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test-token")
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", "test-signing-secret")
-
-
 def test_the_secret_corpus_is_kept_by_no_store_and_near_misses_are_kept_verbatim(tmp_path, slack_env):
     import thoth_blackboard.plugin
     import thoth_episodic.plugin

@@ -18,8 +18,8 @@ from thoth_core import ContextBlock, Session, ThothError, Turn, hookimpl
 from thoth_core.runtime import Command
 
 from . import drafts
-from .defaults import copy_defaults
 from .cli import skills as skills_cli
+from .defaults import copy_defaults
 from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
 from .persona import PersonaError, load_persona
 from .settings import DEFAULTS, NAME, Settings

@@ -13,8 +13,9 @@ from thoth_core.storage import scrub
 from . import queue
 from .memory import MemoryFile
 from .reflect import records, reflect
+from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
+from .settings import state
 from .transient import records_of
-from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS, state  # the core reads CONFIG_DEFAULTS here
 from .writers import write_result
 
 logger = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from textual.widgets import Footer, Header, Input, Static
 
 from thoth_core import ModelError, ModelNotConfigured, ThothError
 from thoth_core.redact import redactor_of
-from thoth_core.writes import unsaved_message
 from thoth_core.types import new_id
+from thoth_core.writes import unsaved_message
 
 from .approvals import ApprovalsScreen
 from .chat import REACTIONS, ChatMessage
