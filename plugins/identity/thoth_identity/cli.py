@@ -1,8 +1,9 @@
-"""`thoth identity show|export|import|forget --peer P`."""
+"""`thoth identity show|edit|delete|export|import|forget --peer P`."""
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import time
 from pathlib import Path
@@ -63,12 +64,44 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
     for fact in history:
         state = "current" if fact["valid_to"] is None else f"until {_when(fact['valid_to'])}"
         click.echo(
-            f"  {fact['predicate']}: {fact['object']}  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]"
+            f"  f{fact['id']} {fact['predicate']}: {fact['object']}"
+            f"  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]"
         )
     if observations:
         click.echo("Observations (newest first):")
     for o in observations:
-        click.echo(f"  - {o['content']}  [{o['kind']}, {o['author']}, {o['confidence']:.1f}, {_when(o['created_at'])}]")
+        when = _when(o["created_at"])
+        click.echo(f"  o{o['id']} {o['content']}  [{o['kind']}, {o['author']}, {o['confidence']:.1f}, {when}]")
+    if history or observations:
+        click.echo("Correct one with `thoth identity edit ID TEXT` or `thoth identity delete ID` (--peer as above).")
+
+
+@identity.command("edit")
+@click.argument("item")
+@click.argument("text")
+@peer_option
+@workspace_option
+def edit_command(item: str, text: str, peer: str, workspace: str | None) -> None:
+    """Correct one fact (f12: a new value, the old one kept as history) or observation (o34) about a peer."""
+    click.echo(_correct(item, text, peer, workspace))
+
+
+@identity.command("delete")
+@click.argument("item")
+@peer_option
+@workspace_option
+def delete_command(item: str, peer: str, workspace: str | None) -> None:
+    """Delete one fact (f12) or observation (o34) about a peer, erased from the file."""
+    click.echo(_correct(item, None, peer, workspace))
+
+
+def _correct(item: str, text: str | None, peer: str, workspace: str | None) -> str:
+    from .corrections import correct
+
+    rt = runtime()
+    store = backend_for(rt).store
+    who = {"workspace": _workspace(workspace), "peer": peer, "actor": f"cli:{getpass.getuser()}"}
+    return str(run(_call(correct, store, rt, item=item, text=text, **who)))
 
 
 @identity.command("export")

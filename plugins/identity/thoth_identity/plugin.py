@@ -127,9 +127,27 @@ def doctor_checks(runtime: Any) -> list[tuple[bool, str]] | None:
     return honcho_checks(layer.settings, layer.backend())
 
 
+async def _correct(args: str, session: Session, runtime: Any, **_: Any) -> str:
+    from .corrections import correct, held_items
+
+    store = (await backend_async(runtime)).store
+    item, _, text = args.strip().partition(" ")
+    if not item:
+        held = await asyncio.to_thread(held_items, store, session.workspace, session.peer)
+        lines = [f"{i['id']}  {i['text']}" for i in held] or ["Nothing is held about you."]
+        return "\n".join([*lines, CORRECT_USAGE])
+    change = None if text.strip().lower() == "delete" else text
+    mine = {"workspace": session.workspace, "peer": session.peer, "actor": f"peer:{session.peer}"}
+    return str(await asyncio.to_thread(correct, store, runtime, item=item, text=change, **mine))
+
+
+CORRECT_USAGE = "usage: /correct ID NEW TEXT (a fact keeps its old value as history) or /correct ID delete"
+
+
 @hookimpl
 def register_commands(register: Any) -> None:
     register(Command("remember", "remember a fact or a note about you", _remember, usage="TEXT"))
+    register(Command("correct", "see what is held about you; fix or delete one item", _correct, usage="[ID TEXT|delete]"))
 
 
 @hookimpl

@@ -1,0 +1,96 @@
+"""Corrections a person makes to what the identity layer holds about them: edit or delete one item, audited.
+
+Items are named `f<id>` (a current fact) or `o<id>` (an observation), as `thoth identity show` and
+`/correct` list them. Editing a fact supersedes it (its history is kept); editing an observation
+replaces it; deleting removes the row and erases it from the file (FTS segments and WAL
+included). Each correction appends one line to `identity/corrections.jsonl`: when, who, whose
+item, what was done; never the text, so a deleted item leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from thoth_core import ThothError
+from thoth_core.redact import redactor_of
+from thoth_core.storage import scrub
+
+from .store import IdentityStore
+
+ITEM = re.compile(r"^([fo])(\d+)$")
+LISTED = 50
+
+
+def held_items(store: IdentityStore, workspace: str, peer: str) -> list[dict[str, Any]]:
+    """What is held about a peer, each with the id a correction names: current facts, then observations."""
+    facts = [
+        {"id": f"f{f['id']}", "kind": "fact", "text": f"{f['predicate'].replace('_', ' ')}: {f['object']}"}
+        for f in store.current_facts(workspace, peer)
+    ]
+    notes = [
+        {"id": f"o{o['id']}", "kind": "observation", "text": o["content"]}
+        for o in store.recent_observations(workspace, peer, limit=LISTED)
+    ]
+    return facts + notes
+
+
+def correct(
+    store: IdentityStore, runtime: Any, *, workspace: str, peer: str, item: str, text: str | None, actor: str
+) -> str:
+    """Edit (`text`) or delete (`text` None) one of the peer's items; returns what was done, in one line."""
+    match = ITEM.match(item.strip())
+    if match is None:
+        raise ThothError(f"{item!r} is not an item id; `thoth identity show` and `/correct` list them (f12, o34)")
+    kind, row_id = match.group(1), int(match.group(2))
+    if text is not None:
+        text = text.strip()
+        if not text:
+            raise ThothError("the corrected text is empty; to delete the item, say delete")
+        found = redactor_of(runtime).find_secrets(text)
+        if found:
+            raise ThothError(f"not stored: that holds a secret ({', '.join(found)}); secrets are never kept in memory")
+    with store.lock:
+        message = (_fact if kind == "f" else _observation)(store, workspace, peer, row_id, text, actor)
+        scrub(store.db, fts=["observations_fts"])  # the old text leaves the file, not only the table
+    _audit(runtime, workspace=workspace, peer=peer, actor=actor, action="edit" if text else "delete", item=item)
+    return message
+
+
+def _fact(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:
+    rows = store._rows(
+        "SELECT * FROM facts WHERE id = ? AND workspace = ? AND peer = ? AND valid_to IS NULL", row_id, workspace, peer
+    )
+    if not rows:
+        raise ThothError(f"{peer} has no current fact f{row_id}")
+    fact = rows[0]
+    label = fact["predicate"].replace("_", " ")
+    if text is None:
+        with store.transaction():
+            store.db.execute("DELETE FROM facts WHERE id = ?", (row_id,))
+        return f"Deleted {peer}'s fact f{row_id} ({label})."
+    store.set_fact(workspace, peer, fact["predicate"], text, confidence=1.0, source=f"correction:{actor}")
+    return f"Corrected {peer}'s {label}: {text} (the old value stays in its history)."
+
+
+def _observation(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:
+    with store.transaction():
+        gone = store.db.execute(
+            "DELETE FROM observations WHERE id = ? AND workspace = ? AND peer = ?", (row_id, workspace, peer)
+        ).rowcount
+    if not gone:
+        raise ThothError(f"{peer} has no observation o{row_id}")
+    if text is None:
+        return f"Deleted {peer}'s observation o{row_id}."
+    store.add_observation(workspace, peer, text, kind="explicit", author=actor, confidence=1.0, source="correction")
+    return f"Corrected {peer}'s observation o{row_id}: {text}"
+
+
+def _audit(runtime: Any, **entry: Any) -> None:
+    path = Path(runtime.home) / "identity" / "corrections.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as audit:
+        audit.write(json.dumps({"at": time.time(), **entry}) + "\n")
