@@ -7,6 +7,7 @@ commands once per process, under whatever environment came first).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -43,7 +44,7 @@ def test_show_export_forget_import_round_trip(thoth, tmp_path):
     shown = thoth("identity", "show", "--peer", "ann")
     assert "ann (default, embedded backend): observations 1, facts 1, fact_history 2" in shown
     assert "name: Ann  [from" in shown and "until" in shown and "name: Annie  [from" in shown and "current" in shown
-    assert "- I like to sketch on trains  [explicit, user, 1.0" in shown
+    assert re.search(r"^  o\d+ I like to sketch on trains  \[explicit, user, 1.0", shown, re.MULTILINE)
 
     path = tmp_path / "ann.json"
     thoth("identity", "export", "--peer", "ann", "-o", str(path))

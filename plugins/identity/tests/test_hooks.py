@@ -38,9 +38,9 @@ async def test_hooks_directly(make_runtime):
 def test_registrations():
     commands, group = [], click.Group()
     plugin.register_commands(register=commands.append)
-    assert [c.name for c in commands] == ["remember"]
+    assert [c.name for c in commands] == ["remember", "correct"]
     plugin.register_cli_commands(cli=group)
-    assert sorted(group.commands["identity"].commands) == ["export", "forget", "import", "show"]
+    assert sorted(group.commands["identity"].commands) == ["delete", "edit", "export", "forget", "import", "show"]
 
 
 def test_honcho_names(make_runtime):
