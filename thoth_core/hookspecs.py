@@ -182,6 +182,17 @@ def last_thread(peer: str, workspace: str, runtime: Runtime) -> dict[str, Any] |
 
 
 @hookspec
+def idle_sessions(before: float, runtime: Runtime) -> list[Session] | None:
+    """Stored sessions no live process holds, last active before `before`, for the runtime to end as `idle`.
+
+    Each is claimed (closed in the store) as it is returned, so two processes never both get it.
+
+    Returns:
+        Sessions restored from the store (id, history, transcript); None if the plugin keeps no sessions.
+    """
+
+
+@hookspec
 def approvals(runtime: Runtime) -> list[dict[str, Any]] | None:
     """Items waiting for a person's decision (skill drafts, persona observations, ...).
 

@@ -186,7 +186,8 @@ class Runtime:
         if session.ended:
             return
         session.ended = True
-        self.sessions.pop(session.key, None)
+        if self.sessions.get(session.key) is session:  # a reaped stored session may share a live one's key
+            del self.sessions[session.key]
         self.background(
             call_each(
                 self.pm, "session_end", {"session": session, "reason": reason}, deadline_for=self.background_deadline
@@ -194,10 +195,13 @@ class Runtime:
         )
 
     async def reap_idle(self, now: float | None = None) -> list[Session]:
-        """End sessions idle longer than `[thoth] idle_minutes`; returns them."""
+        """End sessions idle longer than `[thoth] idle_minutes`, also those exited processes left; returns them."""
         limit = float(self.config.get("thoth.idle_minutes")) * 60
         now = time.time() if now is None else now
         idle = [s for s in list(self.sessions.values()) if now - s.last_active >= limit]
+        kwargs = {"before": now - limit, "runtime": self}
+        outcomes = await call_each(self.pm, "idle_sessions", kwargs, deadline_for=self.background_deadline)
+        idle += [s for _, found, _ in outcomes for s in found or [] if isinstance(s, Session)]
         for session in idle:
             await self.end_session(session, "idle")
         return idle

@@ -107,3 +107,46 @@ def test_reflect_without_a_subcommand_shows_its_help(tmp_path, thoth_home):
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("Usage: thoth reflect")
     assert all(name in shown.stdout for name in ("session", "nightly", "records", "promote", "audit"))
+
+
+def test_reflect_idle_ends_and_reflects_what_an_exited_ask_left_once(tmp_path, thoth_home, good):
+    import sqlite3
+
+    env = setup_project(tmp_path, thoth_home, good)
+    thoth(env, "ask", "How do I deploy?", "--peer", "ann")
+    [transcript] = list((thoth_home / "working" / "transcripts").glob("*/*.jsonl"))
+    assert json.loads(thoth(env, "reflect", "idle").stdout) == []  # not idle yet: nothing ended
+    index = sqlite3.connect(thoth_home / "working" / "sessions.db", isolation_level=None)
+    index.execute("UPDATE sessions SET last_active = last_active - 31 * 60")  # 31 minutes ago
+    index.close()
+
+    [ended] = json.loads(thoth(env, "reflect", "idle").stdout)
+    assert (ended["session_id"], ended["peer"]) == (transcript.stem, "ann")
+    runs = [e for e in json.loads(thoth(env, "reflect", "audit", "--json").stdout) if e["event"] == "run_started"]
+    assert [e["session_id"] for e in runs] == [transcript.stem]
+    assert "Ann deploys to staging every Friday." in (tmp_path / "persona" / "MEMORY.md").read_text()
+    last = json.loads(transcript.read_text().splitlines()[-1])
+    assert (last["type"], last["reason"]) == ("session_end", "idle")
+
+    assert json.loads(thoth(env, "reflect", "idle").stdout) == []
+    thoth(env, "ask", "And on Fridays?", "--peer", "ann")  # the next process's start reaps nothing more
+    audit = json.loads(thoth(env, "reflect", "audit", "--json").stdout)
+    assert [e["session_id"] for e in audit if e["event"] == "run_started"] == [transcript.stem]
+
+
+def test_a_short_command_leaves_an_idle_session_for_reflect_idle(tmp_path, thoth_home, good):
+    import sqlite3
+
+    env = setup_project(tmp_path, thoth_home, good)
+    thoth(env, "ask", "How do I deploy?", "--peer", "ann", "--thread", "one")
+    [transcript] = list((thoth_home / "working" / "transcripts").glob("*/*.jsonl"))
+    index = sqlite3.connect(thoth_home / "working" / "sessions.db", isolation_level=None)
+    index.execute("UPDATE sessions SET last_active = last_active - 31 * 60")
+    index.close()
+
+    thoth(env, "ask", "Something else", "--peer", "bob", "--thread", "two")  # a short command leaves it: exits stay bounded
+    audit = json.loads(thoth(env, "reflect", "audit", "--json").stdout)
+    assert [e["session_id"] for e in audit if e["event"] == "run_started"] == []
+    assert [s["thread"] for s in json.loads(thoth(env, "reflect", "idle").stdout)] == ["one"]
+    audit = json.loads(thoth(env, "reflect", "audit", "--json").stdout)
+    assert [e["session_id"] for e in audit if e["event"] == "run_started"] == [transcript.stem]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,9 +13,10 @@ from thoth_reflection import plugin as reflection
 from thoth_reflection.memory import MemoryFile
 from thoth_reflection.nightly import run_nightly
 from thoth_reflection.reflect import records
-from thoth_reflection.settings import state
+from thoth_reflection.settings import CONFIG_DEFAULTS, Settings, state
+from thoth_reflection.transient import TransientRecords
 
-from thoth_core import count_tokens, hookimpl
+from thoth_core import ConfigError, count_tokens, hookimpl
 
 DAY0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 
@@ -340,3 +342,45 @@ async def test_an_invalid_consolidation_gets_one_repair_then_the_extractive_snap
     first, repair = [r for r in runtime.model().requests if r.purpose.startswith("consolidation")]
     assert repair.purpose == "consolidation-repair"
     assert "lines[0].day: 'March 1st' does not match" in repair.messages[-1].content
+
+
+def write_records(root: Path, days: list[str]) -> list[str]:
+    """One reflection record per day, written in this order (mtimes a second apart); returns their ids."""
+    store = TransientRecords(root)
+    ids = []
+    for n, day in enumerate(days):
+        record = store.write("reflection", day=day, session_id=f"s{n}", run_id=f"r{n}", text=f"record {n}")
+        os.utime(record.path, (1_000_000 + n, 1_000_000 + n))
+        ids.append(record.id)
+    return ids
+
+
+def test_transient_records_are_pruned_by_age_and_by_count_oldest_first(tmp_path):
+    now = datetime(2026, 3, 20, 12, tzinfo=UTC).timestamp()
+    ids = write_records(tmp_path, ["2026-03-01", "2026-03-19", "2026-03-19", "2026-03-20", "2026-03-20"])
+    store = TransientRecords(tmp_path)
+    assert store.prune(now=now, days=14, keep=set(), most=10) == ids[:1]  # only the old one
+    assert store.prune(now=now, days=14, keep={ids[1]}, most=2) == ids[2:3]  # kept ones neither go nor count
+    assert [r.id for r in store.all()] == [ids[1], ids[3], ids[4]]
+    assert store.prune(now=now, days=14, keep=set(), most=1) == [ids[1], ids[3]]
+    assert [r.id for r in store.all()] == ids[4:]
+
+
+async def test_nightly_prunes_transient_records_beyond_transient_max(reflecting, chat):
+    runtime, _ = reflecting(config={"plugins": {"reflection": {"transient_max": 2}}})
+    st = state(runtime)
+    assert st.settings.transient_max == 2
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    ids = write_records(st.dir / "transient", [today] * 4)
+    summary = await run_nightly(runtime)
+    assert summary["pruned"] == ids[:2] and [r.id for r in records(st).all()] == ids[2:]
+
+
+@pytest.mark.parametrize("value", [0, -1, "many", 2.5, True])
+async def test_a_bad_transient_max_names_the_key(make_runtime, value):
+    with pytest.raises(ConfigError, match=r"plugins\.reflection\.transient_max: expected a positive integer"):
+        state(make_runtime(config={"plugins": {"reflection": {"transient_max": value}}}))
+
+
+def test_transient_max_is_a_declared_key():
+    assert CONFIG_DEFAULTS["plugins.reflection"]["transient_max"] == Settings().transient_max == 200

@@ -156,6 +156,47 @@ async def test_an_identical_pending_item_is_not_queued_twice(reflecting):
     announced = [p["item_id"] for e, p in fakes["notices"].events if e == "persona_observation"]
     assert announced.count(first) == 1
 
+    [repeat] = st.store.item(first)["source"]["also"]  # the repeating session is named on the item
+    assert (repeat["session"], repeat["run"], st.store.item(first)["source"]["repeats"]) == (later.id, "r2", 1)
+    queue.observe(st, text="Lead with the command!", session=later, run_id="r2b", flags=[])
+    assert st.store.item(first)["source"]["repeats"] == 1  # one session is named once
+
     await runtime.decide(first, "reject", actor="lead", reason="no")
-    again = queue.observe(st, text="Lead with the command.", session=ann, run_id="r4", flags=[])
-    assert again != first  # only pending items count as twins: a rejected one may be proposed anew
+    again = Session("default", "ann", "t3", runtime=runtime)
+    assert queue.observe(st, text="Lead with the command.", session=again, run_id="r4", flags=[]) == first
+    assert st.store.item(first)["status"] == "rejected" and len(st.store.pending()) == 3  # a rejection stands
+    duplicates = [e["payload"] for e in st.store.audit_log(event="duplicate")]
+    assert duplicates[-1] == {"item": first, "kind": "persona-observation", "status": "rejected"}
+    await runtime.drain()
+    announced = [p["item_id"] for e, p in fakes["notices"].events if e in ("persona_observation", "approval_requested")]
+    assert first not in announced[1:] and len(announced) == len(set(announced))
+
+
+async def test_an_edited_or_approved_item_still_stops_its_repeats(reflecting):
+    from thoth_core import Session
+
+    runtime, _ = reflecting()
+    st = state(runtime)
+    sessions = [Session("default", "ann", f"t{n}", runtime=runtime) for n in range(4)]
+    first = queue.observe(st, text="Lead with the command.", session=sessions[0], run_id="r1", flags=[])
+    await runtime.decide(first, "edit", actor="lead", reason="", text="Open with the exact command.")
+    assert queue.observe(st, text="Lead with the command", session=sessions[1], run_id="r2", flags=[]) == first
+    await runtime.decide(first, "approve", actor="lead", reason="")
+    assert queue.observe(st, text="lead with the command.", session=sessions[2], run_id="r3", flags=[]) == first
+    assert queue.observe(st, text="Open with the exact command", session=sessions[3], run_id="r4", flags=[]) == first
+    assert st.store.pending() == [] and st.store.item(first)["source"]["repeats"] == 3
+    fresh = queue.observe(st, text="Say which branch first.", session=sessions[0], run_id="r5", flags=[])
+    assert fresh != first and [i["id"] for i in st.store.pending()] == [fresh]
+
+
+async def test_a_rejected_promotion_may_be_proposed_again(reflecting, chat):
+    runtime, _ = reflecting()
+    await chat(runtime, "hi")
+    st = state(runtime)
+    [record] = records(st).all()
+    promotion = dict(record_id=record.id, topic="deploys", text="Deploy on Fridays.", actor="lead")
+    first = queue.propose_promotion(st, **promotion)
+    assert queue.propose_promotion(st, **promotion) == first
+    await runtime.decide(first, "reject", actor="lead", reason="later")
+    again = queue.propose_promotion(st, **promotion)
+    assert again != first  # a person's own request: only a pending twin stops it

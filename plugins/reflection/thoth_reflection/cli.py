@@ -1,4 +1,4 @@
-"""`thoth review` (the whole approval queue) and `thoth reflect session|nightly|promote|records|audit`."""
+"""`thoth review` (the whole approval queue) and `thoth reflect session|idle|nightly|promote|records|audit`."""
 
 from __future__ import annotations
 
@@ -163,6 +163,13 @@ def reflect_session(session_id: str, again: bool) -> None:
         click.echo(json.dumps(result, indent=2))
 
     run(go())
+
+
+@reflect_group.command("idle")
+def reflect_idle() -> None:
+    """End and reflect on sessions idle past `[thoth] idle_minutes` that exited processes left (cron-friendly)."""
+    ended = run(runtime().reap_idle())
+    click.echo(json.dumps([{"session_id": s.id, "peer": s.peer, "thread": s.thread} for s in ended], indent=2))
 
 
 @reflect_group.command("nightly")

@@ -241,7 +241,9 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
         await runtime.call("records_consolidated", ids=ids, runtime=runtime)
         summary["changed"] = True
     keep = {i["payload"].get("record") for i in st.store.pending() if i["kind"] == "knowledge"}
-    summary["pruned"] = records(st).prune(now=now, days=st.settings.transient_days, keep={k for k in keep if k})
+    summary["pruned"] = records(st).prune(
+        now=now, days=st.settings.transient_days, most=st.settings.transient_max, keep={k for k in keep if k}
+    )
     summary["changed"] = summary["changed"] or bool(summary["pruned"])
     await _remind(st, day, summary)
     if summary["changed"]:

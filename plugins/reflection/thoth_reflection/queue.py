@@ -2,9 +2,15 @@
 
 Item ids are `persona:<id>` (a persona observation), `note:<id>` (a memory note or identity
 update held by the firewall) and `knowledge:<id>` (a transient record to promote). Only
-founders decide when `[thoth] founders` is set; every decision is audited. An item identical to
-one still pending (same kind, owner, payload and normalized text) is not queued again: the
-pending one's id is returned and the repeat is audited as `duplicate`.
+founders decide when `[thoth] founders` is set; every decision is audited.
+
+One item per proposal: a proposal identical to an item still pending (same kind, owner, payload
+and normalized text, also the text it had before an edit) is not queued again; the existing id
+is returned, the repeat is audited as `duplicate` and its session is added to the item's
+`source["also"]`. A proposal a session made itself (persona observation, held note, identity
+update) is also matched against decided items: once a person rejected it, a later session
+proposing it again does not bring it back, and once approved it is applied already. A knowledge
+promotion is a person's own request, so only a pending twin stops it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from .settings import State
 logger = logging.getLogger(__name__)
 
 PREFIXES = {"persona": "persona-observation", "note": None, "knowledge": "knowledge"}
+DECIDED_COUNT = ("persona-observation", "memory-note", "user-model")  # kinds a decided twin also stops
+ALSO_LIMIT = 50  # extra sessions remembered on one item (the count goes on in `repeats`)
 RULES_HEADING = "## Learned from reflection"
 
 
@@ -122,14 +130,30 @@ def normalized(text: str) -> str:
     return " ".join(text.casefold().split()).strip(" .!;:,")
 
 
-def _twin(st: State, *, kind: str, text: str, source: dict[str, Any], payload: dict[str, Any]) -> str | None:
-    """The id of a pending item with the same kind, owner, payload and normalized text, if any."""
+def _twin(st: State, *, kind: str, text: str, source: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The item this proposal repeats: same kind, owner, payload and normalized text; pending first."""
     owner = (source.get("workspace"), source.get("peer"))
-    for item in st.store.pending():
-        same = item["kind"] == kind and (item["source"].get("workspace"), item["source"].get("peer")) == owner
-        if same and item["payload"] == payload and normalized(item["text"]) == normalized(text):
-            return str(item["id"])
-    return None
+    wanted = normalized(text)
+    twins = [
+        item
+        for item in st.store.items_of_kind(kind)
+        if (item["source"].get("workspace"), item["source"].get("peer")) == owner
+        and item["payload"] == payload
+        and wanted in (normalized(item["text"]), normalized(str(item["source"].get("proposed", ""))))
+        and (item["status"] == "pending" or kind in DECIDED_COUNT)
+    ]
+    return min(twins, key=lambda i: (i["status"] != "pending", i["created_at"])) if twins else None
+
+
+def _also(item: dict[str, Any], source: dict[str, Any]) -> dict[str, Any] | None:
+    """The item's source with this repeat's session added; None when that session is already named."""
+    mine = item["source"]
+    session = source.get("session")
+    seen = [mine.get("session"), *(a.get("session") for a in mine.get("also", []))]
+    if session is None or session in seen:
+        return None
+    also = [*mine.get("also", []), {"session": session, "run": source.get("run"), "thread": source.get("thread")}]
+    return dict(mine, also=also[-ALSO_LIMIT:], repeats=int(mine.get("repeats", 0)) + 1)
 
 
 def _queue(
@@ -151,11 +175,17 @@ def _queue(
             st.store.add_item(
                 item_id, kind=kind, title=title, text=text, source=source, flags=flags, payload=payload, tier=tier
             )
+        elif (widened := _also(twin, source)) is not None:
+            st.store.set_source(twin["id"], widened)
     if twin is not None:
+        logger.debug("%s repeats %s item %s; not queued again", kind, twin["status"], twin["id"])
         st.store.audit(
-            "duplicate", {"item": twin, "kind": kind}, run_id=source.get("run"), session_id=source.get("session")
+            "duplicate",
+            {"item": twin["id"], "kind": kind, "status": twin["status"]},
+            run_id=source.get("run"),
+            session_id=source.get("session"),
         )
-        return twin
+        return str(twin["id"])
     st.store.audit(
         "queued",
         {"item": item_id, "kind": kind, "text": text, "flags": flags, "tier": tier},
@@ -218,6 +248,7 @@ async def decide(
     if decision == "edit":
         if not text or not text.strip():
             raise ThothError(f"editing {item_id} needs the new text")
+        _keep_proposed(st, item)
         st.store.edit(item_id, redactor_of(st).redact(text.strip()))
         st.store.audit(
             "decision",
@@ -237,6 +268,8 @@ async def decide(
         raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
     final = redactor_of(st).redact((text or item["text"]).strip())
     where = await _apply(st, item, final, actor)
+    if normalized(final) != normalized(item["text"]):
+        _keep_proposed(st, item)
     st.store.settle(item_id, "approved", actor=actor, reason=reason, text=final)
     st.store.audit(
         "decision",
@@ -246,6 +279,12 @@ async def decide(
         actor=actor,
     )
     return {"id": item_id, "status": "approved", "message": f"approved {item_id}: {where}"}
+
+
+def _keep_proposed(st: State, item: dict[str, Any]) -> None:
+    """Remember the text as first proposed, so an edited item still stops its repeats."""
+    if "proposed" not in item["source"]:
+        st.store.set_source(item["id"], dict(item["source"], proposed=item["text"]))
 
 
 async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:

@@ -34,6 +34,7 @@ class Settings:
     knowledge_dir: str = ""  # where approved transient notes are promoted; default: [plugins.procedural] knowledge_dir
     snapshot_tokens: int = 600  # the memory snapshot never grows past this
     transient_days: int = 14  # reflection and validation records are pruned after this many days
+    transient_max: int = 200  # ... and beyond this many records, oldest first (about 14 days of a busy agent)
     auto_apply: list[str] = field(default_factory=lambda: list(DEFAULT_AUTO_APPLY))  # risk tiers applied unreviewed
     third_party: str = "hold"  # proposals about other people: "hold" them for review or "drop" them
 

@@ -199,6 +199,14 @@ class Store:
             item_id,
         )
 
+    def items_of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """Every item of one kind (any status), oldest first."""
+        return [_item(row) for row in self.query("SELECT * FROM items WHERE kind = ? ORDER BY created_at, id", kind)]
+
+    def set_source(self, item_id: str, source: dict[str, Any]) -> None:
+        """Replace an item's source (where it came from)."""
+        self.execute("UPDATE items SET source = ? WHERE id = ?", json.dumps(source), item_id)
+
     def edit(self, item_id: str, text: str) -> None:
         """Replace a pending item's text."""
         self.execute("UPDATE items SET text = ? WHERE id = ?", text, item_id)

@@ -1,7 +1,8 @@
-"""Transient records: one markdown file per reflection run or failed validation, pruned after N days.
+"""Transient records: one markdown file per reflection run or failed validation, pruned after N days or N entries.
 
 Layout `$THOTH_HOME/reflection/transient/<kind>/<YYYY-MM-DD>-<session>-<run>.md`; a record's
-id is `<kind>/<file stem>`. A record waiting for promotion into `knowledge/` is kept.
+id is `<kind>/<file stem>`. A record waiting for promotion into `knowledge/` is kept and does
+not count towards the entry limit.
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ class TransientRecords:
         return Record(f"{kind}/{stem}", kind, day, path)
 
     def all(self) -> list[Record]:
-        """Every record, oldest first."""
+        """Every record, oldest first (by day, then by when the file was written)."""
         records = []
         for kind in KINDS:
             for path in sorted((self.root / kind).glob("*.md")):
                 match = STEM.match(path.stem)
                 if match:
                     records.append(Record(f"{kind}/{path.stem}", kind, match.group("day"), path))
-        return sorted(records, key=lambda r: (r.day, r.id))
+        return sorted(records, key=lambda r: (r.day, _written(r.path), r.id))
 
     def get(self, record_id: str) -> Record | None:
         """A record by id, or None (ids with path tricks are never resolved)."""
@@ -63,12 +64,14 @@ class TransientRecords:
         path = self.root / kind / f"{stem}.md"
         return Record(record_id, kind, stem[:10], path) if path.exists() else None
 
-    def prune(self, *, now: float, days: int, keep: set[str]) -> list[str]:
-        """Delete records older than `days` except those in keep; returns the deleted ids."""
+    def prune(self, *, now: float, days: int, keep: set[str], most: int | None = None) -> list[str]:
+        """Delete records older than `days`, then the oldest beyond `most`, except those in keep; returns their ids."""
         cutoff = datetime.fromtimestamp(now - days * 86400, UTC).strftime("%Y-%m-%d")
+        candidates = [record for record in self.all() if record.id not in keep]
+        extra = max(0, len(candidates) - most) if most is not None else 0
         gone = []
-        for record in self.all():
-            if record.day < cutoff and record.id not in keep:
+        for n, record in enumerate(candidates):
+            if n < extra or record.day < cutoff:
                 record.path.unlink(missing_ok=True)
                 gone.append(record.id)
         return gone
@@ -86,6 +89,13 @@ class TransientRecords:
 def records_of(record_id: str, session_ids: set[str]) -> bool:
     """Whether a record id names one of these sessions."""
     return any(f"-{_safe(s)}-" in record_id for s in session_ids)
+
+
+def _written(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _safe(value: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -138,7 +139,73 @@ async def test_a_session_idle_past_the_limit_is_not_resumed_after_a_restart(runt
     second = runtime_at(config={"thoth": {"idle_minutes": 30}})
     fresh = await second.session(peer="ann", thread="t")
     assert fresh.id != old.id and fresh.history == []
-    assert working.state(second).store.get(old.id).closed == "expired"
+    assert working.state(second).store.get(old.id).closed is None  # left for a reaper, not silently expired
+    await second.reap_idle()  # as a frontend's reaper or `thoth reflect idle` does
+    await second.drain()
+    assert working.state(second).store.get(old.id).closed == "idle"  # ended (and reflected)
+    last = lines_of(second, old)[-1]
+    assert (last["type"], last["reason"]) == ("session_end", "idle")
+
+
+class EndCounter:
+    """Counts session_end calls by session id."""
+
+    def __init__(self):
+        self.ended = []
+
+    @hookimpl
+    def session_end(self, session, reason):
+        self.ended.append((session.id, reason, [e["user"] for e in session.transcript if e["type"] == "turn"]))
+
+
+async def test_a_session_an_exited_process_left_is_ended_once_by_two_reapers_at_once(runtime_at):
+    gone = runtime_at()
+    old = (await gone.turn("one", peer="ann", thread="t")).session
+    await gone.drain()
+    await gone.aclose()  # like `thoth ask`: the process exits without ending its session
+    reapers = [runtime_at(config={"thoth": {"idle_minutes": 30}}) for _ in range(2)]
+    counters = [EndCounter(), EndCounter()]
+    for reaper, counter in zip(reapers, counters, strict=True):
+        reaper.register(counter, name="counter")
+    assert [await r.reap_idle() for r in reapers] == [[], []]  # not idle yet
+    later = time.time() + 31 * 60
+    first, second = await asyncio.gather(*(r.reap_idle(now=later) for r in reapers))
+    for reaper in reapers:
+        await reaper.drain()
+    assert sorted([s.id for s in first + second]) == [old.id]
+    assert sorted(e for c in counters for e in c.ended) == [(old.id, "idle", ["one"])]
+    assert working.state(reapers[0]).store.get(old.id).closed == "idle"
+    assert [e["type"] for e in lines_of(reapers[0], old)].count("session_end") == 1
+    assert [await r.reap_idle(now=later) for r in reapers] == [[], []]
+
+
+async def test_a_stale_session_of_a_key_opened_later_is_reaped_not_expired_and_the_live_one_stays(runtime_at):
+    gone = runtime_at()
+    old = (await gone.turn("one", peer="ann", thread="t")).session
+    await gone.drain()
+    await gone.aclose()
+    running = runtime_at(config={"thoth": {"idle_minutes": 30}})
+    await running.session(peer="bob", thread="x")  # its first session: nothing is idle yet
+    working.state(running).store._db.execute(
+        "UPDATE sessions SET last_active = last_active - 3600 WHERE session_id = ?", (old.id,)
+    )
+    fresh = await running.session(peer="ann", thread="t")  # a long-running process opens the stale key
+    assert fresh.id != old.id and working.state(running).store.get(old.id).closed is None
+    [ended] = await running.reap_idle()
+    await running.drain()
+    assert ended.id == old.id and [e["user"] for e in ended.transcript if e["type"] == "turn"] == ["one"]
+    assert running.sessions[("default", "ann", "t")] is fresh and not fresh.ended
+    assert working.state(running).store.get(old.id).closed == "idle"
+
+
+async def test_a_session_another_runtime_holds_and_used_lately_is_not_taken(runtime_at):
+    holder = runtime_at(config={"thoth": {"idle_minutes": 30}})
+    held = (await holder.turn("one", peer="ann", thread="t")).session
+    await holder.drain()
+    other = runtime_at(config={"thoth": {"idle_minutes": 30}})
+    assert await other.reap_idle() == []
+    assert working.state(other).store.get(held.id).closed is None and not held.ended
+    assert await holder.reap_idle(now=time.time() + 31 * 60) == [held]  # its own reaper still ends it
 
 
 async def test_transcript_lines_carry_the_contract_fields(runtime_at):

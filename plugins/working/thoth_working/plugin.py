@@ -4,6 +4,8 @@ A session resumes (same id, history restored from its transcript) when its key w
 in this runtime, its stored record has not closed and it was active within `[thoth]
 idle_minutes`. It closes for good on any `session_end` except `exit` (a frontend shutting
 down), so `/done` or the idle timeout start the thread afresh while a restart continues it.
+A stored session idle past the limit that no live session holds goes to the core through
+`idle_sessions` (claimed once across processes), which ends it as `idle`.
 History trimming to `[budget] history` is the core's; this plugin only supplies the history.
 """
 
@@ -131,8 +133,7 @@ def session_start(session: Session) -> None:
             idle_limit = float(runtime.config.get("thoth.idle_minutes")) * 60
             if time.time() - stored.last_active < idle_limit:
                 working.store.resume(session, stored, turns=working.settings.restore_turns)
-            else:
-                working.store.mark_closed(stored.session_id, "expired")
+            # else: left open for the idle reaper (`idle_sessions`), which ends it and so has it reflected on
     working.seen.add(session.key)
     working.live[session.id] = session
     try:
@@ -172,6 +173,18 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
             working.memory.pop(session.id, None)
     receipt = working.store.forget(workspace, peer, thread)
     return receipt if any(receipt.values()) else None
+
+
+@hookimpl
+def idle_sessions(before: float, runtime: Any) -> list[Session]:
+    working = state(runtime)
+    found = []
+    for stored in working.store.claim_idle(before, held=set(working.live)):
+        session = Session(stored.workspace, stored.peer, stored.thread, home=runtime.home, runtime=runtime)
+        working.store.restore(session, stored, turns=working.settings.restore_turns)
+        session.last_active = stored.last_active
+        found.append(session)
+    return found
 
 
 @hookimpl

@@ -156,6 +156,12 @@ class SessionStore:
 
         The restored transcript entries count as already written, so they are not appended twice.
         """
+        self.restore(session, stored, turns=turns)
+        with self._lock:
+            self._append(session, [{"type": "session_start", "at": time.time(), "resumed": True}])
+
+    def restore(self, session: Session, stored: StoredSession, *, turns: int) -> None:
+        """Give a session object a stored one's id, times, history and transcript (counted as written)."""
         session.id, session.started_at = stored.session_id, stored.started_at
         entries = read_transcript(transcript_path(self.root, stored.session_id, stored.started_at))
         session.history = self.history(entries, turns=turns)
@@ -163,7 +169,18 @@ class SessionStore:
         session.transcript[:0] = restored
         with self._lock:
             self._written[session.id] = len(restored)
-            self._append(session, [{"type": "session_start", "at": time.time(), "resumed": True}])
+
+    def claim_idle(self, before: float, *, held: set[str]) -> list[StoredSession]:
+        """Close as `idle` the open sessions last active before `before`, except `held` ids; each is claimed once."""
+        # one UPDATE claims them: of two processes reaping at once, each row goes to exactly one
+        marks = ",".join("?" * len(held))
+        with self._lock:
+            rows = self._db.execute(
+                "UPDATE sessions SET closed='idle' WHERE closed IS NULL AND last_active < ? "
+                f"AND session_id NOT IN ({marks}) RETURNING *",
+                (before, *held),
+            ).fetchall()
+        return sorted((StoredSession(*r) for r in rows), key=lambda s: s.last_active)
 
     def mark_closed(self, session_id: str, reason: str) -> None:
         """Mark a stored session ended for good: its key starts fresh next time."""
