@@ -14,11 +14,13 @@ import pluggy
 import pytest
 
 from thoth_core import hookspecs
+from thoth_core.types import LAYERS, SEFIROT
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS_MD = (ROOT / "docs" / "hooks.md").read_text()
 TUTORIAL = (ROOT / "docs" / "writing-plugins.md").read_text()
 EXAMPLE = ROOT / "examples" / "thoth-hello"
+CONCEPTS = ROOT / "docs" / "concepts" / "memory.md"
 
 SPECS = {name: fn for name, fn in vars(hookspecs).items() if inspect.isfunction(fn) and hasattr(fn, "thoth_spec")}
 
@@ -63,6 +65,16 @@ def test_every_section_documents_each_argument_and_has_an_example_that_registers
         assert name in {caller.name for caller in pm.get_hookcallers(module) or []}, (
             f"{name}: the example does not implement it"
         )
+
+
+def test_the_memory_concepts_page_maps_every_layer_and_its_links_resolve():
+    text = CONCEPTS.read_text()
+    for number, layer in enumerate(LAYERS, start=1):
+        assert f"| L{number} {layer} | {SEFIROT[layer]} |" in text, f"{layer}: no row with its Sefirah"
+    assert "```mermaid\nflowchart" in text and "```text\n" in text
+    for target in re.findall(r"\]\(([^)#:]+)\)", text):
+        assert (CONCEPTS.parent / target).exists(), f"docs/concepts/memory.md links to a missing {target}"
+    assert "(concepts/memory.md)" in HOOKS_MD and "(docs/concepts/memory.md)" in (ROOT / "README.md").read_text()
 
 
 def tutorial_files() -> dict[str, str]:

@@ -75,21 +75,21 @@ async def test_layers_lists_l1_to_l5_then_other_plugins_with_used_and_budget(mak
     head, *lines = out.splitlines()
     assert "last turn of this thread" in head and f"{result.assembly.tokens}/6000" in head
     assert [line.split("  ")[0] for line in lines] == [
-        "L1 working",
-        "L2 identity",
-        "L3 episodic",
-        "L4 procedural",
-        "L5 reflection",
+        "L1 working · Malkuth",
+        "L2 identity · Binah",
+        "L3 episodic · Chokmah",
+        "L4 procedural · Yesod",
+        "L5 reflection · Kether",
         "board",
         "hello",
     ]
     working, identity, episodic, _, reflection, board, hello = lines
-    assert working == f"L1 working  {tokens(blocks, layer='working')}/500 tokens · sessions 4"
+    assert working == f"L1 working · Malkuth  {tokens(blocks, layer='working')}/500 tokens · sessions 4"
     assert "signals" not in working and tokens(blocks, plugin="board") > 0
-    assert identity == f"L2 identity  {tokens(blocks, layer='identity')}/100 tokens · facts 3"
+    assert identity == f"L2 identity · Binah  {tokens(blocks, layer='identity')}/100 tokens · facts 3"
     assert 0 < tokens(blocks, layer="identity") <= 100  # cut to its budget: used is what was kept
-    assert episodic == "L3 episodic  0/300 tokens · not installed"
-    assert reflection == "L5 reflection  0/50 tokens · not installed"
+    assert episodic == "L3 episodic · Chokmah  0/300 tokens · not installed"
+    assert reflection == "L5 reflection · Kether  0/50 tokens · not installed"
     assert board == f"board  {tokens(blocks, plugin='board')} tokens (in L1 working's budget) · signals 2"
     assert hello == f"hello  {tokens(blocks, plugin='hello')} tokens · greetings 1"
 
@@ -105,5 +105,5 @@ async def test_layers_assembles_the_context_when_the_thread_had_no_turn_yet_with
     expected = block_tokens(ContextBlock("memory", "Ann prefers short answers.")) + block_tokens(
         ContextBlock("board", "deploy frozen until Friday")
     )
-    assert f"L1 working  {expected}/40 tokens" in out
-    assert "\nL2 identity  " in out and "/800 tokens · facts 3" in out  # the default budget where none is set
+    assert f"L1 working · Malkuth  {expected}/40 tokens" in out
+    assert "\nL2 identity · Binah  " in out and "/800 tokens · facts 3" in out  # the default budget where none is set

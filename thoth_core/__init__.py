@@ -7,10 +7,11 @@ from .budget import Assembly, count_tokens
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .hookspecs import hookimpl
 from .models import Model, ModelRequest, complete
-from .types import LAYERS, ContextBlock, Cut, Message, PluginCall, Reply, Session, Turn, Usage
+from .types import LAYERS, SEFIROT, ContextBlock, Cut, Message, PluginCall, Reply, Session, Turn, Usage
 
 __all__ = [
     "LAYERS",
+    "SEFIROT",
     "Assembly",
     "ConfigError",
     "ContextBlock",

@@ -13,6 +13,21 @@ Role = Literal["user", "assistant"]
 
 LAYERS = ("working", "identity", "episodic", "procedural", "reflection")
 
+# The Sefirah each layer maps to in ADR-0003's mythic mapping (docs/concepts/memory.md).
+SEFIROT = {
+    "working": "Malkuth",
+    "identity": "Binah",
+    "episodic": "Chokmah",
+    "procedural": "Yesod",
+    "reflection": "Kether",
+}
+
+
+def layer_label(layer: str) -> str:
+    """A layer's number, name and Sefirah, e.g. `L1 working · Malkuth`."""
+    return f"L{LAYERS.index(layer) + 1} {layer} · {SEFIROT[layer]}"
+
+
 # The `feedback` kinds and the Slack reaction (emoji name) that stands for each in every frontend.
 FEEDBACK_KINDS = {
     "approve": "white_check_mark",

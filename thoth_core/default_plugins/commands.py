@@ -8,7 +8,7 @@ from typing import Any
 from thoth_core import hookimpl
 from thoth_core.budget import Assembly, block_tokens
 from thoth_core.runtime import Command
-from thoth_core.types import LAYERS, Session, Turn
+from thoth_core.types import LAYERS, Session, Turn, layer_label
 
 STATUS_META = ("layer", "plugin")  # status keys that label a row rather than count something
 
@@ -52,12 +52,12 @@ def layer_lines(runtime: Any, statuses: list[dict[str, Any]], assembly: Assembly
     present = {runtime.layer_of(name) for name, _ in runtime.pm.list_name_plugin()}
     disabled = {name for name, info in getattr(runtime.pm, "thoth_info", {}).items() if not info.enabled}
     lines = []
-    for number, layer in enumerate(LAYERS, start=1):
+    for layer in LAYERS:
         budget = budgets.get(layer)
         tokens = f"{used.get(layer, 0)}/{budget if budget is not None else 'no budget'} tokens"
         state = "disabled" if layer in disabled else "" if layer in present else "not installed"
         shown = ", ".join(f"{k} {v}" for k, v in counts.pop(layer, {}).items()) or state
-        lines.append(f"L{number} {layer}  {tokens}" + (f" · {shown}" if shown else ""))
+        lines.append(f"{layer_label(layer)}  {tokens}" + (f" · {shown}" if shown else ""))
     others = list(counts) + [p for p in own if p not in counts and p not in LAYERS]
     for plugin in others:
         parts = [", ".join(f"{k} {v}" for k, v in counts.get(plugin, {}).items())]

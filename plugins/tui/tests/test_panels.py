@@ -32,14 +32,14 @@ async def test_layers_panel_after_a_turn(make_app, stand_ins, queue, wait, send)
     lines = text.splitlines()
     order = [next(i for i, line in enumerate(lines) if line.startswith(f"L{n} ")) for n in range(1, 6)]
     assert order == sorted(order)
-    assert "L1 working  not installed" in text
-    assert "L5 reflection  disabled" in text
+    assert "L1 working · Malkuth\n  not installed" in text
+    assert "L5 reflection · Kether\n  disabled" in text
     assert "facts 3, observations 2" in text and "episodes 12" in text
     assert f"<peer-card> {block_tokens(card)}" in text
     assert cut.tokens > 1200 >= cut.kept_tokens > 1000
     assert f"cut recalled-episodes {cut.tokens}->{cut.kept_tokens}\n      by layer budget episodic=1200" in text
     assert "pending approvals: 1" in text
-    identity = lines.index("L2 identity")
+    identity = lines.index("L2 identity · Binah")
     assert lines[identity + 2].startswith(f"  last turn: {block_tokens(card)}/800 tokens in ") and lines[
         identity + 2
     ].endswith(" ms")
@@ -85,11 +85,18 @@ async def test_panel_and_layers_command_agree_and_show_other_plugins_under_their
         await send(app, pilot, "/layers")
         panel = panel_text(app).splitlines()
         command = [m.text for m in app.query(ChatMessage)][-1].splitlines()[1:]
-    titles = ["L1 working", "L2 identity", "L3 episodic", "L4 procedural", "L5 reflection", "blackboard"]
+    titles = [
+        "L1 working · Malkuth",
+        "L2 identity · Binah",
+        "L3 episodic · Chokmah",
+        "L4 procedural · Yesod",
+        "L5 reflection · Kether",
+        "blackboard",
+    ]
     assert [line.split("  ")[0] for line in command] == titles
     assert [line.split("  ")[0] for line in panel if line and not line.startswith(" ")][:-1] == titles
     assert "signals" not in command[0] and command[5] == "blackboard  signals 2"
-    working = panel.index("L1 working")  # on: the blackboard declares it, but shows nothing of its own there
+    working = panel.index("L1 working · Malkuth")  # on: the blackboard declares it, shows nothing of its own there
     assert panel[working + 1].startswith("  last turn: 0/1000 tokens")
     assert panel[panel.index("blackboard") + 1] == "  signals 2"
 

@@ -99,7 +99,9 @@ def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
     assert "ann · thread tmux · model anthropic" in screen
     assert "L1 working" in screen and "pending approvals" in screen  # 100 columns: the layers panel is open
     identity = "disabled" if importlib.util.find_spec("thoth_identity") else "not installed"
-    assert f"L2 identity  {identity}" in screen
+    rows = screen.splitlines()
+    row = next(i for i, line in enumerate(rows) if "L2 identity · Binah" in line)
+    assert f"  {identity}" in rows[row + 1]  # the state goes on the line under the title
 
     terminal.keys("hello there", "Enter")
     screen = terminal.wait_for("Hello from Claude, streamed.")

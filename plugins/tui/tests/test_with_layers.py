@@ -85,7 +85,7 @@ async def test_layer_commands_and_reactions(make_app, tmp_path, wait, send):
         status = {s["layer"]: s for s in await app.runtime.status(peer="ann")}
         assert status["episodic"]["episodes"] == 0
         layers = str(app.query_one("#layers-body").render())
-        assert "L2 identity" in layers and "L5 reflection  not installed" in layers
+        assert "L2 identity · Binah" in layers and "L5 reflection · Kether\n  not installed" in layers
 
 
 async def test_a_reflection_draft_arrives_as_a_notice_and_is_approved_with_a_key(make_app, tmp_path, wait):

@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from thoth_core import LAYERS
 from thoth_core.budget import block_tokens
+from thoth_core.types import layer_label
 
 HIDDEN_STATUS_KEYS = {"layer", "plugin"}
 WIDTH = 34  # the panel's text width: 40 columns less border, padding and a scrollbar
@@ -80,12 +81,13 @@ def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
     text = Text()
     for number, view in enumerate(views, start=1):
         is_layer = number <= len(LAYERS)
-        title = f"L{number} {view.layer}" if is_layer else view.layer
+        title = layer_label(view.layer) if is_layer else view.layer
         style = {"on": "bold", "disabled": "dim strike", "not installed": "dim"}[view.state]
         text.append(title, style=style)
-        if view.state != "on":
-            text.append(f"  {view.state}", style="italic dim")
         text.append("\n")
+        if view.state != "on":  # on a line of its own: a title with its Sefirah leaves no room
+            text.append(f"  {view.state}", style="italic dim")
+            text.append("\n")
         if view.counts:
             counts = ", ".join(f"{k} {v}" for k, v in view.counts.items())
             text.append("\n".join(textwrap.wrap(counts, WIDTH, initial_indent="  ", subsequent_indent="  ")) + "\n")
