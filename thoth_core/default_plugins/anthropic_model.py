@@ -24,9 +24,7 @@ the pre-spawn stage of the first turn (and a frontend's start-up) instead of del
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import inspect
 import json
 import os
 import re
@@ -38,14 +36,21 @@ from typing import TYPE_CHECKING, Any, cast
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import answer_description, answer_name, answer_schema
+from thoth_core.default_plugins.sdk import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOOL_ROUNDS,
+    ClientState,
+    SDKModel,
+    cost_of,
+    number_option,
+    run_tool,
+)
 
 if TYPE_CHECKING:
     import anthropic
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_MAX_RETRIES = 2
-DEFAULT_TOOL_ROUNDS = 4
 CONFIG_DEFAULTS = {  # every key of [models.anthropic]; None: no default in the file
     "models.anthropic": {
         "model": DEFAULT_MODEL,
@@ -59,7 +64,6 @@ CONFIG_DEFAULTS = {  # every key of [models.anthropic]; None: no default in the 
     }
 }
 # The largest value of each number option that is not surely a mistake.
-HIGHEST = {"timeout": 86_400.0, "max_retries": 100, "max_tool_rounds": 100, "max_tokens": 10_000_000}
 CACHE = {"type": "ephemeral"}
 KEY_HELP = "ANTHROPIC_API_KEY or [models.anthropic] api_key"
 
@@ -89,20 +93,6 @@ def price_of(model: str, override: dict[str, Any] | None = None) -> tuple[float,
     return PRICES.get(re.sub(r"-(\d{8}|latest)$", "", model))
 
 
-def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:
-    """The estimated dollar cost of one reply."""
-    if price is None:
-        return None
-    per_input, per_output = price[0] / 1e6, price[1] / 1e6
-    return round(
-        usage.input_tokens * per_input
-        + usage.cache_write_tokens * per_input * 1.25
-        + usage.cache_read_tokens * per_input * 0.1
-        + usage.output_tokens * per_output,
-        6,
-    )
-
-
 def system_blocks(request: ModelRequest) -> list[dict[str, Any]]:
     """The system prompt as text blocks, cache_control on the last stable one."""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": block.render()} for block in request.system]
@@ -112,31 +102,11 @@ def system_blocks(request: ModelRequest) -> list[dict[str, Any]]:
     return blocks
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel):
     """Streams replies from the Messages API through an `AsyncAnthropic` client."""
 
     name = "anthropic"
-
-    def __init__(
-        self,
-        client: anthropic.AsyncAnthropic,
-        *,
-        model: str = DEFAULT_MODEL,
-        max_tokens: int | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        max_tool_rounds: int = DEFAULT_TOOL_ROUNDS,
-        price: tuple[float, float] | None = None,
-        url_source: str = "the Anthropic API",
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_tool_rounds = max_tool_rounds
-        self.price = price
-        self.url_source = url_source
+    client: anthropic.AsyncAnthropic
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API parameters for a request."""
@@ -261,53 +231,6 @@ def add_usage(total: Usage, usage: Any) -> None:
     total.output_tokens += usage.output_tokens or 0
     total.cache_write_tokens += usage.cache_creation_input_tokens or 0
     total.cache_read_tokens += usage.cache_read_input_tokens or 0
-
-
-async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: Any) -> dict[str, Any]:
-    """Run a tool handler; its result (or error) as a tool_result block."""
-    try:
-        output = (
-            handler(tool_input)
-            if inspect.iscoroutinefunction(handler)
-            else await asyncio.to_thread(handler, tool_input)
-        )
-        if inspect.isawaitable(output):
-            output = await output
-        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(output)}
-    except Exception as exc:  # noqa: BLE001 - the model is told the tool failed
-        return {
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": f"{type(exc).__name__}: {exc}",
-            "is_error": True,
-        }
-
-
-class ClientState:
-    """The runtime's SDK client; `runtime.aclose()` closes its connections."""
-
-    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
-        self.client = client
-
-    def close(self) -> Any:
-        """A coroutine closing the client inside an event loop; outside one, the sockets die with it."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        return self.client.close()
-
-
-def number_option(
-    runtime: Any, options: dict[str, Any], table: str, key: str, default: float | None, *, kind: type = float
-) -> Any:
-    """A finite non-negative number (or integer) option of a `[models.NAME]` table; default (None too) when missing."""
-    value = options.get(key, default)
-    if value is None:
-        return None
-    if kind is int:
-        return runtime.config.integer(f"{table}.{key}", value, high=HIGHEST[key])
-    return runtime.config.number(f"{table}.{key}", value, high=HIGHEST[key])
 
 
 def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:

@@ -31,11 +31,12 @@ from urllib.parse import urlparse
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import answer_description, answer_name, answer_schema
-from thoth_core.default_plugins.anthropic_model import (
+from thoth_core.default_plugins.sdk import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     DEFAULT_TOOL_ROUNDS,
     ClientState,
+    SDKModel,
     cost_of,
     number_option,
     run_tool,
@@ -75,31 +76,11 @@ def one_line(text: str, limit: int = 300) -> str:
     return " ".join(str(text).split())[:limit]
 
 
-class OpenAIModel:
+class OpenAIModel(SDKModel):
     """Streams replies from a Chat Completions endpoint through an `AsyncOpenAI` client."""
 
     name = "openai"
-
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        *,
-        model: str = DEFAULT_MODEL,
-        max_tokens: int | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        max_tool_rounds: int = DEFAULT_TOOL_ROUNDS,
-        price: tuple[float, float] | None = None,
-        url_source: str = "the OpenAI API at",
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_tool_rounds = max_tool_rounds
-        self.price = price
-        self.url_source = url_source
+    client: openai.AsyncOpenAI
 
     @property
     def public(self) -> bool:

@@ -1,0 +1,103 @@
+"""What the SDK model providers (`anthropic`, `openai`) share: options, the client per runtime, tools, costs."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from thoth_core import Usage
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_TOOL_ROUNDS = 4
+HIGHEST = {"timeout": 86_400.0, "max_retries": 100, "max_tool_rounds": 100, "max_tokens": 10_000_000}
+
+
+class SDKModel:
+    """A provider streaming through an SDK client, with its timeout, retries, tool rounds and prices."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str,
+        max_tokens: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_tool_rounds: int = DEFAULT_TOOL_ROUNDS,
+        price: tuple[float, float] | None = None,
+        url_source: str = "the API",
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_tool_rounds = max_tool_rounds
+        self.price = price
+        self.url_source = url_source
+
+
+def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:
+    """The estimated dollar cost of one reply."""
+    if price is None:
+        return None
+    per_input, per_output = price[0] / 1e6, price[1] / 1e6
+    return round(
+        usage.input_tokens * per_input
+        + usage.cache_write_tokens * per_input * 1.25
+        + usage.cache_read_tokens * per_input * 0.1
+        + usage.output_tokens * per_output,
+        6,
+    )
+
+
+async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: Any) -> dict[str, Any]:
+    """Run a tool handler; its result (or error) as a tool_result block."""
+    try:
+        output = (
+            handler(tool_input)
+            if inspect.iscoroutinefunction(handler)
+            else await asyncio.to_thread(handler, tool_input)
+        )
+        if inspect.isawaitable(output):
+            output = await output
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(output)}
+    except Exception as exc:  # noqa: BLE001 - the model is told the tool failed
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": f"{type(exc).__name__}: {exc}",
+            "is_error": True,
+        }
+
+
+class ClientState:
+    """The runtime's SDK client; `runtime.aclose()` closes its connections."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def close(self) -> Any:
+        """A coroutine closing the client inside an event loop; outside one, the sockets die with it."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self.client.close()
+
+
+def number_option(
+    runtime: Any, options: dict[str, Any], table: str, key: str, default: float | None, *, kind: type = float
+) -> Any:
+    """A finite non-negative number (or integer) option of a `[models.NAME]` table; default (None too) when missing."""
+    value = options.get(key, default)
+    if value is None:
+        return None
+    if kind is int:
+        return runtime.config.integer(f"{table}.{key}", value, high=HIGHEST[key])
+    return runtime.config.number(f"{table}.{key}", value, high=HIGHEST[key])
+
+
