@@ -24,12 +24,9 @@ the pre-spawn stage of the first turn (and a frontend's start-up) instead of del
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
-import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -42,8 +39,9 @@ from thoth_core.default_plugins.sdk import (
     DEFAULT_TOOL_ROUNDS,
     ClientState,
     SDKModel,
+    common_options,
     cost_of,
-    number_option,
+    import_in_background,
     run_tool,
 )
 
@@ -241,13 +239,7 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.anthropic.model", f"expected a model id, got {model!r}")
-    timeout = number_option(runtime, options, "models.anthropic", "timeout", DEFAULT_TIMEOUT)
-    max_retries = number_option(runtime, options, "models.anthropic", "max_retries", DEFAULT_MAX_RETRIES, kind=int)
-    prices = options.get("prices")
-    if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
-        raise runtime.config.error(
-            "models.anthropic.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens"
-        )
+    keywords, prices = common_options(runtime, options, "models.anthropic")
     base_url = options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL") or None
     source = (
         "models.anthropic.base_url"
@@ -262,30 +254,18 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     state = runtime.plugin_state(
         "anthropic",
         lambda: ClientState(
-            anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+            anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, timeout=keywords["timeout"], max_retries=keywords["max_retries"]
+            )
         ),
     )
-    return AnthropicModel(
-        state.client,
-        model=model,
-        max_tokens=number_option(runtime, options, "models.anthropic", "max_tokens", None, kind=int) or None,
-        timeout=timeout,
-        max_retries=max_retries,
-        max_tool_rounds=number_option(
-            runtime, options, "models.anthropic", "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int
-        ),
-        price=price_of(model, prices),
-        url_source=source,
-    )
+    return AnthropicModel(state.client, model=model, price=price_of(model, prices), url_source=source, **keywords)
 
 
 @hookimpl
 def configure(runtime: Any) -> None:
     """When Claude answers turns, import the SDK (~2 s) on a thread while the runtime starts."""
-    if runtime.model_name() == "anthropic" and "anthropic" not in sys.modules:
-        threading.Thread(
-            target=importlib.import_module, args=("anthropic",), name="thoth-import-anthropic", daemon=True
-        ).start()
+    import_in_background(runtime, "anthropic", "anthropic")
 
 
 @hookimpl

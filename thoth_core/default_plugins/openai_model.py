@@ -19,11 +19,8 @@ public API gets `max_completion_tokens`, other servers the older `max_tokens` th
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -37,8 +34,9 @@ from thoth_core.default_plugins.sdk import (
     DEFAULT_TOOL_ROUNDS,
     ClientState,
     SDKModel,
+    common_options,
     cost_of,
-    number_option,
+    import_in_background,
     run_tool,
 )
 
@@ -259,43 +257,26 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
         if base_url is None or urlparse(base_url).hostname == PUBLIC_HOST:
             raise ModelNotConfigured(f'openai: no API key; set {KEY_HELP} = {{ "$env" = "VAR" }} in thoth.toml')
         api_key = LOCAL_KEY
-    timeout = number_option(runtime, options, "models.openai", "timeout", DEFAULT_TIMEOUT)
-    max_retries = number_option(runtime, options, "models.openai", "max_retries", DEFAULT_MAX_RETRIES, kind=int)
-    prices = options.get("prices")
-    if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
-        raise runtime.config.error(
-            "models.openai.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens"
-        )
+    keywords, prices = common_options(runtime, options, "models.openai")
 
     import openai
 
     state = runtime.plugin_state(
         "openai",
         lambda: ClientState(
-            openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+            openai.AsyncOpenAI(
+                api_key=api_key, base_url=base_url, timeout=keywords["timeout"], max_retries=keywords["max_retries"]
+            )
         ),
     )
-    return OpenAIModel(
-        state.client,
-        model=model,
-        max_tokens=number_option(runtime, options, "models.openai", "max_tokens", None, kind=int) or None,
-        timeout=timeout,
-        max_retries=max_retries,
-        max_tool_rounds=number_option(
-            runtime, options, "models.openai", "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int
-        ),
-        price=(float(prices["input"]), float(prices["output"])) if prices else None,
-        url_source=source,
-    )
+    price = (float(prices["input"]), float(prices["output"])) if prices else None
+    return OpenAIModel(state.client, model=model, price=price, url_source=source, **keywords)
 
 
 @hookimpl
 def configure(runtime: Any) -> None:
     """When an OpenAI-compatible server answers turns, import the SDK on a thread while the runtime starts."""
-    if runtime.model_name() == "openai" and "openai" not in sys.modules:
-        threading.Thread(
-            target=importlib.import_module, args=("openai",), name="thoth-import-openai", daemon=True
-        ).start()
+    import_in_background(runtime, "openai", "openai")
 
 
 @hookimpl

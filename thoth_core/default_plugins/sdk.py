@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -101,3 +104,25 @@ def number_option(
     return runtime.config.number(f"{table}.{key}", value, high=HIGHEST[key])
 
 
+def common_options(runtime: Any, options: dict[str, Any], table: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The checked options every SDK provider reads from `[models.NAME]`: its SDKModel keywords, and `prices`."""
+    prices = options.get("prices")
+    if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
+        raise runtime.config.error(
+            f"{table}.prices", "expected { input = DOLLARS, output = DOLLARS } per million tokens"
+        )
+    keywords = {
+        "timeout": number_option(runtime, options, table, "timeout", DEFAULT_TIMEOUT),
+        "max_retries": number_option(runtime, options, table, "max_retries", DEFAULT_MAX_RETRIES, kind=int),
+        "max_tokens": number_option(runtime, options, table, "max_tokens", None, kind=int) or None,
+        "max_tool_rounds": number_option(runtime, options, table, "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int),
+    }
+    return keywords, prices
+
+
+def import_in_background(runtime: Any, provider: str, module: str) -> None:
+    """When `provider` answers turns, import its SDK on a thread while the runtime starts."""
+    if runtime.model_name() == provider and module not in sys.modules:
+        threading.Thread(
+            target=importlib.import_module, args=(module,), name=f"thoth-import-{module}", daemon=True
+        ).start()
