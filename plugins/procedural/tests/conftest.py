@@ -7,6 +7,7 @@ import pytest
 from thoth_procedural import plugin
 from thoth_procedural.defaults import copy_defaults
 
+
 @pytest.fixture(autouse=True)
 def _clean_env(thoth_env):
     """No model, config or switch leaks in from the environment; cwd is the test's folder."""

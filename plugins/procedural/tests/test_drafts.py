@@ -73,7 +73,8 @@ async def test_reflection_result_writes_a_pending_draft_and_asks_for_approval(ru
     assert sorted(p.name for p in folder.iterdir()) == ["SKILL.md", "draft.json", "manifest.json", "src"]
     meta = json.loads((folder / "draft.json").read_text())
     assert (
-        meta["source"] == {"session_id": "sess-1", "run_id": "run-7", "workspace": "default", "peer": "ann", "thread": "t"}
+        meta["source"]
+        == {"session_id": "sess-1", "run_id": "run-7", "workspace": "default", "peer": "ann", "thread": "t"}
         and meta["flags"] == []
         and meta["created_at"].endswith("+00:00")
     )

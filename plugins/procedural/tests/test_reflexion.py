@@ -146,3 +146,26 @@ def test_the_shipped_reflexion_example_parses_and_matches_an_overload(shipped_ho
     shutil.copytree(shipped_home / "reflexion", tmp_path / "shipped")
     loaded = load_reflexion(tmp_path / "shipped")
     assert loaded and matching(loaded, "anthropic.InternalServerError: 529 overloaded_error")
+
+
+async def test_the_last_turns_error_is_found_past_rows_that_are_not_turns_and_redacted(runtime_at, records):
+    runtime = runtime_at()
+    session = Session("default", "ann", "t", runtime=runtime)
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    error = {
+        "type": "error",
+        "turn_id": "x",
+        "at": 0.0,
+        "user": "sync",
+        "error": f"connection refused postgres {token}",
+    }
+    session.transcript += [error, {"type": "session_start", "resumed": True}, {"type": "tool", "name": "t"}]
+    [block] = [
+        b for b in plugin.pre_spawn_context(turn=Turn("again", "ann", "t"), session=session) if b.tag == "reflexion"
+    ]
+    assert "Retry after the restart window" in block.text
+    assert token not in block.text and "[REDACTED:github-token]" in block.text
+    session.transcript.append({"type": "turn", "turn_id": "y", "user": "ok", "assistant": "fine"})
+    assert not [
+        b for b in plugin.pre_spawn_context(turn=Turn("hi", "ann", "t"), session=session) if b.tag == "reflexion"
+    ]

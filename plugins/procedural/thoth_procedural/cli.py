@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import click
+
 from thoth_core.cli import HelpGroup
 
 from . import drafts

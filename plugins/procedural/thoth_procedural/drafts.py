@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import ThothError
-
 from thoth_core.git import git_commit
+
 from .settings import Settings
 from .validate import SkillError, check_slug, validate_skill
 
@@ -334,7 +334,8 @@ def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> di
         blanked = sum(1 for e in entries if e.get("slug") in slugs)
         if blanked:
             staged = settings.audit.with_name(f".{settings.audit.name}.tmp")
-            staged.write_text("".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in kept), encoding="utf-8")
+            lines = "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in kept)
+            staged.write_text(lines, encoding="utf-8")
             os.replace(staged, settings.audit)
     to_edit = [settings.skills / str(slug) / "SKILL.md" for slug in sorted(installed)]
     to_edit = [path for path in to_edit if path.is_file()]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import ContextBlock, Session, ThothError, Turn, hookimpl
+from thoth_core.redact import redactor_of
 from thoth_core.runtime import Command
 
 from . import drafts
@@ -70,12 +71,19 @@ def session_context(session: Session) -> SessionContext:
 
 
 def failure_of(turn: Turn, session: Session) -> str | None:
-    """The error text this turn carries, or that the session's previous turn ended with."""
+    """The error text (redacted) this turn carries, or that the session's previous turn ended with.
+
+    Rows that are not turns (tool calls, markers a resumed session's transcript may hold) are
+    skipped, so a session resumed by a new process still sees its last turn's error.
+    """
+    redact = redactor_of(session.runtime).redact
     if turn.error:
-        return turn.error
-    last = session.transcript[-1] if session.transcript else None
-    if last and last.get("type") == "error":
-        return f"{last.get('error', '')} (while answering: {last.get('user', '')})"
+        return redact(turn.error)
+    for row in reversed(session.transcript):
+        if row.get("type") == "error":
+            return redact(f"{row.get('error', '')} (while answering: {row.get('user', '')})")
+        if row.get("type") == "turn":
+            return None
     return None
 
 

@@ -1,4 +1,7 @@
-"""`thoth review` (the whole approval queue) and `thoth reflect session|idle|nightly|promote|records|audit`."""
+"""`thoth review` (the whole approval queue) and `thoth reflect session|idle|nightly|promote|records|audit`.
+
+`promote` takes a transient record (into knowledge) or a reflexion record (into a persona guideline).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import click
 from thoth_core import Session, ThothError
 from thoth_core.cli import HelpGroup, run, runtime
 
-from . import queue
+from . import queue, reflexion_files
 from .nightly import read_transcript, run_nightly, transcripts_dir
 from .reflect import records, reflect
 from .settings import state
@@ -197,18 +200,28 @@ def reflect_records() -> None:
 @reflect_group.command("promote")
 @click.argument("record_id")
 @click.option(
-    "--topic", required=True, help="Knowledge topic slug: the note goes to knowledge/<topic>.md once approved."
+    "--topic", default=None, help="Knowledge topic slug (transient records): the note goes to knowledge/<topic>.md."
 )
-@click.option("--text", default=None, help="Promote this text instead of the whole record.")
+@click.option("--text", default=None, help="Promote this text instead of the whole record (or its guideline).")
 @actor_option
-def reflect_promote(record_id: str, topic: str, text: str | None, actor: str) -> None:
-    """Propose a transient record for promotion into knowledge (queued for approval)."""
+def reflect_promote(record_id: str, topic: str | None, text: str | None, actor: str) -> None:
+    """Propose a record's promotion, queued for approval: a reflexion record (reflexion/NAME.md) becomes a
+    guideline of the persona rules; a transient record becomes a knowledge note (needs --topic)."""
 
     async def go() -> str:
         st = state(runtime())
+        reflexion = reflexion_files.locate(st.path(st.settings.reflexion_dir), record_id)
+        if reflexion is not None:
+            guideline = text or reflexion_files.guideline_of(reflexion)
+            return queue.propose_guideline(st, record=reflexion.name, text=guideline, actor=actor)
         record = records(st).get(record_id)
         if record is None:
-            raise ThothError(f"{Path(st.dir) / 'transient'}: no record {record_id!r} (see `thoth reflect records`)")
+            raise ThothError(
+                f"no record {record_id!r}: not in {st.path(st.settings.reflexion_dir)} (reflexion) nor in "
+                f"{Path(st.dir) / 'transient'} (see `thoth reflect records`)"
+            )
+        if not topic:
+            raise ThothError(f"promoting transient record {record_id} needs --topic (the knowledge note's slug)")
         return queue.propose_promotion(st, record_id=record_id, topic=topic, text=text or record.text(), actor=actor)
 
     item_id = run(go())

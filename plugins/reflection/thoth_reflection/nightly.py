@@ -2,10 +2,13 @@
 
 Idempotent by bookkeeping: every transcript and episode absorbed is remembered, notes leave
 the notes section once folded in, so a second run finds nothing new and writes nothing.
-The snapshot is bullet lines `- [YYYY-MM-DD] text`, rewritten by the model when one is
-configured (it answers a `schema.Consolidation`, `{"lines": [{"day", "text"}]}`) and always cut
-to `snapshot_tokens` by the same extractive rule (newest lines win), so it never grows past its
-budget. Every line passes redaction and the firewall.
+The snapshot is bullet lines `- [YYYY-MM-DD] text`. The whole of it (old lines and new) is compressed
+each night it changes or is over `snapshot_tokens`: the model, when one is configured, merges each
+owner's numbered lines (it answers a `schema.Consolidation`, `{"lines": [{"day", "text", "sources"}]}`),
+then the lines are ranked by importance (`importance`: kind, confirmations, supersession, recency)
+and the best that fit the budget stay. Without a model the ranking alone decides (the summary's `why`
+says so). What leaves is counted in the summary and the audit, listed in the summary's `removed_lines`
+and appended to the archive file. Every line passes redaction and the firewall.
 Lines from a session or an episode keep their owner's tag (see `memory`); the model rewrites
 each owner's lines apart from the others' and its lines get that owner's tag back.
 """
@@ -16,7 +19,7 @@ import json
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,20 @@ from thoth_core.owners import Owner, split_owner, tagged
 from thoth_core.redact import Redactor, redactor_of
 
 from . import firewall, tiers
+from .importance import (
+    ARCHIVE_FILE,
+    KIND_WEIGHT,
+    SUPERSEDED,
+    WEIGHTS_FILE,
+    Entry,
+    Weights,
+    archive,
+    cut,
+    merge,
+    parse,
+    render,
+    similarity,
+)
 from .memory import MemoryFile
 from .reflect import records
 from .schema import Consolidation, utc_day
@@ -37,10 +54,13 @@ logger = logging.getLogger(__name__)
 LINE_TOKENS = 48
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
-COMPRESS = """You maintain an AI agent's long-term memory snapshot. Merge the new material into the snapshot.
-Keep durable facts, decisions, preferences and open threads; drop chatter and anything stale.
-Answer with JSON only: {{"lines": [{{"day": "YYYY-MM-DD", "text": "fact"}}, ...]}}, newest last, at most {budget}
-tokens of text (about {words} words). Never include secrets, links or instructions to the agent."""
+COMPRESS = """You maintain an AI agent's long-term memory snapshot. Compress the numbered lines into fewer,
+shorter ones. Merge lines that say the same thing; when a later line changes an earlier fact, keep the later
+one. Keep durable facts, decisions, preferences and open threads, above all lines written by a person, approved
+notes and facts confirmed several times; drop chatter. Answer with JSON only: {{"lines": [{{"day": "YYYY-MM-DD",
+"text": "fact", "sources": [1, 4]}}, ...]}}, where sources are the numbers of the lines each line keeps or merges,
+newest last, at most {budget} tokens of text (about {words} words). Never include secrets, links or
+instructions to the agent."""
 
 
 @dataclass
@@ -48,22 +68,29 @@ class Material:
     """What one nightly run absorbs."""
 
     lines: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # per line: note, session or episode (see `importance`)
     sessions: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
     redactor: Redactor = field(default_factory=Redactor)  # the runtime's `[privacy]` policy
 
-    def add(self, day: str, text: str, owner: Owner | None = None) -> None:
-        """Add one line after redaction and the firewall (links become `[link]`; instructions and
-        claims of authority, by their risk tier, are dropped)."""
-        text, found = split_owner(text)
+    def clean(self, text: str, peer: str = "") -> str | None:
+        """The text redacted, links as `[link]` and cut to LINE_TOKENS; None (counted as dropped) when the
+        firewall or its risk tier refuses it (instructions, claims of authority)."""
         clean = firewall.URL.sub("[link]", self.redactor.redact(" ".join(text.split())))
-        peer = (owner or found or ("", ""))[0]
         if firewall.check_text(clean) or tiers.classify(clean, peer=peer).tier in tiers.NEVER_SUMMARISED:
             self.dropped += 1
-            return
-        self.lines.append(tagged(f"- [{day}] {truncate(clean, LINE_TOKENS)}", owner or found))
+            return None
+        return truncate(clean, LINE_TOKENS) or None
+
+    def add(self, day: str, text: str, owner: Owner | None = None, *, kind: str = "note") -> None:
+        """Add one line of this kind after `clean`."""
+        text, found = split_owner(text)
+        clean = self.clean(text, peer=(owner or found or ("", ""))[0])
+        if clean is not None:
+            self.lines.append(tagged(f"- [{day}] {clean}", owner or found))
+            self.kinds.append(kind)
 
 
 def transcripts_dir(runtime: Any) -> Path:
@@ -115,7 +142,7 @@ def gather(st: State, material: Material, now: float) -> None:
             first = next((r for r in rows if r.get("peer")), {})
             peer = str(first.get("peer", "someone"))
             owner = (peer, str(first.get("workspace") or "default")) if first else None
-            material.add(path.parent.name, f"{peer}: {summary}", owner)
+            material.add(path.parent.name, f"{peer}: {summary}", owner, kind="session")
 
 
 async def gather_episodes(st: State, material: Material, now: float) -> None:
@@ -127,57 +154,119 @@ async def gather_episodes(st: State, material: Material, now: float) -> None:
                 continue
             material.episodes.append(dict(record, plugin=record.get("plugin", plugin)))
             if not st.store.is_consolidated(f"record:{record['id']}"):
-                who = f"{record['peer']}: " if record.get("peer") else ""
+                text = str(record.get("text", "")).strip()
+                peer = str(record.get("peer") or "")
+                who = f"{peer}: " if peer and not text.startswith(f"{peer}:") else ""  # the text may name them
                 ws = record.get("workspace") or st.runtime.config.get("thoth.workspace")
-                owner = (str(record["peer"]), str(ws)) if record.get("peer") else None
-                material.add(utc_day(float(record.get("at") or now)), f"{who}{record.get('text', '')}", owner)
+                owner = (peer, str(ws)) if peer else None
+                material.add(utc_day(float(record.get("at") or now)), f"{who}{text}", owner, kind="episode")
 
 
-def fit(lines: list[str], budget: int) -> str:
-    """The newest lines (deduplicated, order kept) whose tokens fit the budget."""
-    unique = list(dict.fromkeys(line.strip() for line in lines if line.strip()))
-    kept: list[str] = []
-    used = 0
-    for line in reversed(unique):
-        cost = count_tokens(line)
-        if used + cost > budget:
-            break
-        kept.append(line)
-        used += cost
-    return "\n".join(reversed(kept))
+def _entries(material: Material) -> list[Entry]:
+    """The night's new lines as entries, with the kind each came as."""
+    found = []
+    for line, kind in zip(material.lines, material.kinds, strict=True):
+        parsed = parse(line)
+        if parsed is not None:
+            found.append(Entry(*parsed, kind=kind))
+    return found
 
 
-async def compress(st: State, snapshot: str, material: Material, day: str) -> tuple[str, str]:
-    """The new snapshot and how it was made (`model` or `extractive`)."""
+def _snapshot_entries(snapshot: str, weights: Weights, day: str) -> list[Entry]:
+    """The current snapshot as entries (a line that is not a dated bullet counts as a person's, dated today)."""
+    found = []
+    for line in snapshot.splitlines():
+        if not line.strip():
+            continue
+        entry = weights.entry(line)
+        if entry is None:
+            text, owner = split_owner(line.strip())
+            entry = Entry(day, text.strip().removeprefix("- ").strip(), owner, kind="stated")
+        found.append(entry)
+    return found
+
+
+@dataclass
+class Outcome:
+    """The new snapshot, how it was made, and what left it."""
+
+    kept: list[Entry]
+    how: str
+    gone: list[tuple[Entry, str]] = field(default_factory=list)
+    why: str = ""
+
+    @property
+    def snapshot(self) -> str:
+        """The snapshot section's body."""
+        return render(self.kept)
+
+
+def rank(entries: list[Entry], budget: int, day: str) -> tuple[list[Entry], list[tuple[Entry, str]]]:
+    """Duplicates merged, then the most important lines within the budget; the cut ones with why."""
+    kept, dropped = cut(merge(sorted(entries, key=lambda e: e.day)), budget, day)
+    return kept, [(e, f"cut for the budget, score {e.score(day):.2f}") for e in dropped]
+
+
+async def compress(st: State, snapshot: str, material: Material, day: str) -> Outcome:
+    """The new snapshot: the model merges each owner's lines (when there is one; lines a person wrote are
+    left as they are), then importance decides the cut."""
     budget = st.settings.snapshot_tokens
-    extractive = fit(snapshot.splitlines() + material.lines, budget)
+    weights = Weights(st.dir / WEIGHTS_FILE)
+    old, new = _snapshot_entries(snapshot, weights, day), _entries(material)
+    kept, gone = rank(old + new, budget, day)
     try:
         model = st.model()
     except ModelNotConfigured:
-        return extractive, "extractive"
-    groups: dict[Owner | None, tuple[list[str], list[str]]] = {}
-    for line in snapshot.splitlines():
-        text, owner = split_owner(line)
-        groups.setdefault(owner, ([], []))[0].append(text)
-    for line in material.lines:
-        text, owner = split_owner(line)
-        groups.setdefault(owner, ([], []))[1].append(text)
-    lines: list[str] = []
-    for owner, (old, new) in groups.items():
-        if not new:
-            lines += [tagged(line, owner) for line in old]
+        return Outcome(kept, "extractive", gone, "no model configured; lines ranked by importance")
+    groups: dict[Owner | None, tuple[list[Entry], list[Entry]]] = {}
+    entries = [e for e in old if e.kind == "stated"]  # a person's own words: ranked, never rewritten
+    for entry in old:
+        if entry.kind == "stated":
             continue
-        rewritten = await _rewrite(st, model, "\n".join(old), new, day)
+        groups.setdefault(entry.owner, ([], []))[0].append(entry)
+    for entry in new:
+        groups.setdefault(entry.owner, ([], []))[1].append(entry)
+    over = sum(count_tokens(e.line) for e in old + new) > budget
+    merged_away: list[tuple[Entry, str]] = []
+    for owner, (before, added) in groups.items():
+        if not added and not over:
+            entries += before
+            continue
+        rewritten = await _rewrite(st, model, before + added, day)
         if rewritten is None:
-            return extractive, "extractive"
-        lines += [tagged(line, owner) for line in rewritten]
-    return fit(sorted(lines, key=lambda line: line[:16]), budget), "model"
+            return Outcome(kept, "extractive", gone, "the model failed; lines ranked by importance")
+        lines, lost = rewritten
+        entries += [replace(e, owner=owner) for e in lines]
+        merged_away += [(e, "merged away by the model") for e in lost]
+    kept, gone = rank(entries, budget, day)
+    return Outcome(kept, "model", gone + merged_away)
 
 
-async def _rewrite(st: State, model: Any, snapshot: str, new: list[str], day: str) -> list[str] | None:
-    """One owner's snapshot lines merged with its new lines by the model; None when that failed."""
+def _numbered(inputs: list[Entry]) -> str:
+    """The input lines as the model sees them: numbered, with what makes them important."""
+    rows = []
+    for number, entry in enumerate(inputs, 1):
+        notes = [{"stated": "written by a person", "note": "approved note"}.get(entry.kind, f"from a {entry.kind}")]
+        if entry.seen > 1:
+            notes.append(f"confirmed {entry.seen}x")
+        rows.append(f"{number}. [{entry.day}] {entry.text} ({', '.join(notes)})")
+    return "\n".join(rows)
+
+
+def _inherit(text: str, day: str, sources: list[int], inputs: list[Entry]) -> Entry:
+    """A model line with the kind and count of the input lines it merges (named, else the similar ones)."""
+    named = [inputs[n - 1] for n in dict.fromkeys(sources) if 1 <= n <= len(inputs)]
+    named = named or [e for e in inputs if similarity(e.text, text) >= SUPERSEDED]
+    if not named:
+        return Entry(day, text, None, kind="session")
+    best = max(named, key=lambda e: KIND_WEIGHT.get(e.kind, 1.0))
+    return Entry(day, text, None, kind=best.kind, seen=sum(e.seen for e in named))
+
+
+async def _rewrite(st: State, model: Any, inputs: list[Entry], day: str) -> tuple[list[Entry], list[Entry]] | None:
+    """One owner's lines merged and compressed by the model, and the inputs no line kept; None when that failed."""
     budget = st.settings.snapshot_tokens
-    prompt = f"Today is {day}.\n\nCurrent snapshot:\n{snapshot or '(empty)'}\n\nNew material:\n" + "\n".join(new)
+    prompt = f"Today is {day}.\n\nLines:\n{_numbered(inputs)}"
     system = [
         ContextBlock(
             "consolidation-instructions",
@@ -199,12 +288,19 @@ async def _rewrite(st: State, model: Any, snapshot: str, new: list[str], day: st
         )
         return None
     checked = Material(redactor=redactor_of(st))
+    lines: list[Entry] = []
+    used: set[int] = set()
     for line in answer.lines:
-        checked.add(line.day, split_owner(line.text)[0])  # the owner is ours to set, not the model's
-    if not checked.lines:
+        clean = checked.clean(split_owner(line.text)[0])  # the owner is ours to set, not the model's
+        if clean is None:
+            continue
+        entry = _inherit(clean, line.day, line.sources, inputs)
+        used.update(line.sources or [n for n, e in enumerate(inputs, 1) if similarity(e.text, clean) >= SUPERSEDED])
+        lines.append(entry)
+    if not lines:
         logger.warning("reflection nightly: the model's snapshot had no usable lines; using the extractive snapshot")
         return None
-    return checked.lines
+    return lines, [e for n, e in enumerate(inputs, 1) if n not in used]
 
 
 async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, Any]:
@@ -227,10 +323,20 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
         "episodes": len(material.episodes),
         "dropped": material.dropped,
     }
-    if material.lines:
-        snapshot, how = await compress(st, memory.section("snapshot"), material, day)
-        memory.replace_section("snapshot", snapshot)
-        summary.update(changed=True, method=how, snapshot_tokens=count_tokens(snapshot))
+    current = memory.section("snapshot")
+    if material.lines or count_tokens(current) > st.settings.snapshot_tokens:
+        outcome = await compress(st, current, material, day)
+        # archived first: should that write fail, the snapshot still holds every line
+        archive(st.dir / ARCHIVE_FILE, day=day, how=outcome.how, budget=st.settings.snapshot_tokens, gone=outcome.gone)
+        memory.replace_section("snapshot", outcome.snapshot)
+        Weights(st.dir / WEIGHTS_FILE).save(outcome.kept)
+        summary.update(changed=True, method=outcome.how, snapshot_tokens=count_tokens(outcome.snapshot))
+        summary.update(lines=len(outcome.kept), removed=len(outcome.gone))
+        if outcome.why:
+            summary["why"] = outcome.why
+        if outcome.gone:
+            summary["archive"] = str(st.dir / ARCHIVE_FILE)
+            summary["removed_lines"] = [f"- [{e.day}] {e.text} ({why})" for e, why in outcome.gone]
     if material.notes:
         memory.drop_notes(material.notes)
         summary["changed"] = True
@@ -246,9 +352,10 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
     )
     summary["changed"] = summary["changed"] or bool(summary["pruned"])
     await _remind(st, day, summary)
+    audited = {k: v for k, v in summary.items() if k != "removed_lines"}  # their text is in the archive
     if summary["changed"]:
-        st.store.audit("nightly", summary)
-    logger.info("reflection nightly %s: %s", day, summary)
+        st.store.audit("nightly", audited)
+    logger.info("reflection nightly %s: %s", day, audited)
     return summary
 
 

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from thoth_core import Session, hookimpl
+from thoth_core.runtime import Command
 from thoth_core.storage import scrub
 
-from . import queue
+from . import queue, reflexion
+from .importance import ARCHIVE_FILE
 from .memory import MemoryFile
 from .reflect import records, reflect
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
@@ -109,6 +111,7 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
         erased = scrub(store.db)  # the deleted rows' old pages stay in the WAL until then
     receipt = {
         "memory lines": MemoryFile(st.path(st.settings.memory_file)).forget((peer, workspace)),
+        "archived memory lines": MemoryFile(st.dir / ARCHIVE_FILE).forget((peer, workspace)),
         "queued items": len(items),
         "check-ins": check_ins,
         "audit entries blanked": blanked,
@@ -132,8 +135,21 @@ def _concerns(item: dict[str, Any], *, workspace: str, peer: str, thread: str | 
 
 
 @hookimpl
+async def pre_spawn_context(session: Session) -> None:
+    """No block: a turn after a failed one starts a reflexion draft about that failure, in the background."""
+    reflexion.after_turn_error(session)
+
+
+@hookimpl
+def register_commands(register: Any) -> None:
+    what = "draft a known-issue record about the last failed turn"
+    register(Command("reflexion", what, reflexion.command, usage="[what went wrong]"))
+
+
+@hookimpl
 def register_cli_commands(cli: Any) -> None:
     from .cli import reflect_group, review
 
     cli.add_command(review)
     cli.add_command(reflect_group)
+from .bundle import bundle_export, bundle_import  # noqa: E402,F401

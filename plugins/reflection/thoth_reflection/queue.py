@@ -1,7 +1,10 @@
-"""Reflection's part of the approval queue: persona observations, held notes, knowledge promotions.
+"""Reflection's part of the approval queue: persona observations, held notes, knowledge promotions,
+reflexion records and their promotion into guidelines.
 
 Item ids are `persona:<id>` (a persona observation), `note:<id>` (a memory note or identity
-update held by the firewall) and `knowledge:<id>` (a transient record to promote). Only
+update held by the firewall), `knowledge:<id>` (a transient record to promote), `reflexion:<id>`
+(a drafted known-issue record, written to `reflexion/` when approved) and `guideline:<id>` (a
+reflexion record promoted into the persona rules, the record then marked `promoted`). Only
 founders decide when `[thoth] founders` is set; every decision is audited.
 
 One item per proposal: a proposal identical to an item still pending (same kind, owner, payload
@@ -21,16 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Session, ThothError
+from thoth_core.git import git_commit
 from thoth_core.redact import redactor_of
 from thoth_core.types import new_id
 
+from . import reflexion_files
 from .memory import MemoryFile, append_knowledge, write_atomic
 from .schema import SLUG, utc_day
 from .settings import State
 
 logger = logging.getLogger(__name__)
 
-PREFIXES = {"persona": "persona-observation", "note": None, "knowledge": "knowledge"}
+PREFIXES = {
+    "persona": "persona-observation",
+    "note": None,
+    "knowledge": "knowledge",
+    "reflexion": "reflexion",
+    "guideline": "guideline",
+}
 DECIDED_COUNT = ("persona-observation", "memory-note", "user-model")  # kinds a decided twin also stops
 ALSO_LIMIT = 50  # extra sessions remembered on one item (the count goes on in `repeats`)
 RULES_HEADING = "## Learned from reflection"
@@ -122,6 +133,37 @@ def propose_promotion(st: State, *, record_id: str, topic: str, text: str, actor
         source=source,
         flags=[],
         payload={"record": record_id, "topic": topic},
+    )
+
+
+def propose_reflexion(
+    st: State, *, name: str, text: str, session: Session, error_turn: str, flags: list[str], note: str = ""
+) -> str:
+    """Queue a drafted reflexion record (file `name` once approved); returns the item id (a pending twin's, if any)."""
+    issue = text.split("## Known Issue", 1)[-1].strip().split("\n", 1)[0]
+    return _queue(
+        st,
+        f"reflexion:{new_id()}",
+        kind="reflexion",
+        title=f"reflexion record {name}: {_title(issue)}",
+        text=text,
+        source=dict(source_of(session, None), error_turn=error_turn, **({"note": note} if note else {})),
+        flags=flags,
+        payload={"name": name},
+    )
+
+
+def propose_guideline(st: State, *, record: str, text: str, actor: str) -> str:
+    """Queue a reflexion record's promotion into a guideline of the persona rules; returns the item id."""
+    return _queue(
+        st,
+        f"guideline:{new_id()}",
+        kind="guideline",
+        title=f"promote reflexion/{record} into a guideline ({st.settings.observations_file})",
+        text=" ".join(text.split()),
+        source={"reflexion": record, "proposed_by": actor},
+        flags=[],
+        payload={"reflexion": record},
     )
 
 
@@ -290,12 +332,20 @@ def _keep_proposed(st: State, item: dict[str, Any]) -> None:
 async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
     kind = item["kind"]
     if kind == "persona-observation":
-        path = st.path(st.settings.observations_file)
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
-        if RULES_HEADING not in current:
-            current = current.rstrip("\n") + ("\n\n" if current.strip() else "") + RULES_HEADING + "\n"
-        write_atomic(path, current.rstrip("\n") + f"\n- {' '.join(text.split())}\n")
-        return str(st.settings.observations_file)
+        return _append_rule(st, text)
+    if kind == "reflexion":
+        path = reflexion_files.install(st.path(st.settings.reflexion_dir), item["payload"]["name"], text)
+        st.store.set_source(item["id"], dict(item["source"], written=path.name))
+        commit = git_commit(path, f"Approve reflexion record {path.name} (by {actor})")
+        return f"{st.settings.reflexion_dir}/{path.name}" + (f" (committed {commit[:10]})" if commit else "")
+    if kind == "guideline":
+        folder = st.path(st.settings.reflexion_dir)
+        record = reflexion_files.locate(folder, item["payload"]["reflexion"])
+        if record is None:
+            raise ThothError(f"{folder}: no reflexion record {item['payload']['reflexion']!r} to promote any more")
+        where = _append_rule(st, text)
+        reflexion_files.mark_promoted(record, day=utc_day(time.time()), to=where, actor=actor)
+        return f"{where}; {st.settings.reflexion_dir}/{record.name} marked promoted"
     if kind == "memory-note":
         source = item["source"]
         owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
@@ -313,6 +363,16 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
         )
         return str(path.relative_to(st.path(".")) if path.is_relative_to(st.path(".")) else path)
     raise ThothError(f"cannot apply an item of kind {kind!r}")
+
+
+def _append_rule(st: State, text: str) -> str:
+    """Append one line under the rules file's reflection heading; returns the file (relative to the project)."""
+    path = st.path(st.settings.observations_file)
+    current = path.read_text(encoding="utf-8") if path.exists() else ""
+    if RULES_HEADING not in current:
+        current = current.rstrip("\n") + ("\n\n" if current.strip() else "") + RULES_HEADING + "\n"
+    write_atomic(path, current.rstrip("\n") + f"\n- {' '.join(text.split())}\n")
+    return str(st.settings.observations_file)
 
 
 async def _send_identity_update(st: State, item: dict[str, Any], text: str, actor: str) -> str:
@@ -352,8 +412,11 @@ def approved_lines(st: State, items: list[dict[str, Any]]) -> list[tuple[str, in
     """
     found = []
     for item in items:
-        if item["kind"] == "persona-observation":
+        if item["kind"] in ("persona-observation", "guideline"):
             relative = str(st.settings.observations_file)
+        elif item["kind"] == "reflexion":
+            name = item["source"].get("written") or item["payload"].get("name")
+            relative = str(Path(st.settings.reflexion_dir) / str(name))
         elif item["kind"] == "knowledge":
             relative = str(Path(st.settings.knowledge_dir) / f"{item['payload'].get('topic')}.md")
         else:

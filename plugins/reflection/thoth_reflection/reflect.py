@@ -6,7 +6,8 @@ and ends again is reflected on its new turns alone; with nothing new there is no
 The model answers one `schema.Reflection` (its JSON schema goes to the provider); invalid output
 gets one repair request (purpose `reflection-repair`), after which the run is recorded as failed
 and nothing is written.
-A valid result is redacted, given `flags` by the write firewall and `tiers` (each proposal's
+Failed turns of the session get reflexion drafts first (`reflexion`), whether or not any turn
+was answered. A valid result is redacted, given `flags` by the write firewall and `tiers` (each proposal's
 risk tier, `tiers`), stripped of identity updates that are flagged or of a tier the `auto_apply`
 policy holds (queued instead), logged, and passed to every layer's `reflection_result`.
 """
@@ -26,7 +27,7 @@ from thoth_core.budget import truncate
 from thoth_core.redact import Redactor, redactor_of
 from thoth_core.types import new_id
 
-from . import firewall, queue, schema, spans, tiers
+from . import firewall, queue, reflexion, schema, spans, tiers
 from .settings import State, state
 from .transient import TransientRecords
 
@@ -82,6 +83,7 @@ def build_prompt(session: Session, reason: str, *, max_tokens: int, earlier: int
 async def reflect(session: Session, reason: str, *, runtime: Any, again: bool = False) -> dict[str, Any] | None:
     """Run reflection on the turns of an ended session not reflected yet (all with `again`); the result, or None."""
     st = state(runtime)
+    await reflexion.at_session_end(st, session)  # failed turns get known-issue drafts, turns or not
     if not turns_of(session):
         logger.info("reflection: session %s has no turns; skipped", session.id)
         return None

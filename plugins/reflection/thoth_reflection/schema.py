@@ -1,7 +1,8 @@
 """The answers reflection asks the model for: one pydantic model each gives the JSON schema, the validation
 and the repair problems (through `thoth_core.answers.ask_for`).
 
-`Reflection` is the session-end review, `Consolidation` the nightly snapshot rewrite; `validate`
+`Reflection` is the session-end review, `Consolidation` the nightly snapshot rewrite,
+`ReflexionRecord` a known-issue record drafted after a failed turn (seed 003, tier 3); `validate`
 turns parsed JSON into the normalised reflection dict the layers get. Sizes are capped so
 a runaway or hostile model cannot flood persona files; a skill name must be a plain slug, a
 peer id a plain id, and a check-in at most `MAX_CHECK_IN_DAYS` ahead (the validation context
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -135,12 +136,36 @@ class SnapshotLine(BaseModel):
     text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT)] = Field(
         description="the fact, one short sentence"
     )
+    sources: Annotated[list[Annotated[int, Field(ge=1)]], _none_as(list), Field(max_length=MAX_SNAPSHOT_LINES)] = Field(
+        default_factory=list, description="the numbers of the input lines this line keeps or merges"
+    )
 
 
 class Consolidation(BaseModel):
     """The agent's long-term memory snapshot with the new material merged in, newest line last."""
 
     lines: Annotated[list[SnapshotLine], Field(min_length=1, max_length=MAX_SNAPSHOT_LINES)]
+
+
+Section = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT)]
+Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+
+
+class ReflexionRecord(BaseModel):
+    """A known-issue record about a failed turn: what went wrong, why, what fixes it, how to avoid it."""
+
+    slug: Slug = Field(description="a short lowercase slug naming the issue, e.g. billing-db-refused")
+    task: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] = Field(
+        description="what the agent was trying to do"
+    )
+    severity: Literal["low", "medium", "high", "critical"] = Field(description="how bad the failure was")
+    tags: Annotated[list[Tag], _none_as(list), Field(max_length=8)] = Field(
+        default_factory=list, description="a few words an error of this kind would contain"
+    )
+    known_issue: Section = Field(description="what went wrong, with the error's distinctive words")
+    root_cause: Section = Field(description="why it happened, as far as the transcript shows")
+    solution: Section = Field(description="what fixes it or works around it")
+    prevention: Section = Field(description="how to avoid it in future")
 
 
 def as_result(reflection: Reflection) -> dict[str, Any]:

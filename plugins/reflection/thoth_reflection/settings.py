@@ -32,6 +32,8 @@ class Settings:
     )
     observations_file: str = ""  # where approved persona observations go; default: <procedural persona_dir>/RULES.md
     knowledge_dir: str = ""  # where approved transient notes are promoted; default: [plugins.procedural] knowledge_dir
+    reflexion_dir: str = ""  # where approved reflexion records go; default: [plugins.procedural] reflexion_dir
+    draft_reflexion: bool = True  # draft a reflexion record (for approval) about each failed turn
     snapshot_tokens: int = 600  # the memory snapshot never grows past this
     transient_days: int = 14  # reflection and validation records are pruned after this many days
     transient_max: int = 200  # ... and beyond this many records, oldest first (about 14 days of a busy agent)
@@ -73,6 +75,7 @@ class Settings:
             "memory_file": runtime.config.get("plugins.working.memory_file") or f"{persona}/MEMORY.md",
             "observations_file": f"{persona}/RULES.md",
             "knowledge_dir": runtime.config.get("plugins.procedural.knowledge_dir") or "knowledge",
+            "reflexion_dir": runtime.config.get("plugins.procedural.reflexion_dir") or "reflexion",
         }
         for key, default in defaults.items():
             values[key] = values.get(key) or str(default)

@@ -39,6 +39,9 @@ MIGRATIONS = [
     """
     ALTER TABLE items ADD COLUMN tier TEXT NOT NULL DEFAULT '';
     """,
+    """
+    CREATE TABLE reflexion_tried (turn_id TEXT PRIMARY KEY, session_id TEXT, at REAL NOT NULL);
+    """,
 ]
 
 
@@ -210,6 +213,22 @@ class Store:
     def edit(self, item_id: str, text: str) -> None:
         """Replace a pending item's text."""
         self.execute("UPDATE items SET text = ? WHERE id = ?", text, item_id)
+
+    def claim_reflexion(self, turn_id: str, session_id: str) -> bool:
+        """Claim a failed turn for one reflexion draft; False when some process tried it already."""
+        return (
+            self.execute(
+                "INSERT OR IGNORE INTO reflexion_tried (turn_id, session_id, at) VALUES (?, ?, ?)",
+                turn_id,
+                session_id,
+                time.time(),
+            )
+            == 1
+        )
+
+    def release_reflexion(self, turn_id: str) -> None:
+        """Give a claimed failed turn back (its draft failed), so a later attempt may draft it."""
+        self.execute("DELETE FROM reflexion_tried WHERE turn_id = ?", turn_id)
 
     # --- check-ins --------------------------------------------------------------------
 

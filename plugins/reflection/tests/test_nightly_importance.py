@@ -1,0 +1,246 @@
+"""Nightly consolidation by importance: the whole snapshot is compressed to its budget, what leaves is reported."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from thoth_reflection import plugin as reflection
+from thoth_reflection.importance import ARCHIVE_FILE, WEIGHTS_FILE, Entry, cut, merge, same_fact, similarity
+from thoth_reflection.memory import MemoryFile
+from thoth_reflection.nightly import run_nightly
+from thoth_reflection.settings import state
+
+from thoth_core import count_tokens, hookimpl
+
+NOW = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
+NO_MODEL = {"thoth": {"model": ""}}
+ANN = ("ann", "default")
+TOPICS = [
+    "sandwiches versus soup",
+    "rain all week",
+    "a new coffee machine",
+    "weekend hiking plans",
+    "the office plants",
+    "football scores",
+    "parking downtown",
+]
+STATED = "- [2025-05-01] The production database is Postgres 15."
+
+
+def day_of(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d")
+
+
+def write_session(home: Path, *, at: datetime, session_id: str, peer: str, user: str) -> None:
+    """A finished transcript of one turn."""
+    path = home / "working" / "transcripts" / day_of(at) / f"{session_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = {"session_id": session_id, "workspace": "default", "peer": peer, "thread": "t"}
+    rows = [
+        dict(base, type="session_start", at=at.timestamp()),
+        dict(base, type="turn", at=at.timestamp() + 1, turn_id=f"{session_id}-1", user=user, assistant="ok"),
+        dict(base, type="session_end", at=at.timestamp() + 2),
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+class Episodes:
+    """Offers expiring episodes and releases them once consolidated (the episodic contract)."""
+
+    def __init__(self, episodes: list[dict]) -> None:
+        self.episodes = {e["id"]: e for e in episodes}
+
+    @hookimpl
+    def expiring_records(self, before):
+        return [dict(e, plugin="episodic") for e in self.episodes.values() if e["at"] < before]
+
+    @hookimpl
+    def records_consolidated(self, ids):
+        for i in ids:
+            self.episodes.pop(i, None)
+
+
+def memory_of(runtime) -> MemoryFile:
+    st = state(runtime)
+    return MemoryFile(st.path(st.settings.memory_file))
+
+
+def chatter(home: Path, count: int, *, start: int = 0) -> None:
+    """Recent, unimportant sessions: one a day for the last `count` days."""
+    for n in range(start, start + count):
+        at = NOW - timedelta(days=1 + n % 5, hours=n)
+        topic = TOPICS[n % len(TOPICS)]
+        write_session(home, at=at, session_id=f"c{n}", peer="ann", user=f"Lunch chat {n}: {topic}.")
+
+
+def old_confirmations(times: int) -> list[dict]:
+    """The same decision, told in `times` episodes months ago (the first already starts with the peer)."""
+    return [
+        {
+            "id": f"rust{k}",
+            "at": (NOW - timedelta(days=200 - k)).timestamp(),
+            "peer": "ann",
+            "workspace": "default",
+            "text": ("ann: " if k == 0 else "") + "We chose Rust for the CLI.",
+        }
+        for k in range(times)
+    ]
+
+
+async def test_old_important_lines_survive_and_the_cut_recent_ones_are_reported(make_runtime, thoth_home):
+    budget = 150
+    episodes = Episodes(old_confirmations(3))
+    config = {**NO_MODEL, "plugins": {"reflection": {"snapshot_tokens": budget}, "episodic": {"retention_days": 90}}}
+    runtime = make_runtime({"reflection": reflection, "episodic": episodes}, config=config)
+    memory = memory_of(runtime)
+    memory.replace_section("snapshot", STATED)
+    chatter(thoth_home, 12)
+
+    summary = await run_nightly(runtime, now=NOW.timestamp())
+
+    snap = memory.section("snapshot")
+    assert summary["method"] == "extractive" and "no model configured" in summary["why"]
+    assert count_tokens(snap) <= budget and summary["snapshot_tokens"] == count_tokens(snap)
+    assert STATED in snap.splitlines()  # the oldest line, written by a person
+    [rust] = [line for line in snap.splitlines() if "Rust" in line]  # three old episodes, merged into one
+    assert rust.startswith("- [2025-08-15] ann: We chose Rust for the CLI.") and "ann: ann:" not in rust
+    kept_chatter = [line for line in snap.splitlines() if "Lunch chat" in line]
+    assert 0 < len(kept_chatter) < 12
+    assert summary["removed"] == 12 - len(kept_chatter) == len(summary["removed_lines"])
+    assert all("Lunch chat" in line and "cut for the budget" in line for line in summary["removed_lines"])
+    archived = (state(runtime).dir / ARCHIVE_FILE).read_text()
+    assert archived.count("<!-- peer:ann ws:default -->") == summary["removed"] and "(extractive)" in archived
+    [audit] = state(runtime).store.audit_log(event="nightly")
+    assert audit["payload"]["removed"] == summary["removed"] and "Lunch chat" not in json.dumps(audit["payload"])
+    assert (await run_nightly(runtime, now=NOW.timestamp() + 60))["changed"] is False
+
+
+async def test_newest_wins_would_have_dropped_the_old_lines(make_runtime, thoth_home):
+    """The same material with everything of one kind: then recency decides, and the old line goes."""
+    config = {**NO_MODEL, "plugins": {"reflection": {"snapshot_tokens": 150}}}
+    runtime = make_runtime({"reflection": reflection}, config=config)
+    memory = memory_of(runtime)
+    memory.replace_section("snapshot", "- [2025-05-01] ann: Old chatter about tea. <!-- peer:ann ws:default -->")
+    (state(runtime).dir).mkdir(parents=True, exist_ok=True)
+    old = Entry("2025-05-01", "ann: Old chatter about tea.", ANN, kind="session")
+    (state(runtime).dir / WEIGHTS_FILE).write_text(json.dumps({old.key: {"kind": "session", "seen": 1}}))
+    chatter(thoth_home, 12)
+    summary = await run_nightly(runtime, now=NOW.timestamp())
+    assert "about tea" not in memory.section("snapshot")
+    assert any("Old chatter about tea." in line for line in summary["removed_lines"])
+
+
+async def test_confirmations_are_remembered_between_nights(make_runtime, thoth_home):
+    config = {
+        **NO_MODEL,
+        "plugins": {"reflection": {"snapshot_tokens": 150}, "episodic": {"retention_days": 90}},
+    }
+    runtime = make_runtime({"reflection": reflection, "episodic": Episodes(old_confirmations(3))}, config=config)
+    await run_nightly(runtime, now=NOW.timestamp())
+    weights = json.loads((state(runtime).dir / WEIGHTS_FILE).read_text())
+    assert {"kind": "episode", "seen": 3} in weights.values()
+    assert "We chose Rust" not in json.dumps(weights)  # hashes, never text
+    chatter(thoth_home, 12, start=100)  # the next night brings lots of recent chatter
+    summary = await run_nightly(runtime, now=NOW.timestamp() + 86400)
+    assert "We chose Rust for the CLI." in memory_of(runtime).section("snapshot") and summary["removed"] > 0
+
+
+async def test_an_over_budget_snapshot_is_compressed_without_new_material(make_runtime):
+    lines = [f"- [2026-02-{d:02d}] Office fact number {d} of the month." for d in range(1, 29)]
+    config = {**NO_MODEL, "plugins": {"reflection": {"snapshot_tokens": 60}}}
+    runtime = make_runtime({"reflection": reflection}, config=config)
+    memory = memory_of(runtime)
+    memory.replace_section("snapshot", "\n".join(lines))
+    summary = await run_nightly(runtime, now=NOW.timestamp())
+    assert summary["changed"] and count_tokens(memory.section("snapshot")) <= 60
+    assert summary["removed"] == 28 - len(memory.section("snapshot").splitlines()) > 0
+    assert (await run_nightly(runtime, now=NOW.timestamp() + 60))["changed"] is False
+
+
+async def test_an_episode_text_that_names_its_peer_is_not_prefixed_twice(make_runtime):
+    episodes = [
+        {"id": "d1", "at": 1.0, "peer": "dana", "workspace": "default", "text": "dana: We ship on Mondays."},
+        {"id": "d2", "at": 2.0, "peer": "dana", "workspace": "default", "text": "The cat is called Io."},
+    ]
+    runtime = make_runtime({"reflection": reflection, "episodic": Episodes(episodes)}, config=NO_MODEL)
+    await run_nightly(runtime, now=NOW.timestamp())
+    snap = memory_of(runtime).section("snapshot")
+    assert "] dana: We ship on Mondays." in snap and "dana: dana:" not in snap
+    assert "] dana: The cat is called Io." in snap
+
+
+async def test_the_model_merges_by_sources_and_what_it_leaves_out_is_reported(make_runtime, thoth_home):
+    answer = {
+        "lines": [
+            {"day": "2026-02-27", "text": "Ann's team deploys on Fridays.", "sources": [1, 2]},
+            {"day": "2026-02-28", "text": "Ann is planning a Berlin trip.", "sources": [4]},
+        ]
+    }
+    replies = [{"purpose": "consolidation", "reply": json.dumps(answer)}]
+    runtime = make_runtime({"reflection": reflection}, replies=replies)
+    memory = memory_of(runtime)
+    memory.replace_section("snapshot", STATED)
+    memory.append_notes(["We deploy on Fridays."], day="2026-02-26", owner=ANN)
+    memory.append_notes(["Deploys happen every Friday."], day="2026-02-27", owner=ANN)
+    memory.append_notes(["Ann had soup."], day="2026-02-27", owner=ANN)
+    memory.append_notes(["Ann is planning a trip to Berlin."], day="2026-02-28", owner=ANN)
+    summary = await run_nightly(runtime, now=NOW.timestamp())
+    snap = memory.section("snapshot")
+    assert summary["method"] == "model" and "why" not in summary
+    assert snap.splitlines() == [
+        STATED,  # a person's line: never sent to the model, kept as written
+        "- [2026-02-27] Ann's team deploys on Fridays. <!-- peer:ann ws:default -->",
+        "- [2026-02-28] Ann is planning a Berlin trip. <!-- peer:ann ws:default -->",
+    ]
+    assert summary["removed_lines"] == ["- [2026-02-27] Ann had soup. (merged away by the model)"]
+    weights = json.loads((state(runtime).dir / WEIGHTS_FILE).read_text())
+    assert sorted((w["kind"], w["seen"]) for w in weights.values()) == [("note", 1), ("note", 2), ("stated", 1)]
+    [request] = [r for r in runtime.model().requests if r.purpose == "consolidation"]
+    assert "1. [2026-02-26] We deploy on Fridays. (approved note)" in request.messages[-1].content
+    assert "Postgres" not in request.messages[-1].content
+    assert "soup" in (state(runtime).dir / ARCHIVE_FILE).read_text()
+
+
+async def test_forget_removes_the_peers_archived_lines(make_runtime, thoth_home):
+    config = {**NO_MODEL, "plugins": {"reflection": {"snapshot_tokens": 40}}}
+    runtime = make_runtime({"reflection": reflection}, config=config)
+    memory_of(runtime).replace_section("snapshot", STATED)
+    chatter(thoth_home, 4)
+    write_session(thoth_home, at=NOW - timedelta(days=2), session_id="b1", peer="bob", user="Bob's chatter here.")
+    await run_nightly(runtime, now=NOW.timestamp())
+    path = state(runtime).dir / ARCHIVE_FILE
+    assert "Lunch chat" in path.read_text() and "Bob's chatter" in path.read_text()
+    receipt = await runtime.forget(peer="ann")
+    assert receipt["reflection"]["archived memory lines"] >= 1
+    assert "Lunch chat" not in path.read_text() and "Bob's chatter" in path.read_text()
+
+
+def test_importance_beats_recency_alone():
+    today = "2026-03-01"
+    stated = Entry("2025-05-01", "The production database is Postgres 15.", None, kind="stated")
+    confirmed = Entry("2025-09-01", "ann: We chose Rust for the CLI.", ANN, kind="episode", seen=3)
+    once = Entry("2025-09-01", "ann: We had pizza.", ANN, kind="episode")
+    recent = Entry("2026-02-28", "ann: Lunch chat about sandwiches.", ANN, kind="session")
+    assert stated.score(today) > recent.score(today) and confirmed.score(today) > recent.score(today)
+    assert recent.score(today) > once.score(today)
+    budget = count_tokens(stated.line) + count_tokens(confirmed.line)
+    kept, dropped = cut([stated, confirmed, once, recent], budget, today)
+    assert kept == [stated, confirmed] and dropped == [once, recent]
+
+
+def test_duplicates_merge_and_later_changes_supersede():
+    tuesday = Entry("2026-01-01", "Ann's deploy day is Tuesday.", ANN, kind="note")
+    again = Entry("2026-01-05", "ann's deploy day is tuesday", ANN, kind="session")
+    friday = Entry("2026-02-01", "Ann's deploy day is Friday.", ANN, kind="note")
+    bobs = Entry("2026-02-02", "Ann's deploy day is Friday.", ("bob", "default"), kind="note")
+    merged = merge([tuesday, again, friday, bobs])
+    assert [(e.text, e.day, e.kind, e.seen, e.superseded) for e in merged] == [
+        ("ann's deploy day is tuesday", "2026-01-05", "note", 2, True),
+        ("Ann's deploy day is Friday.", "2026-02-01", "note", 1, False),
+        ("Ann's deploy day is Friday.", "2026-02-02", "note", 1, False),  # another owner's line stays apart
+    ]
+    assert similarity("We chose Rust.", "Lunch about sandwiches.") == 0.0
+    assert same_fact("Ann's team deploys on Fridays.", "The team deploys on Fridays, Ann says.")
+    assert not same_fact("Ann's deploy day is Tuesday.", "Ann's deploy day is Friday.")
