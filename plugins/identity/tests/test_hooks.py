@@ -40,7 +40,15 @@ def test_registrations():
     plugin.register_commands(register=commands.append)
     assert [c.name for c in commands] == ["remember", "correct"]
     plugin.register_cli_commands(cli=group)
-    assert sorted(group.commands["identity"].commands) == ["delete", "edit", "export", "forget", "import", "show"]
+    assert sorted(group.commands["identity"].commands) == [
+        "delete",
+        "edit",
+        "entity",
+        "export",
+        "forget",
+        "import",
+        "show",
+    ]
 
 
 def test_honcho_names(make_runtime):

@@ -15,7 +15,8 @@ from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 from thoth_core.redact import redactor_of
 
 from .facts import parse_remember
-from .render import TAG, relevant_facts, user_model_block
+from .graph import assert_fact, block_facts, check_triple
+from .render import TAG, user_model_block
 from .settings import IdentitySettings
 from .store import IdentityStore
 
@@ -65,7 +66,7 @@ def fallback_block(
     else:
         heading, answer = f"Model of {peer}", f"not available ({STALE_NOTE}); only the hard facts, if any, are known"
     block = user_model_block(
-        peer, facts=relevant_facts(facts, text), answer=answer, answer_heading=heading, budget=budget
+        peer, facts=block_facts(facts, peer, text), answer=answer, answer_heading=heading, budget=budget
     )
     return block or ContextBlock(tag=TAG, text=f"Model of {peer}: {STALE_NOTE}.", layer="identity")
 
@@ -91,6 +92,10 @@ def validate_export(document: Any) -> None:
                 elif not isinstance(value, types) or isinstance(value, bool):
                     expected = "a number" if types is _NUMBER else "a string"
                     raise ThothError(f"{where}.{name}: expected {expected}, got {value!r:.60}")
+            if table == "facts" and (
+                problem := check_triple(row.get("subject") or "", row["predicate"], row["object"])
+            ):
+                raise ThothError(f"{where}: {problem}")
 
 
 class IdentityBackend:
@@ -140,7 +145,9 @@ class IdentityBackend:
             raise ThothError("nothing to remember; try `/remember my name is Ada` or `/remember timezone: CET`")
         secrets = redactor_of(self.runtime).find_secrets(text)  # the runtime's `[privacy]` policy
         if secrets:
-            raise ThothError(f"not stored: that holds a secret ({', '.join(secrets)}); secrets are never kept in memory")
+            raise ThothError(
+                f"not stored: that holds a secret ({', '.join(secrets)}); secrets are never kept in memory"
+            )
         parsed = parse_remember(text)
         if parsed is None:
             self.store.add_observation(
@@ -148,24 +155,32 @@ class IdentityBackend:
             )
             self.copy_notes(workspace, peer, [text], author="user")
             return {"kind": "note", "text": text, "message": f"Noted about {peer}: {text}"}
-        outcome = self.store.set_fact(
+        outcome = assert_fact(
+            self.store,
             workspace,
             peer,
-            parsed.predicate,
-            parsed.value,
+            subject=parsed.subject,
+            predicate=parsed.predicate,
+            value=parsed.value,
             confidence=1.0,
             source=source,
-            multi_valued=parsed.multi_valued,
         )
-        label = parsed.predicate.replace("_", " ")
+        subject = outcome["fact"]["subject"]
+        label = (
+            parsed.predicate.replace("_", " ")
+            if subject == peer
+            else f"{subject}'s {parsed.predicate.replace('_', ' ')}"
+        )
         if outcome["unchanged"]:
             message = f"Already known: {label} = {parsed.value}"
         else:
             was = ", ".join(old["object"] for old in outcome["superseded"])
             message = f"Remembered: {label} = {parsed.value}" + (f" (was: {was})" if was else "")
-            self.copy_notes(workspace, peer, [f"{peer}'s {label}: {parsed.value}"], author="user")
+            whose = f"{peer}'s {label}" if subject == peer else f"{label} (said by {peer})"
+            self.copy_notes(workspace, peer, [f"{whose}: {parsed.value}"], author="user")
         return {
             "kind": "fact",
+            "subject": subject,
             "predicate": parsed.predicate,
             "value": parsed.value,
             "superseded": [old["object"] for old in outcome["superseded"]],

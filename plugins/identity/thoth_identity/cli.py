@@ -1,4 +1,4 @@
-"""`thoth identity show|edit|delete|export|import|forget --peer P`."""
+"""`thoth identity show|entity|edit|delete|export|import|forget --peer P`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from thoth_core.cli import HelpGroup, run, runtime
 
 from .backend import validate_export
 from .plugin import backend_for
+from .render import fact_label
 
 peer_option = click.option("--peer", required=True, help="The peer (person) concerned.")
 workspace_option = click.option("--workspace", default=None, help="Workspace (default from thoth.toml).")
@@ -64,8 +65,7 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
     for fact in history:
         state = "current" if fact["valid_to"] is None else f"until {_when(fact['valid_to'])}"
         click.echo(
-            f"  f{fact['id']} {fact['predicate']}: {fact['object']}"
-            f"  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]"
+            f"  f{fact['id']} {fact_label(fact, peer)}  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]"
         )
     if observations:
         click.echo("Observations (newest first):")
@@ -74,6 +74,39 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
         click.echo(f"  o{o['id']} {o['content']}  [{o['kind']}, {o['author']}, {o['confidence']:.1f}, {when}]")
     if history or observations:
         click.echo("Correct one with `thoth identity edit ID TEXT` or `thoth identity delete ID` (--peer as above).")
+
+
+@identity.command("entity")
+@click.argument("name")
+@peer_option
+@workspace_option
+def entity_command(name: str, peer: str, workspace: str | None) -> None:
+    """Facts about NAME (a person or thing the peer mentioned, or the peer), with history, and one hop away."""
+    from .graph import neighbourhood
+
+    backend = backend_for(runtime())
+    ws = _workspace(workspace)
+    current, history = run(_call(lambda: (backend.store.current_facts(ws, peer), backend.store.fact_history(ws, peer))))
+    near = neighbourhood(current, peer, name)
+    entity = near["entity"]
+    if not (near["facts"] or near["pointing"]):
+        raise ThothError(
+            f"{peer}'s memory holds no fact about or pointing at {name!r}; `thoth identity show` lists them"
+        )
+    click.echo(f"{entity} (in {peer}'s memory, {ws}):")
+    for fact in [f for f in history if f["subject"] == entity]:
+        state = "current" if fact["valid_to"] is None else f"until {_when(fact['valid_to'])}"
+        click.echo(
+            f"  f{fact['id']} {fact['predicate'].replace('_', ' ')}: {fact['object']}  [{state}; {fact['source']}]"
+        )
+    if near["pointing"]:
+        click.echo(f"Pointing at {entity}:")
+    for fact in near["pointing"]:
+        click.echo(f"  f{fact['id']} {fact['subject']} -{fact['predicate']}-> {fact['object']}")
+    for other, rows in near["hops"].items():
+        click.echo(f"One hop away: {other}" + ("" if rows else " (no facts about it)"))
+        for fact in rows:
+            click.echo(f"  f{fact['id']} {fact['predicate'].replace('_', ' ')}: {fact['object']}")
 
 
 @identity.command("edit")

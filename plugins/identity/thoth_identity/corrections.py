@@ -19,6 +19,7 @@ from thoth_core import ThothError
 from thoth_core.redact import redactor_of
 from thoth_core.storage import scrub
 
+from .render import fact_label
 from .store import IdentityStore
 
 ITEM = re.compile(r"^([fo])(\d+)$")
@@ -28,8 +29,7 @@ LISTED = 50
 def held_items(store: IdentityStore, workspace: str, peer: str) -> list[dict[str, Any]]:
     """What is held about a peer, each with the id a correction names: current facts, then observations."""
     facts = [
-        {"id": f"f{f['id']}", "kind": "fact", "text": f"{f['predicate'].replace('_', ' ')}: {f['object']}"}
-        for f in store.current_facts(workspace, peer)
+        {"id": f"f{f['id']}", "kind": "fact", "text": fact_label(f, peer)} for f in store.current_facts(workspace, peer)
     ]
     notes = [
         {"id": f"o{o['id']}", "kind": "observation", "text": o["content"]}
@@ -72,8 +72,11 @@ def _fact(store: IdentityStore, workspace: str, peer: str, row_id: int, text: st
         with store.transaction():
             store.db.execute("DELETE FROM facts WHERE id = ?", (row_id,))
         return f"Deleted {peer}'s fact f{row_id} ({label})."
-    store.set_fact(workspace, peer, fact["predicate"], text, confidence=1.0, source=f"correction:{actor}")
-    return f"Corrected {peer}'s {label}: {text} (the old value stays in its history)."
+    store.set_fact(
+        workspace, peer, fact["predicate"], text, confidence=1.0, source=f"correction:{actor}", subject=fact["subject"]
+    )
+    whose = fact["subject"]  # the peer, or the entity the fact is about
+    return f"Corrected {whose}'s {label}: {text} (the old value stays in its history)."
 
 
 def _observation(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:

@@ -2,7 +2,8 @@
 
 Derivation asks the configured model (purpose `derive`) for one `Derivation` answer
 (`thoth_core.answers.ask_for`): observations `{content, kind: explicit|deductive, confidence}`
-and facts `{predicate, value, confidence}`, as plain dicts. Malformed items are dropped (a bad
+and facts `{subject, predicate, value, confidence}` (triples; `subject` "" is the person, so answers
+without it stay valid), as plain dicts. Malformed items are dropped (a bad
 item costs that item, not the message); an answer that is not a JSON object raises. The last
 message of the request is the peer's own message, so replay rules can match it.
 """
@@ -20,6 +21,7 @@ from thoth_core import ContextBlock, Message, ModelRequest, complete
 from thoth_core.answers import ask_for
 
 from .facts import normalize_predicate
+from .graph import MAX_PREDICATE, MAX_SUBJECT, PREDICATE
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +33,11 @@ From the person's latest message (and the assistant's previous reply, for contex
 reveals about the person: explicit facts they stated, and deductive inferences that follow with
 confidence. Answer with JSON only, a `derivation`: "observations" and "facts".
 Write each observation as a short sentence about {peer}. Use "facts" only for stable, structured facts
-(name, profession, location, relationships, preferences). Return empty lists if the message reveals nothing."""
+(name, profession, location, relationships, preferences), each a triple: "subject" is "" for {peer}
+or the name of a person or thing they mention, "predicate" a snake_case relation, "value" the object,
+e.g. {{"subject": "", "predicate": "sister", "value": "Maria"}} and
+{{"subject": "Maria", "predicate": "lives_in", "value": "Berlin"}}.
+Return empty lists if the message reveals nothing."""
 
 SYNTHESIS_INSTRUCTIONS = """You are the dialectic of an assistant's memory of one person ({peer}).
 Given what is known about them (below) and their new message, answer in at most four short sentences:
@@ -66,12 +72,18 @@ class Observation(TypedDict):
 
 
 class Fact(TypedDict):
-    """A stable, structured fact about the person."""
+    """A stable, structured fact: a triple about the person (subject "") or someone or something they mention."""
 
+    subject: Annotated[
+        str,
+        BeforeValidator(lambda name: " ".join(str(name or "").split())),
+        StringConstraints(max_length=MAX_SUBJECT),
+        Field(description='"" for the person, else the name of the person or thing the fact is about'),
+    ]
     predicate: Annotated[
         str,
         BeforeValidator(lambda name: normalize_predicate(str(name))),
-        StringConstraints(min_length=1, max_length=100),
+        StringConstraints(min_length=1, max_length=MAX_PREDICATE, pattern=PREDICATE.pattern),
         Field(description="name, profession, location, preference or a relation, in snake_case"),
     ]
     value: Text
@@ -89,7 +101,12 @@ def _observation(item: Any) -> Any:
 def _fact(item: Any) -> Any:
     if isinstance(item, dict):
         value = item.get("value", item.get("object"))
-        return {"predicate": item.get("predicate", ""), "value": value, "confidence": item.get("confidence")}
+        return {
+            "subject": item.get("subject", ""),
+            "predicate": item.get("predicate", ""),
+            "value": value,
+            "confidence": item.get("confidence"),
+        }
     return item
 
 

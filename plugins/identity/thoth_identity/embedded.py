@@ -21,8 +21,8 @@ from thoth_core.redact import redactor_of
 
 from .backend import IdentityBackend
 from .derive import derive, synthesize
-from .facts import MULTI_VALUED
-from .render import relevant_facts, user_model_block
+from .graph import assert_fact, block_facts
+from .render import user_model_block
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ class EmbeddedBackend(IdentityBackend):
             return None
 
     def retrieve(self, workspace: str, peer: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The peer's current facts (relevant first) and the observations relevant to a message."""
-        facts = relevant_facts(self.store.current_facts(workspace, peer), text)
+        """The peer's current facts (relevant first), those of entities the message names, and relevant observations."""
+        facts = block_facts(self.store.current_facts(workspace, peer), peer, text)
         observations = self.store.search_observations(workspace, peer, text, limit=self.settings.top_k)
         if not observations:
             observations = self.store.recent_observations(
@@ -165,16 +165,18 @@ class EmbeddedBackend(IdentityBackend):
                 source=source,
                 message_id=message_id,
             )
+        redact = redactor_of(self.runtime).redact
         for fact in derivation.facts:
             if fact["confidence"] >= self.settings.fact_confidence:
                 await asyncio.to_thread(
-                    self.store.set_fact,
+                    assert_fact,
+                    self.store,
                     *key,
-                    fact["predicate"],
-                    redactor_of(self.runtime).redact(fact["value"]),
+                    subject=redact(fact["subject"]),
+                    predicate=fact["predicate"],
+                    value=redact(fact["value"]),
                     confidence=fact["confidence"],
                     source=f"derived:{source}",
-                    multi_valued=fact["predicate"] in MULTI_VALUED,
                 )
         await asyncio.to_thread(self.store.mark_derived, message_id)
 

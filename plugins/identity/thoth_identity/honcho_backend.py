@@ -39,9 +39,10 @@ from honcho import Session as HonchoSession
 from thoth_core import ContextBlock, Reply, Session, Turn
 
 from .backend import IdentityBackend, fallback_block, last_model
+from .graph import block_facts
 from .honcho_errors import RETRYABLE, describe, error_kind, retryable
 from .outbox import Outbox
-from .render import relevant_facts, user_model_block
+from .render import user_model_block
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +195,8 @@ class HonchoBackend(IdentityBackend):
     async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> ContextBlock | None:
         """Hard facts plus Honcho's dialectic answer, or the fallback when Honcho does not answer in time."""
         until = until if until is not None else time.monotonic() + self.settings.dialectic_timeout + FALLBACK_TIME
-        facts = relevant_facts(await asyncio.to_thread(self.store.current_facts, turn.workspace, turn.peer), turn.text)
+        held = await asyncio.to_thread(self.store.current_facts, turn.workspace, turn.peer)
+        facts = block_facts(held, turn.peer, turn.text)
         timeout = min(self.settings.dialectic_timeout, until - time.monotonic() - FALLBACK_TIME)
         try:
             if self.refused is not None:
@@ -237,7 +239,7 @@ class HonchoBackend(IdentityBackend):
         if isinstance(exc, PermissionError):
             reason = str(exc)
         logger.warning("identity: Honcho dialectic for peer %s failed (%s); using %s", turn.peer, reason, what)
-        return fallback_block(turn.peer, facts=facts, cached=cached, budget=self.budget)
+        return fallback_block(turn.peer, facts=facts, cached=cached, budget=self.budget, text=turn.text)
 
     # --- background writes --------------------------------------------------------------
 
@@ -380,7 +382,7 @@ class HonchoBackend(IdentityBackend):
         return added
 
     def forget(self, workspace: str, peer: str, thread: str | None, *, wait: float = 0.0) -> dict[str, int]:
-        """Erase the peer's waiting messages, ask Honcho to delete its data (polling up to `wait` s), delete local rows."""
+        """Erase waiting messages, ask Honcho to delete the peer's data (polling up to `wait` s), delete local rows."""
         from .honcho_data import forget_honcho, wait_forgotten
 
         assert self.outbox is not None

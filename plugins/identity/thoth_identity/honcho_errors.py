@@ -59,7 +59,7 @@ def describe(exc: BaseException, base_url: str | None = None) -> str:
     if kind == "unauthorized":
         return (
             f"Honcho{where} refused the API key (401 Unauthorized: {detail}); "
-            "set [plugins.identity] api_key to a valid key, e.g. api_key = { \"$env\" = \"HONCHO_API_KEY\" }"
+            'set [plugins.identity] api_key to a valid key, e.g. api_key = { "$env" = "HONCHO_API_KEY" }'
         )
     if kind == "forbidden":
         return f"the API key may not do this in Honcho{where} (403 Forbidden: {detail}); use a key for this workspace"

@@ -53,6 +53,7 @@ def _warm_up(runtime: Any, settings: IdentitySettings) -> None:
             from . import honcho_backend  # noqa: F401 - imports the honcho SDK (0.3-0.5 s)
         else:
             from . import embedded  # noqa: F401
+
             if (settings.synthesis or settings.derive) and runtime.model_name() is not None:
                 runtime.model()
     except Exception as exc:  # noqa: BLE001 - the first use reports it properly

@@ -62,9 +62,7 @@ def m002_one_copy_per_turn(db: sqlite3.Connection) -> None:
     for double, kept in doubles:
         db.execute("UPDATE observations SET message_id = ? WHERE message_id = ?", (kept, double))
         for prefix in ("message:", "derived:message:"):
-            db.execute(
-                "UPDATE observations SET source = ? WHERE source = ?", (f"{prefix}{kept}", f"{prefix}{double}")
-            )
+            db.execute("UPDATE observations SET source = ? WHERE source = ?", (f"{prefix}{kept}", f"{prefix}{double}"))
             db.execute("UPDATE facts SET source = ? WHERE source = ?", (f"{prefix}{kept}", f"{prefix}{double}"))
         db.execute("DELETE FROM messages WHERE id = ?", (double,))
     db.execute(
@@ -87,4 +85,12 @@ M003_HONCHO_OUTBOX = """
         CREATE UNIQUE INDEX honcho_outbox_turn ON honcho_outbox (workspace, peer, turn_id, role);
 """
 
-MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn, M003_HONCHO_OUTBOX]
+# 4: facts are triples whose subject is the peer or an entity it mentioned; files made before kept the peer
+# as every fact's subject, and an empty subject (never written by Thoth, possible in a hand-made file) means it.
+M004_ENTITY_SUBJECTS = """
+        UPDATE facts SET subject = peer WHERE subject IS NULL OR trim(subject) = '';
+        CREATE INDEX facts_subject ON facts (workspace, peer, subject, predicate, valid_to);
+        CREATE INDEX facts_object ON facts (workspace, peer, object);
+"""
+
+MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn, M003_HONCHO_OUTBOX, M004_ENTITY_SUBJECTS]

@@ -147,7 +147,9 @@ CORRECT_USAGE = "usage: /correct ID NEW TEXT (a fact keeps its old value as hist
 @hookimpl
 def register_commands(register: Any) -> None:
     register(Command("remember", "remember a fact or a note about you", _remember, usage="TEXT"))
-    register(Command("correct", "see what is held about you; fix or delete one item", _correct, usage="[ID TEXT|delete]"))
+    register(
+        Command("correct", "see what is held about you; fix or delete one item", _correct, usage="[ID TEXT|delete]")
+    )
 
 
 @hookimpl
@@ -155,3 +157,6 @@ def register_cli_commands(cli: Any) -> None:
     from .cli import identity
 
     cli.add_command(identity)
+
+
+from .bundle import bundle_export, bundle_import  # noqa: E402,F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .render import fact_label
 from .store import IdentityStore, query_terms
 
 
@@ -13,14 +14,14 @@ def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str,
     facts = [
         fact
         for fact in store.current_facts(workspace, peer)
-        if terms & set(query_terms(f"{fact['predicate'].replace('_', ' ')} {fact['object']}"))
+        if terms & set(query_terms(fact_label(fact, peer).replace("_", " ")))
     ]
     items = [
         {
             "layer": "identity",
             "kind": "fact",
             "id": f"fact:{fact['id']}",
-            "text": f"{fact['predicate'].replace('_', ' ')}: {fact['object']}",
+            "text": fact_label(fact, peer),
             "score": 1.0,
             "why": {"fact": fact["predicate"], "confidence": fact["confidence"]},
             "at": fact["valid_from"],

@@ -28,6 +28,12 @@ def relevant_facts(facts: list[dict[str, Any]], text: str, *, others: int = OTHE
     return chosen + [f for f in ordered if not relevant(f)][:others]
 
 
+def fact_label(fact: dict[str, Any], peer: str) -> str:
+    """`predicate: object` for the peer's own facts, `Subject, predicate: object` for another entity's."""
+    label = f"{fact['predicate'].replace('_', ' ')}: {fact['object']}"
+    return label if fact.get("subject", peer) == peer else f"{fact['subject']}, {label}"
+
+
 def user_model_block(
     peer: str,
     *,
@@ -49,11 +55,17 @@ def user_model_block(
             return True
         return False
 
-    fact_lines = [f"- {f['predicate'].replace('_', ' ')}: {f['object']}" for f in facts]
-    if fact_lines and add(f"Facts about {peer} (current values):"):
-        for line in fact_lines:
-            if not add(line):
-                break
+    facts = list(facts)
+    own = [f"- {fact_label(f, peer)}" for f in facts if f.get("subject", peer) == peer]
+    others = [f"- {fact_label(f, peer)}" for f in facts if f.get("subject", peer) != peer]
+    for heading, fact_lines in (
+        (f"Facts about {peer} (current values):", own),
+        ("Facts about people and things in this message (and one hop from them):", others),
+    ):
+        if fact_lines and add(heading):
+            for line in fact_lines:
+                if not add(line):
+                    break
     if answer and add(f"{answer_heading}:"):
         if not add(answer):
             room = budget - block_tokens(ContextBlock(tag=TAG, text="\n".join(lines))) - 2

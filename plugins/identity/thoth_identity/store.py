@@ -418,11 +418,12 @@ class IdentityStore:
                     at=o.get("created_at"),
                 )
                 added["observations"] += new is not None
-            for f in rows.get("facts", []):
+            for f in rows.get("facts", []):  # the exported peer as subject (or none: an old export) is this peer
+                subject = peer if f.get("subject") in (None, "", rows.get("peer")) else f["subject"]
                 if self.db.execute(
-                    "SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND predicate = ? AND object = ?"
-                    " AND valid_from = ?",
-                    (workspace, peer, f["predicate"], f["object"], f["valid_from"]),
+                    "SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND subject = ? AND predicate = ?"
+                    " AND object = ? AND valid_from = ?",
+                    (workspace, peer, subject, f["predicate"], f["object"], f["valid_from"]),
                 ).fetchone():
                     continue
                 self._write(
@@ -431,7 +432,7 @@ class IdentityStore:
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     workspace,
                     peer,
-                    f.get("subject") or peer,
+                    subject,
                     f["predicate"],
                     f["object"],
                     f.get("confidence", 1.0),

@@ -1,0 +1,66 @@
+"""Identity memory's part of `thoth bundle`: one `thoth identity export` document per peer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from thoth_core import ThothError, hookimpl
+
+from .backend import IdentityBackend
+
+SECTION = "identity"
+VERSION = 1
+PEERS_SQL = (
+    "SELECT workspace, peer FROM peers UNION SELECT workspace, peer FROM messages"
+    " UNION SELECT workspace, peer FROM observations UNION SELECT workspace, peer FROM facts"
+    " ORDER BY workspace, peer"
+)
+
+
+def held_peers(backend: IdentityBackend) -> list[tuple[str, str]]:
+    """Every (workspace, peer) the store holds anything about."""
+    return [(row["workspace"], row["peer"]) for row in backend.store._rows(PEERS_SQL)]
+
+
+@hookimpl
+def bundle_export(runtime: Any) -> dict[str, Any]:
+    """Each peer's export document (facts with history, observations, messages; Honcho's data too)."""
+    from .plugin import backend_for  # plugin.py imports this module at its end
+
+    backend = backend_for(runtime)
+    peers = held_peers(backend)
+
+    def documents() -> Iterator[dict[str, Any]]:
+        for workspace, peer in peers:
+            yield backend.export(workspace, peer)
+
+    return {"name": SECTION, "version": VERSION, "count": len(peers), "records": documents()}
+
+
+@hookimpl
+def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
+    """Add each peer's document (rows already held are skipped); counts added, summed over the peers that gained any."""
+    if section["name"] != SECTION:
+        return None
+    if section["version"] != VERSION:
+        raise ThothError(
+            f"bundle section {SECTION}: version {section['version']!r} unknown (this thoth reads {VERSION})"
+        )
+    from .plugin import backend_for
+
+    backend = backend_for(runtime)
+    totals: dict[str, int] = {"peers": 0}
+    for number, document in enumerate(section["records"], 1):
+        workspace, peer = document.get("workspace"), document.get("peer")
+        if not isinstance(workspace, str) or not isinstance(peer, str):
+            raise ThothError(f"bundle section {SECTION}: record {number}: no workspace and peer")
+        try:
+            added = backend.import_document(document, workspace=workspace, peer=peer)
+        except ThothError as exc:
+            raise ThothError(f"bundle section {SECTION}: record {number} ({peer}): {exc}") from exc
+        totals["peers"] += any(added.values())
+        for what, n in added.items():
+            totals[what] = totals.get(what, 0) + n
+        progress(1)
+    return totals
