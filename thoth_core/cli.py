@@ -306,6 +306,58 @@ def doctor() -> None:
     click.echo("All checks passed.")
 
 
+@cli.group(cls=HelpGroup)
+def bundle() -> None:
+    """Move an agent between machines: all its memory and files in one .tar.gz."""
+
+
+@bundle.command("export")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def bundle_export(path: Path) -> None:
+    """Write every layer's records and the home's files to PATH (.tar.gz)."""
+    from .bundle import export_bundle, total_work
+
+    async def go() -> dict[str, Any]:
+        rt = runtime()
+        await rt.drain()  # turns still being written belong in the bundle
+        length = await asyncio.to_thread(total_work, rt, path)
+        with click.progressbar(length=length, label="exporting", file=sys.stderr) as bar:
+            return await asyncio.to_thread(export_bundle, rt, path, progress=bar.update)
+
+    manifest = run(go())
+    counts = ", ".join(f"{name} {s['records']}" for name, s in manifest["sections"].items()) or "no records"
+    click.echo(f"wrote {path}: {counts}; {len(manifest['files'])} files (bundle version {manifest['version']})")
+
+
+@bundle.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--merge", is_flag=True, help="Add to a home that holds memory already (known records are skipped).")
+def bundle_import(path: Path, merge: bool) -> None:
+    """Load a bundle from `thoth bundle export` into this (fresh) agent home."""
+    from .bundle import ensure_fresh, import_bundle, import_work, open_bundle
+
+    async def go() -> Any:
+        opened = open_bundle(path)
+        try:
+            if not merge:
+                await asyncio.to_thread(ensure_fresh, runtime())
+            with click.progressbar(length=import_work(opened), label="importing", file=sys.stderr) as bar:
+                return await asyncio.to_thread(import_bundle, runtime(), opened, merge=merge, progress=bar.update)
+        finally:
+            opened.close()
+
+    report = run(go())
+    for name, added in report.added.items():
+        click.echo(f"  {name}: " + (", ".join(f"{n} {what}" for what, n in added.items()) or "nothing new"))
+    click.echo(f"  files: {len(report.written)} written, {len(report.unchanged)} unchanged")
+    for relative in report.kept:
+        click.echo(f"  kept {relative} (differs from the bundle's copy; --merge keeps the home's)")
+    for name, n in report.unread.items():
+        click.echo(f"thoth: error: section {name} ({n} records) not imported: no enabled plugin reads it", err=True)
+    if report.unread:
+        sys.exit(1)
+
+
 def main() -> None:
     """Entry point of the `thoth` console script."""
     # before click resolves a plugin subcommand (which loads the plugins, and may warn); -v lowers the level

@@ -22,13 +22,14 @@ from typing import Any
 
 from .errors import ConfigError
 from .pii_rules import PII_KINDS
-from .types import LAYERS
+from .types import DEFAULT_AGENT, LAYERS
 
 ESSENTIAL = frozenset({"working", "procedural"})
 
 DEFAULTS: dict[str, Any] = {
     "thoth": {
         "workspace": "default",
+        "agent": DEFAULT_AGENT,
         "deadline": 2.0,
         "background_deadline": 300.0,
         "exit_deadline": 5.0,
@@ -54,6 +55,7 @@ LIMITS = {f"budget.{key}": 10_000_000 for key in ("total", "history", "message",
 # key -> (type, description) for the keys the core owns.
 SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.workspace": (str, "a string"),
+    "thoth.agent": (str, "an agent name"),
     "thoth.model": (str, "a model provider name"),
     "thoth.frontend": (str, "a frontend name"),
     "thoth.deadline": ((int, float), "a number of seconds"),
@@ -71,6 +73,26 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "plugins.disabled": (list, "a list of plugin names"),
     "privacy.pii": (list, "a list of personal data kinds to redact"),
 }
+
+
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+AGENT_RULE = "1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit"
+
+
+def agent_of(config: Config) -> str:
+    """The agent this process is: `$THOTH_AGENT`, else `[thoth] agent`; a bad name raises one ConfigError line."""
+    named = os.environ.get("THOTH_AGENT", "").strip()
+    if named and not AGENT_NAME.fullmatch(named):
+        raise ConfigError(f"THOTH_AGENT: expected an agent name ({AGENT_RULE}), got {named!r}")
+    return named or configured_agent(config)
+
+
+def configured_agent(config: Config) -> str:
+    """`[thoth] agent` (DEFAULT_AGENT when unset); a bad name raises a ConfigError naming `thoth.agent`."""
+    value = config.get("thoth.agent", DEFAULT_AGENT)
+    if not isinstance(value, str) or not AGENT_NAME.fullmatch(value):
+        raise config.error("thoth.agent", f"expected an agent name ({AGENT_RULE}), got {value!r}")
+    return value
 
 
 def config_path() -> Path:
@@ -222,6 +244,7 @@ def validate(config: Config) -> None:
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
             raise config.error(key, f"expected {description}, got {value!r}")
+    configured_agent(config)
     for key in (
         "thoth.deadline",
         "thoth.background_deadline",

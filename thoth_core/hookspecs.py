@@ -249,3 +249,25 @@ def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]] | 
 @hookspec
 def records_consolidated(ids: list[str], runtime: Runtime) -> None:
     """The nightly job absorbed these records; their owner may now delete them."""
+
+
+@hookspec
+def bundle_export(runtime: Runtime) -> dict[str, Any] | None:
+    """This plugin's part of `thoth bundle export`: everything its layer holds, backend-independent.
+
+    Returns:
+        `{"name": SECTION, "version": int, "count": int, "records": iterable of JSON-able dicts}`
+        (records may be lazy; `count` is how many it yields), or None if the plugin holds no data.
+    """
+
+
+@hookspec(firstresult=True)
+def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
+    """Add a bundle section's records to this plugin's store, skipping what it holds already.
+
+    Only the plugin whose section `name` it is answers (None otherwise); it calls `progress(n)` as
+    records are stored and raises ThothError on a `version` newer than it reads.
+
+    Returns:
+        Counts of what was added, e.g. `{"episodes": 12}`.
+    """

@@ -71,6 +71,7 @@ class Entry:
             started_at=self.session_started,
             home=runtime.home,
             runtime=runtime,
+            agent=self.turn.agent,  # the agent that answered it, whichever agent's process replays it
         )
         session.record(self.turn, self.reply)
         session.last_active = self.reply.finished_at

@@ -21,7 +21,7 @@ import pluggy
 
 from ._calls import call_each, call_sync, hook_loop, in_loop_thread
 from .budget import Assembly, assemble, fit_message, trim_history
-from .config import Config, load_config
+from .config import Config, agent_of, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
 from .journal import TurnJournal
@@ -62,6 +62,7 @@ class Runtime:
         self.home.mkdir(parents=True, exist_ok=True)
         if self.config.path is None and self.config.fallback_root is None:
             self.config = replace(self.config, fallback_root=self.home)  # outside a home, nothing lands in the cwd
+        self.agent = agent_of(self.config)  # scopes working sessions and episodes when agents share a home
         self.redactor = Redactor.from_config(self.config)  # `[privacy]`: what every writer redacts
         self.sessions: dict[tuple[str, str, str], Session] = {}
         self.last: TurnResult | None = None
@@ -176,7 +177,7 @@ class Runtime:
         key = (workspace or self.config.get("thoth.workspace"), peer, thread)
         session = self.sessions.get(key)
         if session is None:
-            session = Session(*key, home=self.home, runtime=self)
+            session = Session(*key, home=self.home, runtime=self, agent=self.agent)
             self.sessions[key] = session
             await call_each(self.pm, "session_start", {"session": session}, deadline_for=self.deadline_for)
         return session
@@ -272,7 +273,7 @@ class Runtime:
     ) -> TurnResult:
         """One whole turn: command or model reply; post-turn writes start after it returns."""
         session = await self.session(peer=peer, thread=thread, workspace=workspace)
-        turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace)
+        turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace, agent=session.agent)
         session.last_active = time.time()
         if text.startswith("/"):
             name, _, args = text[1:].partition(" ")
@@ -297,7 +298,8 @@ class Runtime:
     async def record(self, turn: Turn, reply: Reply, session: Session) -> None:
         """Keep a replied turn (here or by another agent) and start its post-turn writes."""
         keep = self.redactor.redact  # what is kept (history, transcript, journal, layers) has typed placeholders
-        kept_turn, kept_reply = replace(turn, text=keep(turn.text)), replace(reply, text=keep(reply.text))
+        kept_turn = replace(turn, text=keep(turn.text), agent=session.agent)  # the journal replays it as this agent's
+        kept_reply = replace(reply, text=keep(reply.text))
         session.record(kept_turn, kept_reply)
         await self.writes.start(kept_turn, kept_reply, session)
 

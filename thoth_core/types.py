@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 
+DEFAULT_AGENT = "default"  # the agent of a home that names none (`[thoth] agent`, `$THOTH_AGENT`)
+
 LAYERS = ("working", "identity", "episodic", "procedural", "reflection")
 
 # The Sefirah each layer maps to in ADR-0003's mythic mapping (docs/concepts/memory.md).
@@ -89,6 +91,7 @@ class Turn:
     created_at: float = field(default_factory=time.time)
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    agent: str = DEFAULT_AGENT
 
 
 @dataclass
@@ -115,7 +118,11 @@ class Reply:
 
 @dataclass
 class Session:
-    """One conversation of one peer in one thread; plugins may keep state in `scratch`."""
+    """One conversation of one peer in one thread with one agent; plugins may keep state in `scratch`.
+
+    `agent` scopes the working and episodic layers when several agents share a home; left empty,
+    it is the runtime's agent (`Runtime.agent`), else `DEFAULT_AGENT`.
+    """
 
     workspace: str
     peer: str
@@ -129,6 +136,12 @@ class Session:
     home: Path | None = None
     ended: bool = False
     runtime: Any = field(default=None, repr=False, compare=False)
+    agent: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.agent:
+            own = getattr(self.runtime, "agent", None)
+            self.agent = own if isinstance(own, str) and own else DEFAULT_AGENT
 
     @property
     def key(self) -> tuple[str, str, str]:

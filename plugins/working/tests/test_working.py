@@ -14,8 +14,8 @@ from thoth_working import read_transcript, record_tool, scratch, transcript_path
 from thoth_core import ConfigError, ModelError, Session, hookimpl
 from thoth_core.budget import block_tokens, trim_history
 from thoth_core.journal import Entry
-from thoth_core.types import Reply, Turn
 from thoth_core.testing import check_layer_plugin, context_for
+from thoth_core.types import Reply, Turn
 
 
 class BrokenModel:

@@ -7,6 +7,8 @@ down), so `/done` or the idle timeout start the thread afresh while a restart co
 A stored session idle past the limit that no live session holds goes to the core through
 `idle_sessions` (claimed once across processes), which ends it as `idle`.
 History trimming to `[budget] history` is the core's; this plugin only supplies the history.
+Sessions belong to the runtime's agent (`[thoth] agent`): agents sharing a home neither resume,
+reap nor count each other's sessions; forgetting a peer removes its sessions with every agent.
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ def session_start(session: Session) -> None:
     runtime = session.runtime
     working = state(runtime)
     if session.key not in working.seen:
-        stored = working.store.latest_open(*session.key)
+        stored = working.store.latest_open(*session.key, agent=session.agent)
         if stored is not None:
             idle_limit = float(runtime.config.get("thoth.idle_minutes")) * 60
             if time.time() - stored.last_active < idle_limit:
@@ -179,8 +181,10 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
 def idle_sessions(before: float, runtime: Any) -> list[Session]:
     working = state(runtime)
     found = []
-    for stored in working.store.claim_idle(before, held=set(working.live)):
-        session = Session(stored.workspace, stored.peer, stored.thread, home=runtime.home, runtime=runtime)
+    for stored in working.store.claim_idle(before, held=set(working.live), agent=runtime.agent):
+        session = Session(
+            stored.workspace, stored.peer, stored.thread, home=runtime.home, runtime=runtime, agent=stored.agent
+        )
         working.store.restore(session, stored, turns=working.settings.restore_turns)
         session.last_active = stored.last_active
         found.append(session)
@@ -189,10 +193,11 @@ def idle_sessions(before: float, runtime: Any) -> list[Session]:
 
 @hookimpl
 def last_thread(peer: str, workspace: str, runtime: Any) -> dict[str, Any] | None:
-    stored = state(runtime).store.last_active(workspace, peer)
+    stored = state(runtime).store.last_active(workspace, peer, agent=runtime.agent)
     return {"thread": stored.thread, "last_active": stored.last_active} if stored is not None else None
 
 
 @hookimpl
 def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
-    return {"layer": LAYER, **state(runtime).store.counts(workspace, peer)}
+    return {"layer": LAYER, **state(runtime).store.counts(workspace, peer, agent=runtime.agent)}
+from .bundle import bundle_export, bundle_import  # noqa: E402,F401

@@ -1,7 +1,9 @@
 """Where sessions live between restarts: an SQLite index plus one JSONL transcript per session.
 
-The index (`$THOTH_HOME/working/sessions.db`) maps (workspace, peer, thread) to a session id,
-its start, last activity, turn count and, once it ended for good, the reason it closed. The
+The index (`$THOTH_HOME/working/sessions.db`) maps (agent, workspace, peer, thread) to a session
+id, its start, last activity, turn count and, once it ended for good, the reason it closed. Agents
+sharing a home (`[thoth] agent`) each see only their own sessions; rows from before the agent
+column belong to the default agent. The
 transcript `$THOTH_HOME/working/transcripts/<YYYY-MM-DD>/<session_id>.jsonl` (date of the
 session start, UTC) holds every turn, tool call and error, one JSON object a line. History is
 restored from the transcript, so the conversation is stored once.
@@ -19,13 +21,14 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from thoth_core import Message, Session
-from thoth_core.storage import connect, scrub
+from thoth_core.storage import Migration, connect, migrate, scrub
+from thoth_core.types import DEFAULT_AGENT
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +45,15 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions (workspace, peer, thread, last_active);
 """
+AGENT_COLUMN = f"""
+ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}';
+CREATE INDEX sessions_by_agent ON sessions (agent, workspace, peer, thread, last_active);
+"""
+# Files made before the migrations were numbered have the first one's tables already (IF NOT EXISTS).
+MIGRATIONS: list[Migration] = [SCHEMA, AGENT_COLUMN]
 
 RECORDED = ("turn", "error", "tool")  # what the core puts in `session.transcript`
-KEY_FIELDS = ("session_id", "workspace", "peer", "thread")  # added to each line on disk
+KEY_FIELDS = ("session_id", "agent", "workspace", "peer", "thread")  # added to each line on disk
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,10 @@ class StoredSession:
     last_active: float
     turns: int
     closed: str | None
+    agent: str = DEFAULT_AGENT
+
+
+FIELDS = [f.name for f in fields(StoredSession)]
 
 
 def transcript_path(root: Path, session_id: str, started_at: float) -> Path:
@@ -107,7 +120,7 @@ class SessionStore:
         self.root = root
         self._lock = threading.RLock()
         self._db = connect(root / "sessions.db")
-        self._db.executescript(SCHEMA)
+        migrate(self._db, MIGRATIONS)
         self._written: dict[str, int] = {}
 
     def path_of(self, session: Session) -> Path:
@@ -117,22 +130,24 @@ class SessionStore:
     def _row(self, row: tuple[Any, ...] | None) -> StoredSession | None:
         return StoredSession(*row) if row else None
 
-    def latest_open(self, workspace: str, peer: str, thread: str) -> StoredSession | None:
-        """The most recent session of this key that has not closed for good."""
+    def latest_open(
+        self, workspace: str, peer: str, thread: str, *, agent: str = DEFAULT_AGENT
+    ) -> StoredSession | None:
+        """The most recent session of this agent's key that has not closed for good."""
         with self._lock:
             row = self._db.execute(
-                "SELECT * FROM sessions WHERE workspace=? AND peer=? AND thread=? AND closed IS NULL "
+                "SELECT * FROM sessions WHERE agent=? AND workspace=? AND peer=? AND thread=? AND closed IS NULL "
                 "ORDER BY last_active DESC LIMIT 1",
-                (workspace, peer, thread),
+                (agent, workspace, peer, thread),
             ).fetchone()
         return self._row(row)
 
-    def last_active(self, workspace: str, peer: str) -> StoredSession | None:
-        """The most recently active session of a peer in a workspace, in any thread, open or closed."""
+    def last_active(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> StoredSession | None:
+        """The most recently active session of a peer with this agent in a workspace, any thread, open or closed."""
         with self._lock:
             row = self._db.execute(
-                "SELECT * FROM sessions WHERE workspace=? AND peer=? ORDER BY last_active DESC LIMIT 1",
-                (workspace, peer),
+                "SELECT * FROM sessions WHERE agent=? AND workspace=? AND peer=? ORDER BY last_active DESC LIMIT 1",
+                (agent, workspace, peer),
             ).fetchone()
         return self._row(row)
 
@@ -170,15 +185,15 @@ class SessionStore:
         with self._lock:
             self._written[session.id] = len(restored)
 
-    def claim_idle(self, before: float, *, held: set[str]) -> list[StoredSession]:
-        """Close as `idle` the open sessions last active before `before`, except `held` ids; each is claimed once."""
+    def claim_idle(self, before: float, *, held: set[str], agent: str = DEFAULT_AGENT) -> list[StoredSession]:
+        """Close as `idle` this agent's open sessions last active before `before`, except `held` ids; each once."""
         # one UPDATE claims them: of two processes reaping at once, each row goes to exactly one
         marks = ",".join("?" * len(held))
         with self._lock:
             rows = self._db.execute(
-                "UPDATE sessions SET closed='idle' WHERE closed IS NULL AND last_active < ? "
+                "UPDATE sessions SET closed='idle' WHERE closed IS NULL AND agent=? AND last_active < ? "
                 f"AND session_id NOT IN ({marks}) RETURNING *",
-                (before, *held),
+                (agent, before, *held),
             ).fetchall()
         return sorted((StoredSession(*r) for r in rows), key=lambda s: s.last_active)
 
@@ -200,10 +215,10 @@ class SessionStore:
             self._written[session.id] = done + len(entries)
             turns = sum(1 for e in entries if e.get("type") == "turn")
             self._db.execute(
-                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns) "
-                "VALUES (?,?,?,?,?,?,?) "
+                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent) "
+                "VALUES (?,?,?,?,?,?,?,?) "
                 "ON CONFLICT(session_id) DO UPDATE SET last_active=excluded.last_active, turns=turns+?",
-                (session.id, *session.key, session.started_at, session.last_active, turns, turns),
+                (session.id, *session.key, session.started_at, session.last_active, turns, session.agent, turns),
             )
             return len(entries)
 
@@ -229,11 +244,11 @@ class SessionStore:
                 self._append(session, entries)
             turns = len(turn_ids | {e.get("turn_id") for e in entries if e.get("type") == "turn"})
             self._db.execute(
-                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns) "
-                "VALUES (?,?,?,?,?,?,?) "
+                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent) "
+                "VALUES (?,?,?,?,?,?,?,?) "
                 "ON CONFLICT(session_id) DO UPDATE SET last_active=max(last_active, excluded.last_active), "
                 "turns=excluded.turns",
-                (session.id, *session.key, session.started_at, session.last_active, turns),
+                (session.id, *session.key, session.started_at, session.last_active, turns, session.agent),
             )
             return len(entries)
 
@@ -261,11 +276,11 @@ class SessionStore:
     @staticmethod
     def _line(session: Session, entry: dict[str, Any]) -> str:
         base = {"type": entry.get("type", "note"), "at": entry.get("at", time.time()), "session_id": session.id}
-        base.update(workspace=session.workspace, peer=session.peer, thread=session.thread)
+        base.update(agent=session.agent, workspace=session.workspace, peer=session.peer, thread=session.thread)
         return json.dumps({**base, **entry}, ensure_ascii=False, default=str) + "\n"
 
     def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
-        """Delete the stored sessions and transcripts of a peer (or one thread)."""
+        """Delete the stored sessions and transcripts of a peer (or one thread), with every agent."""
         with self._lock:
             query = "SELECT * FROM sessions WHERE workspace=? AND peer=?" + (
                 " AND thread=?" if thread is not None else ""
@@ -283,13 +298,37 @@ class SessionStore:
             erased = scrub(self._db) if rows else {}
         return {"sessions": len(rows), "transcripts": files, **erased}
 
-    def counts(self, workspace: str, peer: str) -> dict[str, int]:
-        """How many sessions and turns are stored for a peer."""
+    def counts(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> dict[str, int]:
+        """How many sessions and turns are stored for a peer with this agent."""
         with self._lock:
             sessions, turns = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(turns), 0) FROM sessions WHERE workspace=? AND peer=?", (workspace, peer)
+                "SELECT COUNT(*), COALESCE(SUM(turns), 0) FROM sessions WHERE agent=? AND workspace=? AND peer=?",
+                (agent, workspace, peer),
             ).fetchone()
         return {"sessions": int(sessions), "turns": int(turns)}
+
+    def every(self) -> list[StoredSession]:
+        """Every stored session of every agent, oldest first."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {', '.join(FIELDS)} FROM sessions ORDER BY started_at, session_id")
+            return [StoredSession(*row) for row in rows.fetchall()]
+
+    def add(self, row: StoredSession, entries: list[dict[str, Any]]) -> bool:
+        """Add a session made elsewhere (its index row and transcript) unless its id is held; True if added."""
+        with self._lock:
+            if self.get(row.session_id) is not None:
+                return False
+            path = transcript_path(self.root, row.session_id, row.started_at)
+            if entries and not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_name(path.name + ".partial")
+                partial.write_text("".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in entries))
+                partial.replace(path)
+            values = astuple(row)
+            self._db.execute(
+                f"INSERT INTO sessions ({', '.join(FIELDS)}) VALUES ({', '.join('?' for _ in values)})", values
+            )
+        return True
 
     def close(self) -> None:
         """Close the index."""

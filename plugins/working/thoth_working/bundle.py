@@ -1,0 +1,57 @@
+"""Working memory's part of `thoth bundle`: each stored session's index row and its transcript."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from thoth_core import ThothError, hookimpl
+
+from .store import FIELDS, StoredSession, read_transcript, transcript_path
+
+SECTION = "working"
+VERSION = 1
+
+
+@hookimpl
+def bundle_export(runtime: Any) -> dict[str, Any]:
+    """Every session (`{"session": index row, "transcript": [entries]}`), oldest first."""
+    from .plugin import state  # plugin.py imports this module at its end
+
+    store = state(runtime).store
+    sessions = store.every()
+
+    def records() -> Iterator[dict[str, Any]]:
+        for row in sessions:
+            path = transcript_path(store.root, row.session_id, row.started_at)
+            yield {"session": dataclasses.asdict(row), "transcript": read_transcript(path)}
+
+    return {"name": SECTION, "version": VERSION, "count": len(sessions), "records": records()}
+
+
+@hookimpl
+def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
+    """Add the sessions not held yet (by id), each with its transcript file."""
+    if section["name"] != SECTION:
+        return None
+    if section["version"] != VERSION:
+        raise ThothError(
+            f"bundle section {SECTION}: version {section['version']!r} unknown (this thoth reads {VERSION})"
+        )
+    from .plugin import state
+
+    store = state(runtime).store
+    added = {"sessions": 0, "transcripts": 0}
+    for number, record in enumerate(section["records"], 1):
+        try:
+            fields = record["session"]
+            row = StoredSession(**{k: fields[k] for k in FIELDS if k in fields})  # an older bundle has no agent
+        except (KeyError, TypeError) as exc:
+            raise ThothError(f"bundle section {SECTION}: record {number}: not a stored session: {exc}") from exc
+        transcript = record.get("transcript") or []
+        if store.add(row, transcript):
+            added["sessions"] += 1
+            added["transcripts"] += bool(transcript)
+        progress(1)
+    return added
