@@ -9,6 +9,12 @@ Each question is answered by the real recall path restricted to its own conversa
 the day after the last session. Reports, overall and per category (1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop, 5 adversarial): R@k (mean fraction of evidence turns in the
 top k, the LoCoMo paper's Table 3 measure), all@k, any@k, MRR, and timings.
+
+It also records the dense and BM25 candidates of every question and, re-ranking them offline
+(`fusion_cv.py`), prints `fusion`: R@1/5/10 and MRR of the hybrid vs BM25-only vs dense-only
+(each signal removed, and recency removed), every rule of the fusion grid on all of dev (for
+reference only), and leave-one-conversation-out cross-validation folds: the rule chosen on two
+conversations, scored on the held-out third. `--no-folds` skips that part.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from thoth_episodic import plugin
+from fusion_cv import Question, report
+from thoth_episodic import plugin, sqlite_store
 from thoth_episodic.memory import memory_for
 
 from thoth_core.testing import make_test_runtime
@@ -118,6 +125,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         turns, ingest_seconds, query_ms = 0, 0.0, []
         per_category: dict[int, list[dict[str, float]]] = {c: [] for c in CATEGORIES}
         skipped = 0
+        seen: dict[str, Any] = {}
+        questions: list[Question] = []
+        real_rank = sqlite_store.rank
+
+        def capturing(query: Any, dense: Any, lexical: Any, load: Any, fusion: Any = None) -> Any:
+            seen.update(query=query, dense=list(dense), lexical=list(lexical), load=load)
+            return real_rank(query, dense, lexical, load, fusion)
+
+        sqlite_store.rank = capturing  # type: ignore[assignment]
         for sample in data:
             n, seconds = await ingest(runtime, sample)
             turns, ingest_seconds = turns + n, ingest_seconds + seconds
@@ -133,6 +149,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 query_ms.append(1000 * (time.perf_counter() - started))
                 ranked = [h.episode.turn_id.split("/", 1)[1] for h in hits]
                 per_category[int(qa["category"])].append(score(ranked, evidence, ks))
+                keys = [key for key, _, _ in seen["dense"] + seen["lexical"]]
+                episodes = seen["load"](list(dict.fromkeys(keys)))
+                questions.append(Question(peer, seen["query"], seen["dense"], seen["lexical"], episodes, evidence))
+        sqlite_store.rank = real_rank  # type: ignore[assignment]
         await runtime.aclose()
     everything = [row for rows in per_category.values() for row in rows]
     return {
@@ -150,7 +170,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "median": round(statistics.median(query_ms), 2),
             "p95": round(statistics.quantiles(query_ms, n=20)[18], 2),
         },
-    }
+    } | ({} if args.no_folds else {"fusion": report(questions, memory.settings.fusion)})
 
 
 def cli() -> None:
@@ -165,6 +185,7 @@ def cli() -> None:
         metavar="KEY=VALUE",
         help="a [plugins.episodic] setting, e.g. fusion=score",
     )
+    parser.add_argument("--no-folds", action="store_true", help="skip the fusion grid and cross-validation")
     args = parser.parse_args()
     result = asyncio.run(main(args))
     json.dump(result, sys.stdout, indent=None if args.json else 2)

@@ -83,11 +83,12 @@ def episodes() -> None:
 @click.option("--limit", default=50, show_default=True, help="Newest N episodes (0 = all).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def list_episodes(peer: str | None, workspace: str | None, as_of: str | None, limit: int, as_json: bool) -> None:
-    """List episodes, newest last (as of a past moment with --as-of)."""
+    """List this agent's episodes, newest last (as of a past moment with --as-of)."""
 
     async def go() -> None:
+        at, agent = parse_time(as_of), runtime().agent
         found = list(
-            memory_for(runtime()).store.episodes(workspace=_workspace(workspace), peer=peer, as_of=parse_time(as_of))
+            memory_for(runtime()).store.episodes(workspace=_workspace(workspace), peer=peer, as_of=at, agent=agent)
         )
         found.sort(key=lambda e: e.occurred_at)
         for episode in found[-limit:] if limit else found:
@@ -107,13 +108,13 @@ def render_hit_line(episode: Episode) -> str:
 @as_of_option
 @click.option("-o", "--output", type=click.File("w"), default="-", help="JSONL file (default stdout).")
 def export_episodes(peer: str | None, workspace: str | None, as_of: str | None, output: IO[str]) -> None:
-    """Write episodes as JSONL (one episode per line)."""
+    """Write this agent's episodes as JSONL (one episode per line)."""
 
     async def go() -> None:
-        store = memory_for(runtime()).store
+        store, agent = memory_for(runtime()).store, runtime().agent
         at = parse_time(as_of)
-        with _progress(store.count(workspace=workspace, peer=peer), "exporting") as bar:
-            for episode in store.episodes(workspace=workspace, peer=peer, as_of=at):
+        with _progress(store.count(workspace=workspace, peer=peer, agent=agent), "exporting") as bar:
+            for episode in store.episodes(workspace=workspace, peer=peer, as_of=at, agent=agent):
                 output.write(json.dumps(episode.to_dict()) + "\n")
                 bar.update(1)
 

@@ -73,6 +73,7 @@ class StoreContract:
             turn_id="turn1",
             cost_usd=0.25,
             model="m",
+            agent="scout",
         )
         store.add([original], np.stack([unit(1)]))
         got = store.get(original.id)
@@ -273,6 +274,25 @@ class StoreContract:
             assert store.search(query("kayak", unit(9))) == []
         finally:
             other.close()
+
+    def test_reads_are_scoped_to_one_agent_and_a_delete_reaches_every_agent(self, store: EpisodeStore) -> None:
+        mine = episode("my locker code is 2291", agent="a", days_ago=2)
+        theirs = episode("my locker code is 2291", agent="b", days_ago=1)
+        unnamed = episode("my locker code is 2291", days_ago=3)  # written before agents, or by the default one
+        store.add([mine, theirs, unnamed], np.stack([unit(1), unit(1), unit(1)]))
+        assert store.get(theirs.id).agent == "b" and unnamed.agent == "default"
+        for agent, expected in (("a", mine), ("b", theirs), ("default", unnamed)):
+            assert [h.episode.id for h in store.search(query("locker code", unit(1), agent=agent))] == [expected.id]
+            assert [h.episode.id for h in store.search(query("locker", agent=agent))] == [expected.id]  # BM25 only
+            assert [h.episode.id for h in store.search(query("zz", unit(1), agent=agent, newest=5))] == [expected.id]
+            assert store.latest(workspace="w", peer="ann", thread="t1", agent=agent).id == expected.id
+            assert [e.id for e in store.episodes(workspace="w", peer="ann", agent=agent)] == [expected.id]
+            assert store.count(workspace="w", peer="ann", agent=agent) == 1
+        assert store.search(query("locker", unit(1), agent="c")) == [] and store.count(agent="c") == 0
+        assert store.latest(workspace="w", peer="ann", thread="t1").id == unnamed.id
+        assert [e.id for e in store.episodes(peer="ann")] == [unnamed.id, mine.id, theirs.id]
+        assert store.count(workspace="w", peer="ann") == 3
+        assert store.delete(workspace="w", peer="ann") == 3 and store.count() == 0
 
     def test_episodes_stream_oldest_first_across_pages(self, store: EpisodeStore) -> None:
         items = [episode(f"entry {i}", days_ago=i / 100) for i in range(1200)]

@@ -20,12 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import ContextBlock
-
 from .embedder import Embedder, EmbedderUnavailable
 from .embedding_queue import EmbeddingQueue
 from .records import Episode, EpisodeStore, Hit, Query
-from .scoring import DAY, embed_text
+from .scoring import DAY, FUSIONS, embed_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,8 +58,9 @@ class Settings:
     tau_days: float = 14.0
     recency_weight: float = 0.3
     prefilter_newest: int = 0
-    fusion: str = "score"
+    fusion: str = "bm25-first"
     related_k: int = 3
+    related_every_turn: bool = False
     retention_days: float = 0.0
 
     @classmethod
@@ -75,12 +74,17 @@ class Settings:
         for key in ("prefilter_newest", "related_k"):
             if key in table:
                 setattr(settings, key, runtime.config.integer(f"plugins.{NAME}.{key}", table[key], high=LIMIT))
+        if not isinstance(table.get("related_every_turn", False), bool):
+            got = table["related_every_turn"]
+            raise runtime.config.error(f"plugins.{NAME}.related_every_turn", f"expected true or false, got {got!r}")
+        settings.related_every_turn = table.get("related_every_turn", False)
         for key in ("backend", "embedder"):
             if key in table and not isinstance(table[key], str):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a name, got {table[key]!r}")
             setattr(settings, key, table.get(key, getattr(settings, key)))
-        if table.get("fusion", settings.fusion) not in ("rrf", "score"):
-            raise runtime.config.error(f"plugins.{NAME}.fusion", f'expected "score" or "rrf", got {table["fusion"]!r}')
+        if table.get("fusion", settings.fusion) not in FUSIONS:
+            names = " or ".join(f'"{name}"' for name in FUSIONS)
+            raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected {names}, got {table['fusion']!r}")
         settings.fusion = table.get("fusion", settings.fusion)
         return settings
 
@@ -167,7 +171,9 @@ class EpisodicMemory:
         """Load the embedder in a background thread so the first recall does not wait for it."""
         if not self._warming and not self._embedder_failed:
             self._warming = True
-            self._warm_up = threading.Thread(target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True)
+            self._warm_up = threading.Thread(
+                target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True
+            )
             self._warm_up.start()
             self._backfill()
 
@@ -197,6 +203,7 @@ class EpisodicMemory:
             occurred_at=turn.created_at,
             cost_usd=reply.usage.cost_usd,
             model=reply.model,
+            agent=session.agent,
         )
 
     def write(self, episode: Episode) -> Episode:
@@ -205,7 +212,9 @@ class EpisodicMemory:
         Idempotent by turn id: when the turn already has its episode (a post-turn write replayed
         after a crash), nothing is stored, linked or embedded, and the stored episode is returned.
         """
-        previous = self.store.latest(workspace=episode.workspace, peer=episode.peer, thread=episode.thread)
+        previous = self.store.latest(
+            workspace=episode.workspace, peer=episode.peer, thread=episode.thread, agent=episode.agent
+        )
         if previous is not None:
             episode.context = _clip(previous.user + " " + previous.assistant)
         if not self.store.add([episode]):
@@ -283,28 +292,21 @@ class EpisodicMemory:
             recency_weight=self.settings.recency_weight,
             newest=newest if newest is not None else (self.settings.prefilter_newest or None),
             fusion=self.settings.fusion,
+            agent=self.runtime.agent,  # one agent's episodes (`[thoth] agent`)
         )
         return self.store.search(query)
-
-    def related_block(self, turn: Turn, session: Session) -> ContextBlock | None:
-        """The `related-episodes` block for the first turn of a thread."""
-        if not self.settings.related_k:
-            return None
-        hits = self.recall(turn.text, workspace=session.workspace, peer=turn.peer, k=self.settings.related_k)
-        if not hits:
-            return None
-        return ContextBlock(
-            tag="related-episodes", text="\n".join(render_hit(h) for h in hits), layer="episodic", priority=40
-        )
 
     # --- retention --------------------------------------------------------------------
 
     def cutoff(self, before: float | None = None) -> float | None:
-        """Episodes that happened before this moment are past retention (None: keep forever)."""
+        """Episodes that happened before this moment are past retention (None: keep forever).
+
+        A given `before` is the caller's own now minus retention (`thoth reflect nightly --now`)
+        and is honoured as it is; without one, retention counts back from the clock.
+        """
         if not self.settings.retention_days:
             return None
-        limit = time.time() - self.settings.retention_days * DAY
-        return min(limit, before) if before is not None else limit
+        return before if before is not None else time.time() - self.settings.retention_days * DAY
 
     def retire(self) -> int:
         """Delete expired episodes: consolidated ones, or all when no reflection plugin runs."""

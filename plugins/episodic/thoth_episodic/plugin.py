@@ -10,6 +10,7 @@ from thoth_core.runtime import Command
 
 from .embedder import MINILM_OPTIONS
 from .memory import NAME, STORE_OPTIONS, Settings, explain_hit, memory_for
+from .related import related_block
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,10 +70,8 @@ def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
 
 @hookimpl
 def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
-    """On a thread's first turn, the top related past episodes of this peer and workspace."""
-    if not session.is_new_thread:
-        return None
-    return memory_for(session.runtime).related_block(turn, session)
+    """The top related past episodes of this peer and workspace: on a thread's first turn, or every turn."""
+    return related_block(memory_for(session.runtime), turn, session)
 
 
 def _recall(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
@@ -146,14 +145,17 @@ def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
     memory = memory_for(runtime)
     return {
         "layer": LAYER,
-        "episodes": memory.store.count(workspace=workspace, peer=peer),
+        "episodes": memory.store.count(workspace=workspace, peer=peer, agent=runtime.agent),
         "embedder": memory.embedder_name,
     }
 
 
 @hookimpl
 def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
-    """Episodes past `retention_days` (and before `before`) not yet consolidated."""
+    """Episodes before `before` (the caller's now minus `retention_days`) not yet consolidated.
+
+    `text` is the turn without its speaker: the peer is its own field, and the nightly job writes it in front.
+    """
     memory = memory_for(runtime)
     cutoff = memory.cutoff(before)
     if cutoff is None:
@@ -166,7 +168,7 @@ def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
             "peer": e.peer,
             "workspace": e.workspace,
             "thread": e.thread,
-            "text": f"{e.peer}: {e.user}\nagent: {e.assistant}",
+            "text": f"{e.user}\nagent: {e.assistant}" if e.assistant else e.user,
         }
         for e in memory.store.expiring(cutoff)
     ]
@@ -178,3 +180,4 @@ def records_consolidated(ids: list[str], runtime: Runtime) -> None:
     memory = memory_for(runtime)
     memory.store.mark_consolidated(ids)
     memory.retire()
+from .bundle import bundle_export, bundle_import  # noqa: E402,F401

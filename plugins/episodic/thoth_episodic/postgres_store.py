@@ -5,8 +5,10 @@ cosine distance, no ANN index) over the scope; the lexical signal is PostgreSQL 
 search (`ts_rank_cd` over a weighted tsvector of the turn, its neighbours and its date),
 reported in the `bm25` slot. A turn has at most one current episode (a unique index on
 workspace, peer and turn id, made at the first open that lacks it), so a post-turn write
-replayed after a crash stores nothing new. Needs `pip install 'thoth-episodic[postgres]'` and
-`[plugins.episodic] backend = "postgres"`, `dsn = { "$env" = "THOTH_EPISODIC_DSN" }`.
+replayed after a crash stores nothing new. Reads are scoped to one agent (the `agent` column,
+added to older tables with the default agent for their rows); deletes are not. Needs
+`pip install 'thoth-episodic[postgres]'` and `[plugins.episodic] backend = "postgres"`,
+`dsn = { "$env" = "THOTH_EPISODIC_DSN" }`.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from thoth_core import ThothError
+from thoth_core.types import DEFAULT_AGENT
 
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, index_text, query_terms, rank
 
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user_text, assistant, summary, context, "
-    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated"
+    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
 )
 FIELDS = [c.strip() for c in COLUMNS.replace("user_text", "user").split(",")]
 AS_OF = "recorded_at <= %(as_of)s AND (superseded_at IS NULL OR superseded_at > %(as_of)s) AND occurred_at <= %(as_of)s"
@@ -55,6 +58,7 @@ def schema(dim: int) -> str:
     CREATE INDEX IF NOT EXISTS thoth_episodes_tsv ON thoth_episodes USING gin (tsv);
     CREATE INDEX IF NOT EXISTS thoth_episodes_unembedded ON thoth_episodes (occurred_at)
         WHERE embedding IS NULL AND superseded_at IS NULL;
+    ALTER TABLE thoth_episodes ADD COLUMN IF NOT EXISTS agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}';
     """
 
 
@@ -120,7 +124,7 @@ class PostgresStore:
                 vector = None if vectors is None else _vector(vectors[i])
                 inserted = self._db.execute(
                     f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
-                    f"VALUES ({', '.join(['%s'] * 19)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
+                    f"VALUES ({', '.join(['%s'] * 20)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
                     [*values, index_text(episode), date_words(episode.occurred_at), vector],
                 ).fetchone()
                 if inserted is not None:
@@ -200,30 +204,36 @@ class PostgresStore:
         return found[0] if found else None
 
     def episodes(
-        self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None
+        self,
+        *,
+        workspace: str | None = None,
+        peer: str | None = None,
+        as_of: float | None = None,
+        agent: str | None = None,
     ) -> Iterator[Episode]:
-        """Episodes oldest first, in pages."""
+        """Episodes oldest first (agent None: every agent's), in pages."""
         where = [AS_OF if as_of is not None else "superseded_at IS NULL"]
         where += ["workspace = %(workspace)s"] if workspace is not None else []
         where += ["peer = %(peer)s"] if peer is not None else []
+        where += ["agent = %(agent)s"] if agent is not None else []
         last: tuple[float, int] = (float("-inf"), 0)
         while True:
             rows = self._rows(
                 f"SELECT occurred_at, rowid, {COLUMNS} FROM thoth_episodes "
                 f"WHERE (occurred_at, rowid) > (%(at)s, %(last)s) "
                 f"AND {' AND '.join(where)} ORDER BY occurred_at, rowid LIMIT 1000",
-                {"at": last[0], "last": last[1], "workspace": workspace, "peer": peer, "as_of": as_of},
+                {"at": last[0], "last": last[1], "workspace": workspace, "peer": peer, "agent": agent, "as_of": as_of},
             )
             if not rows:
                 return
             last = (rows[-1][0], rows[-1][1])
             yield from (_episode(r[2:]) for r in rows)
 
-    def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
-        """The newest current episode of a thread."""
+    def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
+        """The newest current episode of an agent's thread."""
         found = self._select(
-            "workspace = %(w)s AND peer = %(p)s AND thread = %(t)s AND superseded_at IS NULL",
-            {"w": workspace, "p": peer, "t": thread},
+            "workspace = %(w)s AND peer = %(p)s AND thread = %(t)s AND agent = %(a)s AND superseded_at IS NULL",
+            {"w": workspace, "p": peer, "t": thread, "a": agent},
             "ORDER BY occurred_at DESC, rowid DESC LIMIT 1",
         )
         return found[0] if found else None
@@ -247,15 +257,16 @@ class PostgresStore:
             "occurred_at < %(b)s AND NOT consolidated AND superseded_at IS NULL", {"b": before}, "ORDER BY occurred_at"
         )
 
-    def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
-        """How many current episodes."""
+    def count(self, *, workspace: str | None = None, peer: str | None = None, agent: str | None = None) -> int:
+        """How many current episodes (agent None: every agent's)."""
         where = ["superseded_at IS NULL"]
         where += ["workspace = %(workspace)s"] if workspace is not None else []
         where += ["peer = %(peer)s"] if peer is not None else []
+        where += ["agent = %(agent)s"] if agent is not None else []
         return int(
             self._rows(
                 f"SELECT count(*) FROM thoth_episodes WHERE {' AND '.join(where)}",
-                {"workspace": workspace, "peer": peer},
+                {"workspace": workspace, "peer": peer, "agent": agent},
             )[0][0]
         )
 
@@ -264,15 +275,17 @@ class PostgresStore:
     def search(self, query: Query) -> list[Hit]:
         """Exact cosine and full-text candidates over the scope, fused by `scoring.rank`."""
         visible = AS_OF if query.as_of is not None else "superseded_at IS NULL"
-        scope = f"workspace = %(workspace)s AND peer = %(peer)s AND {visible}"
+        mine = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s"
+        scope = f"{mine} AND {visible}"
         if query.newest:
             scope += (
-                " AND rowid IN (SELECT rowid FROM thoth_episodes WHERE workspace = %(workspace)s AND peer = %(peer)s "
+                f" AND rowid IN (SELECT rowid FROM thoth_episodes WHERE {mine} "
                 "AND superseded_at IS NULL ORDER BY occurred_at DESC LIMIT %(newest)s)"
             )
         params: dict[str, Any] = {
             "workspace": query.workspace,
             "peer": query.peer,
+            "agent": query.agent,
             "as_of": query.as_of,
             "newest": query.newest,
             "n": candidate_count(query.k),

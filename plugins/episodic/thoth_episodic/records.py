@@ -4,6 +4,10 @@ Episodes are bitemporal: `occurred_at` is when the turn happened, `recorded_at` 
 version was stored, `superseded_at` when a newer version replaced it (None while current).
 A read "as of" time T sees the versions recorded at or before T and not yet superseded
 then, of episodes that had happened by T.
+
+Each episode belongs to the agent that lived it (`agent`, `[thoth] agent`): reads are scoped to
+one agent, forgetting a peer deletes its episodes with every agent. Episodes stored before
+agents existed (and exports without the field) belong to `DEFAULT_AGENT`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
+
+from thoth_core.types import DEFAULT_AGENT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,6 +49,7 @@ class Episode:
     model: str = ""
     context: str = ""
     consolidated: bool = False
+    agent: str = DEFAULT_AGENT
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the export format)."""
@@ -56,13 +63,14 @@ class Episode:
 
     def same_content(self, other: Episode) -> bool:
         """True when both versions say the same thing (ignoring record times and index context)."""
-        keys = ("workspace", "peer", "thread", "user", "assistant", "summary", "occurred_at", "cost_usd", "model")
+        keys = ("agent", "workspace", "peer", "thread", "user", "assistant", "summary", "occurred_at", "cost_usd")
+        keys += ("model",)
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
 
 @dataclass
 class Query:
-    """A recall request, always scoped to one workspace and peer."""
+    """A recall request, always scoped to one workspace, peer and agent."""
 
     text: str
     workspace: str
@@ -75,6 +83,7 @@ class Query:
     recency_weight: float = 0.3
     newest: int | None = None
     fusion: str = "score"
+    agent: str = DEFAULT_AGENT
 
 
 @dataclass
@@ -122,13 +131,18 @@ class EpisodeStore(Protocol):
         ...
 
     def episodes(
-        self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None
+        self,
+        *,
+        workspace: str | None = None,
+        peer: str | None = None,
+        as_of: float | None = None,
+        agent: str | None = None,
     ) -> Iterator[Episode]:
-        """Episodes oldest first, optionally scoped and read as of a past moment."""
+        """Episodes oldest first, optionally scoped (agent None: every agent's) and read as of a past moment."""
         ...
 
-    def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
-        """The newest current episode of a thread."""
+    def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
+        """The newest current episode of an agent's thread."""
         ...
 
     def set_context(self, episode_id: str, context: str) -> None:
@@ -136,13 +150,13 @@ class EpisodeStore(Protocol):
         ...
 
     def search(self, query: Query) -> list[Hit]:
-        """Hybrid recall within the query's scope, best first."""
+        """Hybrid recall within the query's scope (workspace, peer and agent), best first."""
         ...
 
     def delete(
         self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
     ) -> int:
-        """Really delete episodes (every version); returns how many episodes."""
+        """Really delete episodes (every version, every agent's); returns how many episodes."""
         ...
 
     def expiring(self, before: float) -> list[Episode]:
@@ -165,8 +179,8 @@ class EpisodeStore(Protocol):
         """Up to `limit` current episodes stored without a vector, recorded before a moment if given, oldest first."""
         ...
 
-    def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
-        """How many current episodes."""
+    def count(self, *, workspace: str | None = None, peer: str | None = None, agent: str | None = None) -> int:
+        """How many current episodes (agent None: every agent's)."""
         ...
 
     def find_turn(self, turn_id: str) -> Episode | None:

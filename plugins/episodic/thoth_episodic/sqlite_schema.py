@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from thoth_core.storage import Migration
+from thoth_core.types import DEFAULT_AGENT
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,4 +63,7 @@ def _one_episode_per_turn(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions, _one_episode_per_turn]
+# Migration 4: the agent each episode belongs to (`[thoth] agent`); older episodes are the default agent's.
+AGENT_COLUMN = f"ALTER TABLE episodes ADD COLUMN agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}'"
+
+MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions, _one_episode_per_turn, AGENT_COLUMN]

@@ -9,7 +9,8 @@ embedder or a reindex) carry a `vector_version` and only those rows are reloaded
 or supersede bumps a generation counter in `meta` and the next search reloads everything.
 A turn has at most one current episode (a unique index on workspace, peer and turn id), so a
 post-turn write replayed after a crash stores nothing new. Several processes may share the
-file; each refreshes before it searches. Commits use WAL with `synchronous=NORMAL`
+file; each refreshes before it searches. Reads are scoped to one agent (`agent` column, the
+vector cache's scope is workspace, peer and agent); deletes are not. Commits use WAL with `synchronous=NORMAL`
 (configurable): a committed write survives the process being killed, which
 `tests/test_crash.py` checks with SIGKILL.
 """
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from thoth_core.storage import connect, migrate, scrub
+from thoth_core.types import DEFAULT_AGENT
 
 from .ivf import IVFIndex
 from .memory import LIMIT, STORE_OPTIONS
@@ -41,8 +43,9 @@ from .vector_cache import VectorCache
 RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user, assistant, summary, context, "
-    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated"
+    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
 )
+SCOPE = "workspace || char(0) || peer || char(0) || agent"  # a vector cache scope: one agent's view of a peer
 
 
 NAMES = [c.strip() for c in COLUMNS.split(",")]
@@ -127,7 +130,7 @@ class SQLiteStore:
     def _insert(self, episode: Episode, blob: bytes | None) -> bool:
         values = [getattr(episode, name) for name in NAMES]
         cursor = self._db.execute(  # `_turn_taken` ran in this transaction: the conflict clause is a safety net
-            f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 17)}) ON CONFLICT DO NOTHING",
+            f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 18)}) ON CONFLICT DO NOTHING",
             [*values, blob],
         )
         if not cursor.rowcount:
@@ -234,14 +237,19 @@ class SQLiteStore:
         return found[0] if found else None
 
     def episodes(
-        self, *, workspace: str | None = None, peer: str | None = None, as_of: float | None = None
+        self,
+        *,
+        workspace: str | None = None,
+        peer: str | None = None,
+        as_of: float | None = None,
+        agent: str | None = None,
     ) -> Iterator[Episode]:
-        """Episodes oldest first, in pages so a big store streams."""
+        """Episodes oldest first (agent None: every agent's), in pages so a big store streams."""
         where, params = (
             [_AS_OF if as_of is not None else "superseded_at IS NULL"],
             [as_of] * 3 if as_of is not None else [],
         )
-        for column, value in (("workspace", workspace), ("peer", peer)):
+        for column, value in (("workspace", workspace), ("peer", peer), ("agent", agent)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
@@ -259,11 +267,11 @@ class SQLiteStore:
             last = (rows[-1][0], rows[-1][1])
             yield from (_episode(r[2:]) for r in rows)
 
-    def latest(self, *, workspace: str, peer: str, thread: str) -> Episode | None:
-        """The newest current episode of a thread."""
+    def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
+        """The newest current episode of an agent's thread."""
         found = self._select(
-            "workspace = ? AND peer = ? AND thread = ? AND superseded_at IS NULL",
-            [workspace, peer, thread],
+            "workspace = ? AND peer = ? AND thread = ? AND agent = ? AND superseded_at IS NULL",
+            [workspace, peer, thread, agent],
             "ORDER BY occurred_at DESC, rowid DESC LIMIT 1",
         )
         return found[0] if found else None
@@ -287,10 +295,10 @@ class SQLiteStore:
             "occurred_at < ? AND consolidated = 0 AND superseded_at IS NULL", [before], "ORDER BY occurred_at"
         )
 
-    def count(self, *, workspace: str | None = None, peer: str | None = None) -> int:
-        """How many current episodes."""
+    def count(self, *, workspace: str | None = None, peer: str | None = None, agent: str | None = None) -> int:
+        """How many current episodes (agent None: every agent's)."""
         where, params = ["superseded_at IS NULL"], []
-        for column, value in (("workspace", workspace), ("peer", peer)):
+        for column, value in (("workspace", workspace), ("peer", peer), ("agent", agent)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
@@ -312,7 +320,7 @@ class SQLiteStore:
                 cache.generation, cache.vectors_version = counters["generation"], counters["vectors"]
             while True:
                 rows = self._db.execute(
-                    "SELECT rowid, workspace || char(0) || peer, occurred_at, recorded_at, superseded_at, embedding "
+                    f"SELECT rowid, {SCOPE}, occurred_at, recorded_at, superseded_at, embedding "
                     "FROM episodes WHERE rowid > ? ORDER BY rowid LIMIT 20000",
                     (cache.last_rowid,),
                 ).fetchall()
@@ -330,7 +338,7 @@ class SQLiteStore:
 
     def _visible(self, cache: VectorCache, query: Query, allowed: np.ndarray | None) -> np.ndarray:
         """Which cached rows dense search may return: in scope, current (or as of), with a vector."""
-        mask = cache.mask(f"{query.workspace}\0{query.peer}", query.as_of)
+        mask = cache.mask(f"{query.workspace}\0{query.peer}\0{query.agent}", query.as_of)
         if allowed is not None:
             rowids = cache.rowids[: cache.size]  # ascending: rows are appended in rowid order
             positions = np.clip(np.searchsorted(rowids, allowed), 0, max(cache.size - 1, 0))
@@ -374,8 +382,9 @@ class SQLiteStore:
         match = fts_match(query.text)
         if match is None:
             return []
-        where = ["e.workspace = ?", "e.peer = ?", "superseded_at IS NULL" if query.as_of is None else _AS_OF]
-        params = [query.workspace, query.peer] + ([] if query.as_of is None else [query.as_of] * 3)
+        where = ["e.workspace = ?", "e.peer = ?", "e.agent = ?"]
+        where.append("superseded_at IS NULL" if query.as_of is None else _AS_OF)
+        params = [query.workspace, query.peer, query.agent] + ([] if query.as_of is None else [query.as_of] * 3)
         if allowed is not None:
             where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
         sql = (
@@ -391,9 +400,9 @@ class SQLiteStore:
             return None
         with self._lock:
             rows = self._db.execute(
-                "SELECT rowid FROM episodes WHERE workspace = ? AND peer = ? AND superseded_at IS NULL "
+                "SELECT rowid FROM episodes WHERE workspace = ? AND peer = ? AND agent = ? AND superseded_at IS NULL "
                 "ORDER BY occurred_at DESC LIMIT ?",
-                (query.workspace, query.peer, query.newest),
+                (query.workspace, query.peer, query.agent, query.newest),
             ).fetchall()
         return np.array([r[0] for r in rows], dtype=np.int64)
 

@@ -1,0 +1,127 @@
+"""Cold start of the `thoth` command: a fresh process per run, every installed plugin; prints JSON.
+
+Measured, each as median and p90 over `--runs` fresh processes (and as a ratio to the floor):
+- `python_floor`: `python -c pass`, the interpreter's own start-up;
+- `import_anthropic`: `python -c "import anthropic"`, the provider SDK alone;
+- `thoth_help`: `thoth --help` (plugin discovery included, since plugins add commands);
+- `ask_replay` and `ask_anthropic`: `thoth ask` in an agent home made by `thoth init`, answering
+  from the replay model, or from the `anthropic` provider talking to the local fake Messages
+  API (thoth_core.testing.fake_anthropic): time to the first byte on stdout, and to exit
+  (which includes the post-turn writes).
+The OS page cache is warm after the first run of each kind (nothing here drops it), and so are
+the `__pycache__` bytecode files. `no_bytecode_cache` is one extra run of each `thoth ask` with
+`PYTHONPYCACHEPREFIX` set to a fresh empty folder, so Python compiles every module it imports
+from source: the first run after an install or an upgrade (source files still in the page cache).
+
+    .venv/bin/python bench/cold_start.py [--runs 9] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from thoth_core.testing.fake_anthropic import FakeAnthropic
+
+REPLY = "The quick brown fox jumps over the lazy dog."
+THOTH = Path(sys.executable).with_name("thoth")
+
+
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Seconds to the first byte on stdout, and to exit, of one fresh process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    assert process.stdout is not None
+    process.stdout.read(1)
+    first = time.perf_counter() - started
+    process.stdout.read()
+    if process.wait(timeout=120) != 0:
+        raise SystemExit(f"{' '.join(command)} failed with exit code {process.returncode}")
+    return first, time.perf_counter() - started
+
+
+def summary(seconds: list[float], floor: float | None = None) -> dict[str, float]:
+    """Median and p90 in milliseconds, and the median's ratio to the floor's."""
+    ordered = sorted(seconds)
+    median = statistics.median(ordered)
+    result = {"median_ms": round(median * 1000, 1), "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))] * 1000, 1)}
+    if floor:
+        result["x_floor"] = round(median / floor, 1)
+    return result
+
+
+def make_home(root: Path, env: dict[str, str], settings: dict[str, str]) -> Path:
+    """An agent home from `thoth init`, with `settings` applied through `thoth config set`."""
+    home = root / "home"
+    subprocess.run([str(THOTH), "init", str(home)], env=env, check=True, capture_output=True)
+    for key, value in settings.items():
+        subprocess.run([str(THOTH), "config", "set", key, value], env=env, cwd=home, check=True, capture_output=True)
+    return home
+
+
+def measure(runs: int) -> dict[str, Any]:
+    """Every figure, interleaving the kinds run by run so that load from other processes hits them alike."""
+    fake = FakeAnthropic(replies=[REPLY]).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THOTH_", "ANTHROPIC_", "OPENAI_"))}
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            root = Path(scratch)
+            (root / "replay.json").write_text(json.dumps([{"purpose": "turn", "reply": REPLY}, {"reply": "{}"}]))
+            replay_home = make_home(
+                root / "replay", env, {"thoth.model": "replay", "models.replay.file": str(root / "replay.json")}
+            )
+            claude_env = dict(env, ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="bench")
+            claude_home = make_home(root / "claude", claude_env, {"thoth.model": "anthropic"})
+            kinds: dict[str, tuple[list[str], dict[str, str], Path]] = {
+                "python_floor": ([sys.executable, "-c", "pass"], env, root),
+                "import_anthropic": ([sys.executable, "-c", "import anthropic"], env, root),
+                "thoth_help": ([str(THOTH), "--help"], env, root),
+                "ask_replay": ([str(THOTH), "ask", "hello"], env, replay_home),
+                "ask_anthropic": ([str(THOTH), "ask", "hello"], claude_env, claude_home),
+            }
+            firsts: dict[str, list[float]] = {name: [] for name in kinds}
+            exits: dict[str, list[float]] = {name: [] for name in kinds}
+            for run in range(runs + 1):
+                for name, (command, run_env, cwd) in kinds.items():
+                    first, whole = timed(command, run_env, cwd)
+                    if run:  # the first round warms the page cache and the bytecode files
+                        firsts[name].append(first)
+                        exits[name].append(whole)
+            no_cache = {}
+            for name in ("ask_replay", "ask_anthropic"):
+                command, run_env, cwd = kinds[name]
+                with tempfile.TemporaryDirectory() as prefix:
+                    first, whole = timed(command, dict(run_env, PYTHONPYCACHEPREFIX=prefix), cwd)
+                no_cache[name] = {"first_byte_ms": round(first * 1000, 1), "exit_ms": round(whole * 1000, 1)}
+    finally:
+        fake.stop()
+    floor = statistics.median(exits["python_floor"])
+    result: dict[str, Any] = {"runs": runs, "cpus": os.cpu_count(), "load_average": os.getloadavg()}
+    for name in kinds:
+        if name.startswith("ask_"):
+            result[name] = {"first_byte": summary(firsts[name], floor), "exit": summary(exits[name], floor)}
+        else:
+            result[name] = summary(exits[name], floor)
+    result["no_bytecode_cache"] = no_cache
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="Measured runs of each kind (after one warm-up round).")
+    parser.add_argument("--json", action="store_true", help="One line of JSON (default: indented).")
+    args = parser.parse_args()
+    result = measure(args.runs)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
