@@ -34,6 +34,21 @@ def test_init_makes_a_git_tracked_agent_home_and_completes_it_without_overwritin
     assert "already an agent home" in run_thoth("init", cwd=home, env=PLUGINS).stdout
 
 
+def test_init_refuses_a_repository_with_files_of_its_own_such_as_a_source_checkout(tmp_path):
+    checkout = tmp_path / "project"
+    checkout.mkdir()
+    git(checkout, "init", "-q")
+    (checkout / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    git(checkout, "add", "pyproject.toml")
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    result = run_thoth("init", cwd=checkout, env=PLUGINS)
+    assert result.returncode != 0
+    assert f"{checkout}: a git repository with files of its own" in result.stderr
+    assert not (checkout / "thoth.toml").exists() and not (checkout / "persona").exists()
+    assert git(checkout, "log", "--format=%s").splitlines() == ["x"]
+    assert run_thoth("init", str(checkout / "agent"), cwd=checkout, env=PLUGINS).returncode == 0
+
+
 def test_commands_find_the_home_from_a_folder_inside_it_and_keep_data_in_it(tmp_path):
     home = tmp_path / "agent"
     assert run_thoth("init", str(home), cwd=tmp_path, env=PLUGINS).returncode == 0

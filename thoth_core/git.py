@@ -45,6 +45,16 @@ def git_commit(path: Path, message: str, *, only: list[Path] | None = None) -> s
     return _git(repo, "rev-parse", "HEAD").stdout.strip() or None
 
 
+def tracks_files(root: Path) -> bool:
+    """True when root is the top of a git repository that already tracks files."""
+    if not (root / ".git").exists():
+        return False
+    try:
+        return bool(_git(root, "ls-files").stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def git_init(root: Path, message: str, files: list[str]) -> str | None:
     """Make root a git repository (unless it is one) and commit these files of it; returns the commit id."""
     try:

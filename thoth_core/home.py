@@ -17,7 +17,8 @@ import pluggy
 
 from ._calls import call_sync
 from .config import Config
-from .git import git_init
+from .errors import ThothError
+from .git import git_init, tracks_files
 
 CONFIG_NAME = "thoth.toml"
 DATA_DIR = ".thoth"  # the home's own data ([thoth] home in the template), ignored by git
@@ -70,6 +71,11 @@ class InitReport:
 
 def init_home(root: Path, pm: pluggy.PluginManager) -> InitReport:
     """Create (or complete) an agent home at root; existing files are never overwritten."""
+    if not (root / CONFIG_NAME).exists() and tracks_files(root):
+        raise ThothError(
+            f"{root.resolve()}: a git repository with files of its own (a source checkout?); an agent home is a "
+            "repository of its own, so run `thoth init` on a new folder"
+        )
     root.mkdir(parents=True, exist_ok=True)
     report = InitReport(root.resolve())
     core_files = {
