@@ -7,11 +7,14 @@ Measured, each as median and p90 over `--runs` fresh processes (and as a ratio t
 - `ask_replay` and `ask_anthropic`: `thoth ask` in an agent home made by `thoth init`, answering
   from the replay model, or from the `anthropic` provider talking to the local fake Messages
   API (thoth_core.testing.fake_anthropic): time to the first byte on stdout, and to exit
-  (which includes the post-turn writes).
-The OS page cache is warm after the first run of each kind (nothing here drops it), and so are
-the `__pycache__` bytecode files. `no_bytecode_cache` is one extra run of each `thoth ask` with
-`PYTHONPYCACHEPREFIX` set to a fresh empty folder, so Python compiles every module it imports
-from source: the first run after an install or an upgrade (source files still in the page cache).
+  (which includes the post-turn writes). The `_episodic_off` kinds are the same with
+  EPISODIC_DISABLED=1: what the episodic layer (loading its embedder, waiting for it) costs.
+Each home keeps the turns of earlier runs, as a used home does (so episodic recall has past
+episodes to embed the query against). The OS page cache is warm after the first run of each
+kind (nothing here drops it), and so are the `__pycache__` bytecode files. `no_bytecode_cache`
+is one extra run of each `thoth ask` with `PYTHONPYCACHEPREFIX` set to a fresh empty folder, so
+Python compiles every module it imports from source: the first run after an install or an
+upgrade (the source files still in the page cache).
 
     .venv/bin/python bench/cold_start.py [--runs 9] [--json]
 """
@@ -86,6 +89,16 @@ def measure(runs: int) -> dict[str, Any]:
                 "thoth_help": ([str(THOTH), "--help"], env, root),
                 "ask_replay": ([str(THOTH), "ask", "hello"], env, replay_home),
                 "ask_anthropic": ([str(THOTH), "ask", "hello"], claude_env, claude_home),
+                "ask_replay_episodic_off": (
+                    [str(THOTH), "ask", "hello"],
+                    dict(env, EPISODIC_DISABLED="1"),
+                    replay_home,
+                ),
+                "ask_anthropic_episodic_off": (
+                    [str(THOTH), "ask", "hello"],
+                    dict(claude_env, EPISODIC_DISABLED="1"),
+                    claude_home,
+                ),
             }
             firsts: dict[str, list[float]] = {name: [] for name in kinds}
             exits: dict[str, list[float]] = {name: [] for name in kinds}

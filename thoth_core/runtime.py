@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -25,7 +24,7 @@ from .config import Config, agent_of, load_config
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
 from .journal import TurnJournal
-from .models import NO_MODEL_HELP, Model, ModelRequest
+from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model, preload_provider_sdk
 from .plugins import make_plugin_manager
 from .redact import Redactor
 from .tools import recorded
@@ -57,6 +56,7 @@ class Runtime:
         autoload: bool = True,
     ) -> None:
         self.config = config or Config()
+        preload_provider_sdk(self.config)  # before the plugins load: the import overlaps them and the first turn
         self.pm = pm or make_plugin_manager(self.config, autoload=autoload)
         self.home = home or default_home(self.config)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -146,12 +146,7 @@ class Runtime:
 
     def model_name(self) -> str | None:
         """The configured provider, or anthropic when its key or URL is in the environment."""
-        name = self.config.get("thoth.model")
-        if name:
-            return str(name)
-        if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_BASE_URL"):
-            return "anthropic"
-        return None
+        return configured_model(self.config)
 
     def model(self) -> Model:
         """The configured model provider; raises ModelNotConfigured with how to fix it."""

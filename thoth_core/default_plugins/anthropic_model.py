@@ -18,8 +18,9 @@ back, for at most `max_tool_rounds` rounds. Without a handler the reply ends at 
 A request with an `answer` schema gets it as one more tool, forced through `tool_choice`; the
 reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
-`anthropic` is the configured model, `configure` starts that import on a thread, so it overlaps
-the pre-spawn stage of the first turn (and a frontend's start-up) instead of delaying the reply.
+`anthropic` is the configured model, the runtime starts that import on a thread before it loads
+the plugins (`thoth_core.models.preload_provider_sdk`; `configure` too, for a runtime given a
+ready plugin manager), so it overlaps their loading and the first turn's pre-spawn stage.
 """
 
 from __future__ import annotations

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
-import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from thoth_core import Usage
+from thoth_core.models import start_import
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -122,7 +120,5 @@ def common_options(runtime: Any, options: dict[str, Any], table: str) -> tuple[d
 
 def import_in_background(runtime: Any, provider: str, module: str) -> None:
     """When `provider` answers turns, import its SDK on a thread while the runtime starts."""
-    if runtime.model_name() == provider and module not in sys.modules:
-        threading.Thread(
-            target=importlib.import_module, args=(module,), name=f"thoth-import-{module}", daemon=True
-        ).start()
+    if runtime.model_name() == provider:
+        start_import(module)

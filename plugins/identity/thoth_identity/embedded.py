@@ -20,7 +20,6 @@ from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 from thoth_core.redact import redactor_of
 
 from .backend import IdentityBackend
-from .derive import derive, synthesize
 from .graph import assert_fact, block_facts
 from .render import user_model_block
 
@@ -104,6 +103,8 @@ class EmbeddedBackend(IdentityBackend):
         if model is None or remaining < 0.2:
             return None
         known = user_model_block(turn.peer, facts=facts, observations=observations, budget=self.budget)
+        from .derive import synthesize  # its pydantic schemas load when first asked for, not on every start
+
         try:
             answer = await asyncio.wait_for(
                 synthesize(model, peer=turn.peer, known=known.text if known else "", user_text=turn.text), remaining
@@ -148,6 +149,8 @@ class EmbeddedBackend(IdentityBackend):
         if model is None:
             return
         previous = next((m.content for m in reversed(session.history[:-2]) if m.role == "assistant"), None)
+        from .derive import derive
+
         try:
             derivation = await derive(model, peer=turn.peer, user_text=turn.text, previous_reply=previous)
         except Exception as exc:  # noqa: BLE001 - a bad answer costs one message's observations, no more

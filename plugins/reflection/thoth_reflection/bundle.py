@@ -8,7 +8,6 @@ from typing import Any
 from thoth_core import ThothError, hookimpl
 
 from .memory import write_atomic
-from .reflect import records
 from .settings import State, state
 from .transient import KINDS, STEM
 
@@ -16,6 +15,13 @@ SECTION = "reflection"
 VERSION = 1
 TABLES = ("runs", "items", "check_ins", "consolidated", "peers", "reflected", "audit")
 AUDIT_KEY = ("at", "event", "run_id", "session_id", "actor", "payload")  # audit ids are local; this is the identity
+
+
+def records(st: State) -> Any:
+    """The transient record folder (`reflect` loads only when a bundle is made: it is heavy for a turn)."""
+    from .reflect import records as folder
+
+    return folder(st)
 
 
 def _count(st: State) -> int:

@@ -17,9 +17,7 @@ import click
 from thoth_core import Session, ThothError
 from thoth_core.cli import HelpGroup, run, runtime
 
-from . import queue, reflexion_files
-from .nightly import read_transcript, run_nightly, transcripts_dir
-from .reflect import records, reflect
+from . import reflexion_files  # queue, nightly and reflect (pydantic schemas) load when a command runs
 from .settings import state
 from .spans import turns_in, unreflected
 
@@ -127,6 +125,8 @@ def reflect_group() -> None:
 
 def find_session(rt: Any, session_id: str) -> Session:
     """A session rebuilt from the working layer's transcript file."""
+    from .nightly import read_transcript, transcripts_dir
+
     plain = re.fullmatch(r"[\w\-]{1,100}", session_id) is not None
     matches = sorted(transcripts_dir(rt).glob(f"*/{session_id}.jsonl")) if plain else []
     if not matches:
@@ -152,6 +152,8 @@ def find_session(rt: Any, session_id: str) -> Session:
 @click.option("--again", is_flag=True, help="Reflect on every turn, also those a successful run already covered.")
 def reflect_session(session_id: str, again: bool) -> None:
     """Reflect on one ended session's turns not reflected yet (from its working-layer transcript)."""
+
+    from .reflect import reflect
 
     async def go() -> None:
         rt = runtime()
@@ -179,6 +181,8 @@ def reflect_idle() -> None:
 @click.option("--now", "now_text", default=None, help="Pretend it is this ISO-8601 time (for catch-up runs and tests).")
 def reflect_nightly(now_text: str | None) -> None:
     """Consolidate the day's sessions into the memory snapshot (cron-friendly, idempotent)."""
+    from .nightly import run_nightly
+
     now = None
     if now_text:
         try:
@@ -193,6 +197,8 @@ def reflect_nightly(now_text: str | None) -> None:
 @reflect_group.command("records")
 def reflect_records() -> None:
     """List transient reflection and validation records."""
+    from .reflect import records
+
     for record in records(state(runtime())).all():
         click.echo(f"{record.id}  {record.path}")
 
@@ -207,6 +213,9 @@ def reflect_records() -> None:
 def reflect_promote(record_id: str, topic: str | None, text: str | None, actor: str) -> None:
     """Propose a record's promotion, queued for approval: a reflexion record (reflexion/NAME.md) becomes a
     guideline of the persona rules; a transient record becomes a knowledge note (needs --topic)."""
+    from . import queue
+    from .reflect import records
+
 
     async def go() -> str:
         st = state(runtime())

@@ -11,14 +11,12 @@ from thoth_core import Session, hookimpl
 from thoth_core.runtime import Command
 from thoth_core.storage import scrub
 
-from . import queue, reflexion
+from . import reflexion  # queue, reflect and writers load when first needed: not before a turn's reply
 from .importance import ARCHIVE_FILE
 from .memory import MemoryFile
-from .reflect import records, reflect
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .settings import state
 from .transient import records_of
-from .writers import write_result
 
 logger = logging.getLogger(__name__)
 
@@ -32,16 +30,22 @@ def configure(runtime: Any) -> None:
 
 @hookimpl
 async def session_end(session: Session, reason: str) -> None:
+    from .reflect import reflect
+
     await reflect(session, reason, runtime=session.runtime)
 
 
 @hookimpl
 async def reflection_result(result: dict[str, Any], session: Session) -> None:
+    from .writers import write_result
+
     write_result(state(session.runtime), result, session)
 
 
 @hookimpl
 async def approvals(runtime: Any) -> list[dict[str, Any]]:
+    from . import queue
+
     return queue.pending_items(state(runtime))
 
 
@@ -49,6 +53,8 @@ async def approvals(runtime: Any) -> list[dict[str, Any]]:
 async def decide(
     item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any
 ) -> dict[str, Any] | None:
+    from . import queue
+
     return await queue.decide(state(runtime), item_id, decision, actor=actor, reason=reason, text=text)
 
 
@@ -78,6 +84,9 @@ async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any
 
 @hookimpl
 async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+    from . import queue
+    from .reflect import records
+
     st = state(runtime)
     store = st.store
     scope = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread else "")

@@ -23,7 +23,7 @@ from thoth_core.budget import truncate
 from thoth_core.redact import redactor_of
 from thoth_core.types import new_id
 
-from . import firewall, queue, reflexion_files, schema
+from . import reflexion_files
 from .settings import State, state
 from .spans import turns_in
 
@@ -88,6 +88,8 @@ def build_prompt(session: Session, error: dict[str, Any], *, note: str = "") -> 
 
 async def draft(st: State, session: Session, error: dict[str, Any], *, note: str = "", again: bool = False) -> Drafted:
     """Ask the model for a record about one failed turn and queue it; `again` drafts a turn tried before."""
+    from . import firewall, queue, schema  # pydantic schemas: loaded by a draft, not before a turn's reply
+
     key = _turn_key(session, error)
     try:
         model = st.model()
