@@ -10,10 +10,13 @@ vector its topic centre plus noise (unit length), so both BM25 and cosine have s
 Bulk loads use these vectors; the ingest rate with embeddings is measured separately through
 the real write path (MiniLM on every episode). Queries are perturbed stored vectors (and 4
 topic words). Reported per size: recall median/p95 through `EpisodicMemory.recall` (with the
-MiniLM query embedding) and through the store (vector given), the 200-newest pre-filter,
-the opt-in IVF index (`ann = "ivf"`: build time, latency, and recall@10 of its dense stage
-against exact search), and top-10 KNN on the same vectors by sqlite-vec (apsw), FAISS
-IndexFlatIP and numpy, with ratios peer / ours (> 1: ours is faster).
+MiniLM query embedding) and through the store (vector given), exact search and the 200-newest
+pre-filter (`ann = "exact"`), the usearch HNSW index (`ann = "usearch"`: build time, file
+size, latency, and recall@10 of its dense stage against exact search), the first recall of
+a new process opening the store (`cold_start`, with its RSS: `auto` maps the saved index,
+`exact` loads the vector cache; the file is in the page cache), and top-10 KNN on the same
+vectors by sqlite-vec (apsw), FAISS IndexFlatIP (every core and one thread), FAISS HNSW
+(up to 200k) and numpy, with ratios peer / ours (> 1: ours is faster).
 """
 
 from __future__ import annotations
@@ -138,13 +141,18 @@ def sqlite_vec_peer(vectors: np.ndarray, queries: list[np.ndarray], folder: Path
     return percentiles(timed(knn, queries)), load
 
 
-def faiss_peer(vectors: np.ndarray, queries: list[np.ndarray]) -> dict[str, float]:
-    """Top-10 KNN latency of FAISS IndexFlatIP."""
+def faiss_peer(vectors: np.ndarray, queries: list[np.ndarray], threads: int = 0) -> dict[str, float]:
+    """Top-10 KNN latency of FAISS IndexFlatIP (on every core, or on `threads`)."""
     import faiss
 
     index = faiss.IndexFlatIP(DIM)
     index.add(vectors)
-    return percentiles(timed(lambda q: index.search(q[None, :], 10), queries))
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(threads or before)
+    try:
+        return percentiles(timed(lambda q: index.search(q[None, :], 10), queries))
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def numpy_peer(vectors: np.ndarray, queries: list[np.ndarray]) -> dict[str, float]:
@@ -158,35 +166,88 @@ def numpy_peer(vectors: np.ndarray, queries: list[np.ndarray]) -> dict[str, floa
     return percentiles(timed(knn, queries))
 
 
-def ivf_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
-    """The opt-in IVF index on the same file: build time, latency, recall@10 of exact dense search."""
+def faiss_hnsw_peer(vectors: np.ndarray, queries: list[np.ndarray], exact: list[set[int]]) -> dict[str, Any]:
+    """FAISS IndexHNSWFlat (M=16, efSearch 64): build seconds, latency and recall@10 (the library we did not pick)."""
+    import faiss
+
+    index = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction, index.hnsw.efSearch = 64, 64
+    started = time.perf_counter()
+    index.add(vectors)
+    build = time.perf_counter() - started
+    found = [set(index.search(q[None, :], 10)[1][0].tolist()) for q in queries]
+    recall = np.mean([len(f & e) / 10 for f, e in zip(found, exact, strict=True)])
+    return {
+        "build_seconds": round(build, 1),
+        "recall_at_10_vs_exact": round(float(recall), 4),
+        **percentiles(timed(lambda q: index.search(q[None, :], 10), queries)),
+    }
+
+
+def ann_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
+    """The usearch HNSW index on the same file: build time, latency, recall@10 of its dense stage against exact."""
     from thoth_episodic.records import Query
     from thoth_episodic.sqlite_store import SQLiteStore
 
     exact_store = memory.store
-    ivf = SQLiteStore(exact_store.path, ann="ivf", ann_min_rows=1)
+    indexed = SQLiteStore(exact_store.path, ann="usearch")
     started = time.perf_counter()
-    ivf.search(Query("warm", "bench", "p", k=10, vector=asked[0][1]))
+    indexed.search(Query("warm", "bench", "p", k=10, vector=asked[0][1]))
     build = time.perf_counter() - started
 
     def dense_top(store: Any, vector: np.ndarray) -> set[int]:
         query = Query("", "bench", "p", k=10, vector=vector)
+        if store is indexed:
+            return {key for key, _, _ in store._indexed_dense(query, None)[:10]}
         cache = store.refresh()
         return {key for key, _, _ in store._dense(cache, query, store._visible(cache, query, None))[:10]}
 
-    overlap = [len(dense_top(ivf, v) & dense_top(exact_store, v)) / 10 for _, v in asked]
-    search = timed(lambda q: ivf.search(Query(q[0], "bench", "p", k=10, vector=q[1])), asked)
-    with_embedding = timed(lambda q: ivf.search(Query(q[0], "bench", "p", k=10, vector=memory.embed([q[0]])[0])), asked)
+    overlap = [len(dense_top(indexed, v) & dense_top(exact_store, v)) / 10 for _, v in asked]
+    dense_only = timed(lambda q: dense_top(indexed, q[1]), asked)
+    search = timed(lambda q: indexed.search(Query(q[0], "bench", "p", k=10, vector=q[1])), asked)
+    memory._store = indexed
+    with_embedding = timed(lambda q: memory.recall(q[0], workspace="bench", peer="p", k=10), asked)
+    memory._store = exact_store
     out = {
+        "library": "usearch (HNSW, f16, connectivity 16)",
         "build_seconds": round(build, 1),
-        "nprobe": ivf.ann_nprobe or -(-len(ivf._cache.index.centroids) // 10),
-        "cells": len(ivf._cache.index.centroids),
+        "file_mb": round(indexed._index.path.stat().st_size / 2**20, 1),
         "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),
+        "dense_stage": percentiles(dense_only),
         "recall_vector_given": percentiles(search),
         "recall_with_query_embedding": percentiles(with_embedding),
     }
-    ivf.close()
+    indexed.close()
     return out
+
+
+def cold_start(home: Path, ann: str) -> dict[str, Any]:
+    """A new process opens the store (`ann` mode) and recalls once: seconds to the first answer and its RSS."""
+    code = (
+        "import json, sys, time, numpy as np, psutil\n"
+        "from pathlib import Path\n"
+        "started = time.perf_counter()\n"
+        "from thoth_episodic import plugin\n"
+        "from thoth_episodic.memory import memory_for\n"
+        "from thoth_episodic.records import Query\n"
+        "from thoth_core.testing import make_test_runtime\n"
+        "runtime = make_test_runtime(Path(sys.argv[1]), {'episodic': plugin},"
+        " config={'plugins': {'episodic': {'ann': sys.argv[2]}}})\n"
+        "memory = memory_for(runtime)\n"
+        "vector = np.random.default_rng(1).standard_normal(384).astype(np.float32)\n"
+        "vector /= np.linalg.norm(vector)\n"
+        "opened = time.perf_counter()\n"
+        "memory.store.search(Query('first words', 'bench', 'p', k=10, vector=vector))\n"
+        "first = time.perf_counter()\n"
+        "memory.store.search(Query('second words', 'bench', 'p', k=10, vector=-vector))\n"
+        "second = time.perf_counter()\n"
+        "json.dump({'import_and_open_s': round(opened - started, 2),"
+        " 'first_recall_ms': round(1000 * (first - opened), 1),"
+        " 'second_recall_ms': round(1000 * (second - first), 1),"
+        " 'rss_mb': round(psutil.Process().memory_info().rss / 2**20)}, sys.stdout)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(home), ann], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout)
 
 
 def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = True) -> dict[str, Any]:
@@ -201,7 +262,9 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = T
     synthetic = Synthetic()
     result: dict[str, Any] = {"n": n}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as folder:
-        runtime = make_test_runtime(Path(folder), {"episodic": plugin})
+        runtime = make_test_runtime(
+            Path(folder), {"episodic": plugin}, config={"plugins": {"episodic": {"ann": "exact"}}}
+        )
         memory = memory_for(runtime)
         memory.embed(["warm up"])
         if ingest_count:
@@ -239,16 +302,27 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = T
         result["recall_vector_given"] = percentiles(timed(store_query, asked))
         result["recall_newest_200_prefilter"] = percentiles(timed(lambda q: store_query(q, 200), asked))
         if ann:
-            result["ivf"] = ivf_numbers(memory, asked)
+            result["ann"] = ann_numbers(memory, asked)
+            result["cold_start"] = {mode: cold_start(Path(folder), mode) for mode in ("auto", "exact")}
         if peers:
             qv = [q[1] for q in asked]
+            exact = [set(np.argsort(-(vectors @ q))[:10].tolist()) for q in qv]
             result["numpy_flat"] = numpy_peer(vectors, qv)
             result["faiss_flat"] = faiss_peer(vectors, qv)
+            result["faiss_flat_one_thread"] = faiss_peer(vectors, qv, threads=1)
+            if n <= 200_000:  # its build takes as long as ours: measured where the library was chosen
+                result["faiss_hnsw"] = faiss_hnsw_peer(vectors, qv, exact)
             result["sqlite_vec"], result["sqlite_vec_load_seconds"] = sqlite_vec_peer(vectors, qv, Path(folder))
-            ours = result["recall_vector_given"]["median_ms"]
-            result["ratio_peer_over_ours"] = {
-                p: round(result[p]["median_ms"] / ours, 2) for p in ("numpy_flat", "faiss_flat", "sqlite_vec")
-            }
+            for name, ours in (
+                ("exact", result["recall_vector_given"]),
+                ("ann", result.get("ann", {}).get("dense_stage")),
+            ):
+                if ours:
+                    result[f"ratio_peer_over_{name}"] = {
+                        p: round(result[p]["median_ms"] / ours["median_ms"], 2)
+                        for p in ("numpy_flat", "faiss_flat", "faiss_flat_one_thread", "faiss_hnsw", "sqlite_vec")
+                        if p in result
+                    }
         result["peak_rss_mb"] = round(max(psutil.Process().memory_info().rss, _peak_rss()) / 2**20)
         memory.close()
     return result
@@ -285,7 +359,7 @@ def main() -> None:
             str(args.ingest if i == 0 else 0),
         ]
         command += ["--no-peers"] if args.no_peers else []
-        sizes.append(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout))
+        sizes.append(json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout))
     out = {"benchmark": "episodic_latency", "cpus": os.cpu_count(), "load_average": os.getloadavg(), "sizes": sizes}
     json.dump(out, sys.stdout, indent=None if args.json else 2)
     sys.stdout.write("\n")

@@ -16,6 +16,7 @@ from typing import Any
 
 from thoth_episodic.records import Episode, Query
 from thoth_episodic.scoring import FUSIONS, Fusion, candidate_count, rank
+from thoth_episodic.signals import Signals
 
 CUTOFFS = (1, 5, 10)
 # Each signal's list is cut to what a recall of k <= 10 gets in production (the bench itself asks for more).
@@ -32,6 +33,7 @@ class Question:
     lexical: list[tuple[Any, float, float]]
     episodes: dict[Any, Episode]
     evidence: list[str]
+    category: int = 0
 
 
 def grid() -> dict[str, Fusion]:
@@ -50,10 +52,19 @@ def grid() -> dict[str, Fusion]:
 
 
 def ranked(
-    question: Question, fusion: Fusion, *, dense: bool = True, lexical: bool = True, recency: bool = True
+    question: Question,
+    fusion: Fusion,
+    *,
+    dense: bool = True,
+    lexical: bool = True,
+    recency: bool = True,
+    signals: Signals | None = None,
 ) -> list[str]:
-    """The question's dialog ids best first under one rule, with signals optionally removed."""
-    query = question.query if recency else replace(question.query, recency_weight=0.0)
+    """The question's dialog ids best first under one rule, with signals optionally removed.
+
+    `signals` None: fusion alone (the post-fusion signals off); the captured query's are not used."""
+    query = replace(question.query, signals=signals, k=max(CUTOFFS))  # as production's k=10 recall does
+    query = query if recency else replace(query, recency_weight=0.0)
     hits = rank(
         query,
         question.dense[:CANDIDATES] if dense else [],

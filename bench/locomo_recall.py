@@ -14,7 +14,10 @@ It also records the dense and BM25 candidates of every question and, re-ranking 
 (`fusion_cv.py`), prints `fusion`: R@1/5/10 and MRR of the hybrid vs BM25-only vs dense-only
 (each signal removed, and recency removed), every rule of the fusion grid on all of dev (for
 reference only), and leave-one-conversation-out cross-validation folds: the rule chosen on two
-conversations, scored on the held-out third. `--no-folds` skips that part.
+conversations, scored on the held-out third. Likewise `signals` (`signals_cv.py`): the post-fusion
+signals (neighbouring turns, time, names) each removed, per conversation and category, and their
+weights chosen per fold on two conversations and scored on the third. `--no-folds` skips both.
+`--set neighbour_weight=0` etc. measures the real recall path with a signal off.
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fusion_cv import Question, report
+from signals_cv import report as signals_report
 from thoth_episodic import plugin, sqlite_store
 from thoth_episodic.memory import memory_for
+from thoth_episodic.scoring import FUSIONS
 
 from thoth_core.testing import make_test_runtime
 from thoth_core.types import Reply, Session, Turn
@@ -104,6 +110,11 @@ def score(ranked: list[str], evidence: list[str], ks: list[int]) -> dict[str, fl
     return out
 
 
+def timings(ms: list[float]) -> dict[str, float]:
+    """Median and 95th percentile of query times."""
+    return {"median": round(statistics.median(ms), 2), "p95": round(statistics.quantiles(ms, n=20)[18], 2)}
+
+
 def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     """Means over questions, in percent (MRR as a fraction)."""
     out: dict[str, float] = {}
@@ -122,7 +133,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         runtime = make_test_runtime(Path(home), {"episodic": plugin}, config={"plugins": {"episodic": settings}})
         memory = memory_for(runtime)
         memory.embed(["warm up"])
-        turns, ingest_seconds, query_ms = 0, 0.0, []
+        turns, ingest_seconds, query_ms, query_ms_k10, query_ms_k10_off = 0, 0.0, [], [], []
+        signals_off = replace(memory.settings, neighbour_weight=0.0, temporal_weight=0.0, entity_weight=0.0)
         per_category: dict[int, list[dict[str, float]]] = {c: [] for c in CATEGORIES}
         skipped = 0
         seen: dict[str, Any] = {}
@@ -144,6 +156,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 if not evidence:
                     skipped += 1
                     continue
+                for measured, settings_now in ((query_ms_k10_off, signals_off), (query_ms_k10, memory.settings)):
+                    memory.settings, kept = settings_now, memory.settings
+                    started = time.perf_counter()
+                    memory.recall(qa["question"], workspace=WORKSPACE, peer=peer, k=10, now=now)
+                    measured.append(1000 * (time.perf_counter() - started))
+                    memory.settings = kept
                 started = time.perf_counter()
                 hits = memory.recall(qa["question"], workspace=WORKSPACE, peer=peer, k=max(ks + [50]), now=now)
                 query_ms.append(1000 * (time.perf_counter() - started))
@@ -151,7 +169,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 per_category[int(qa["category"])].append(score(ranked, evidence, ks))
                 keys = [key for key, _, _ in seen["dense"] + seen["lexical"]]
                 episodes = seen["load"](list(dict.fromkeys(keys)))
-                questions.append(Question(peer, seen["query"], seen["dense"], seen["lexical"], episodes, evidence))
+                category = int(qa["category"])
+                questions.append(
+                    Question(peer, seen["query"], seen["dense"], seen["lexical"], episodes, evidence, category)
+                )
         sqlite_store.rank = real_rank  # type: ignore[assignment]
         await runtime.aclose()
     everything = [row for rows in per_category.values() for row in rows]
@@ -170,7 +191,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "median": round(statistics.median(query_ms), 2),
             "p95": round(statistics.quantiles(query_ms, n=20)[18], 2),
         },
-    } | ({} if args.no_folds else {"fusion": report(questions, memory.settings.fusion)})
+        # what a production recall of k=10 costs (the measured one asks for 50), and without the signals
+        "query_ms_k10": timings(query_ms_k10),
+        "query_ms_k10_signals_off": timings(query_ms_k10_off),
+    } | ({} if args.no_folds else folds(questions, memory.settings))
+
+
+def folds(questions: list[Question], settings: Any) -> dict[str, Any]:
+    """The fusion rules' and the post-fusion signals' ablations and leave-one-conversation-out folds."""
+    return {
+        "signals": signals_report(questions, FUSIONS[settings.fusion], settings.signals),
+        "fusion": report(questions, settings.fusion),
+    }
 
 
 def cli() -> None:

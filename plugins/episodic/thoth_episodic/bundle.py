@@ -28,29 +28,21 @@ def bundle_export(runtime: Runtime) -> dict[str, Any]:
 
 @hookimpl
 def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
-    """Store the section's episodes (known ones are skipped), embedding them in batches."""
+    """Store the section's episodes (known ones are skipped), embedding one batch while the last is committed."""
     if section["name"] != SECTION:
         return None
     if section["version"] != VERSION:
         raise ThothError(
             f"bundle section {SECTION}: version {section['version']!r} unknown (this thoth reads {VERSION})"
         )
-    memory = memory_for(runtime)
-    added = 0
-    for chunk in _chunks(section["records"]):
-        added += memory.write_many(chunk, progress=progress, batch=BATCH)
+    added = memory_for(runtime).write_many(_episodes(section["records"]), progress=progress, batch=BATCH)
     return {"episodes": added}
 
 
-def _chunks(records: Any) -> Iterator[list[Episode]]:
-    chunk: list[Episode] = []
+def _episodes(records: Any) -> Iterator[Episode]:
+    """The section's records as episodes, read as the write path asks for them (one batch ahead)."""
     for number, record in enumerate(records, 1):
         try:
-            chunk.append(Episode.from_dict(record))
+            yield Episode.from_dict(record)
         except TypeError as exc:
             raise ThothError(f"bundle section {SECTION}: record {number}: not an episode: {exc}") from exc
-        if len(chunk) == BATCH:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

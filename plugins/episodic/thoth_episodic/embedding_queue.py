@@ -6,6 +6,8 @@ stores the vectors. One MiniLM call on a batch of 32 costs about a third of 32 s
 so a burst of writes is embedded at the batched rate, and the write path only pays for the
 SQLite insert. Episodes stored without a vector by an earlier process (killed before its
 queue drained, or without an embedder) are picked up by `backfill`, from the store itself.
+Bulk writes (import, bundle import, reindex) go through `pipelined`: the next batch is
+embedded while the current one is committed, so they run at the embedding model's pace.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from itertools import islice
+from typing import TYPE_CHECKING, TypeVar
 
 from .scoring import embed_text
 
@@ -27,6 +31,42 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH = 32
+Chunk = TypeVar("Chunk")
+Item = TypeVar("Item")
+Vectors = TypeVar("Vectors")
+
+
+def batches(items: Iterable[Item], size: int) -> Iterable[list[Item]]:
+    """Consecutive lists of `size` items (the last one shorter), read lazily."""
+    remaining = iter(items)
+    while chunk := list(islice(remaining, size)):
+        yield chunk
+
+
+def pipelined(
+    chunks: Iterable[Chunk], embed: Callable[[Chunk], Vectors], store: Callable[[Chunk, Vectors], int]
+) -> int:
+    """Store every chunk with its vectors, embedding the next chunk (in a thread) while this one is stored.
+
+    Chunks are stored in order, each by one `store` call (one transaction); returns the sum of what
+    `store` returned. An exception from `embed` or `store` stops the pipeline and is raised here.
+    """
+    total = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="episodic-bulk-embed") as worker:
+        pending: tuple[Chunk, Future[Vectors]] | None = None
+        try:
+            for chunk in chunks:
+                following = (chunk, worker.submit(embed, chunk))
+                if pending is not None:
+                    total += store(pending[0], pending[1].result())
+                pending = following
+            if pending is not None:
+                total += store(pending[0], pending[1].result())
+        except BaseException:
+            if pending is not None:
+                pending[1].cancel()
+            raise
+    return total
 
 
 class EmbeddingQueue:

@@ -16,14 +16,15 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .embedder import Embedder, EmbedderUnavailable
-from .embedding_queue import EmbeddingQueue
+from .embedding_queue import EmbeddingQueue, batches, pipelined
 from .records import Episode, EpisodeStore, Hit, Query
 from .scoring import DAY, FUSIONS, embed_text
+from .signals import Signals
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,11 +42,12 @@ LIMIT = 10_000_000  # no count of episodes or rows is this large but by mistake
 STORE_OPTIONS: dict[str, Any] = {
     "path": "episodic/episodes.db",
     "synchronous": "NORMAL",
-    "ann": None,
-    "ann_min_rows": 200_000,
-    "ann_nprobe": 0,
+    "ann": "auto",
+    "ann_min_rows": 20_000,
+    "ann_expansion": 256,
     "dsn": None,
 }
+LOADING_WAIT = 0.3  # seconds a recall waits for the embedder still loading at start before it uses BM25 alone
 QUEUED_WAIT = 0.5  # seconds a recall waits for queued episodes' vectors before it searches without them
 
 
@@ -62,13 +64,19 @@ class Settings:
     related_k: int = 3
     related_every_turn: bool = False
     retention_days: float = 0.0
+    neighbour_weight: float = 0.3  # post-fusion signals (signals.py): the weights the leave-one-
+    neighbour_seconds: float = 600.0  # conversation-out folds on LoCoMo dev chose (neighbours and names:
+    temporal_weight: float = 2.0  # all 3 folds; time: 2 of 3, the third 1.0)
+    entity_weight: float = 0.3
 
     @classmethod
     def from_config(cls, runtime: Runtime) -> Settings:
         """Read and check the table; a bad value raises ConfigError naming the key."""
         table = runtime.config.plugin(NAME)
         settings = cls()
-        for key, high in (("tau_days", 36_500), ("recency_weight", 1), ("retention_days", 36_500)):
+        numbers = [("tau_days", 36_500), ("recency_weight", 1), ("retention_days", 36_500), ("neighbour_seconds", DAY)]
+        numbers += [("neighbour_weight", 10), ("temporal_weight", 10), ("entity_weight", 10)]
+        for key, high in numbers:
             if key in table:
                 setattr(settings, key, runtime.config.number(f"plugins.{NAME}.{key}", table[key], high=high))
         for key in ("prefilter_newest", "related_k"):
@@ -87,6 +95,11 @@ class Settings:
             raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected {names}, got {table['fusion']!r}")
         settings.fusion = table.get("fusion", settings.fusion)
         return settings
+
+    @property
+    def signals(self) -> Signals:
+        """The post-fusion signal weights (`signals.Signals`)."""
+        return Signals(self.neighbour_weight, self.neighbour_seconds, self.temporal_weight, self.entity_weight)
 
 
 def summarize(user: str, reply: str, limit: int = 200) -> str:
@@ -227,38 +240,53 @@ class EpisodicMemory:
         return episode
 
     def write_many(
-        self, episodes: Sequence[Episode], progress: Callable[[int], None] | None = None, batch: int = 256
+        self, episodes: Iterable[Episode], progress: Callable[[int], None] | None = None, batch: int = 256
     ) -> int:
-        """Store many episodes (import) in batches; returns how many were new or changed."""
-        stored = 0
-        for start in range(0, len(episodes), batch):
-            chunk = list(episodes[start : start + batch])
-            stored += len(self.store.add(chunk, self.embed([embed_text(e) for e in chunk])))
+        """Store many episodes (import) in batches, one transaction each; returns how many were new or changed.
+
+        The next batch is embedded while this one is committed (`embedding_queue.pipelined`).
+        """
+
+        def add(chunk: list[Episode], vectors: np.ndarray | None) -> int:
+            stored = len(self.store.add(chunk, vectors))
             if progress:
                 progress(len(chunk))
-        return stored
+            return stored
+
+        def embed(chunk: list[Episode]) -> np.ndarray | None:
+            return self.embed([embed_text(e) for e in chunk]) if chunk else None
+
+        def new() -> Iterator[Episode]:  # a re-import embeds nothing the store already holds
+            for episode in episodes:
+                if not self._held(episode):
+                    yield episode
+                elif progress:
+                    progress(1)
+
+        return pipelined(batches(new(), batch), embed, add)
+
+    def _held(self, episode: Episode) -> bool:
+        """Whether the store's current version of this episode has the same content."""
+        old = self.store.get(episode.id)
+        return old is not None and old.same_content(episode)
 
     def reindex(self, progress: Callable[[int], None] | None = None, batch: int = 256) -> int:
         """Re-embed every current episode with the configured embedder."""
-        done = 0
-        chunk: list[Episode] = []
-        for episode in list(self.store.episodes()):
-            chunk.append(episode)
-            if len(chunk) == batch:
-                done += self._reembed(chunk, progress)
-                chunk = []
-        return done + (self._reembed(chunk, progress) if chunk else 0)
+        chunks = batches(list(self.store.episodes()), batch)
+        return pipelined(chunks, lambda chunk: self.embed([embed_text(e) for e in chunk]), self._reembed(progress))
 
-    def _reembed(self, chunk: list[Episode], progress: Callable[[int], None] | None) -> int:
-        vectors = self.embed([embed_text(e) for e in chunk])
-        if vectors is None:
-            raise EmbedderUnavailable(
-                f"episodic: embedder {self.settings.embedder!r} is unavailable; nothing to reindex with"
-            )
-        self.store.set_vectors([e.id for e in chunk], vectors)
-        if progress:
-            progress(len(chunk))
-        return len(chunk)
+    def _reembed(self, progress: Callable[[int], None] | None) -> Callable[[list[Episode], Any], int]:
+        def store(chunk: list[Episode], vectors: np.ndarray | None) -> int:
+            if vectors is None:
+                raise EmbedderUnavailable(
+                    f"episodic: embedder {self.settings.embedder!r} is unavailable; nothing to reindex with"
+                )
+            self.store.set_vectors([e.id for e in chunk], vectors)
+            if progress:
+                progress(len(chunk))
+            return len(chunk)
+
+        return store
 
     # --- reading ----------------------------------------------------------------------
 
@@ -274,27 +302,38 @@ class EpisodicMemory:
         newest: int | None = None,
     ) -> list[Hit]:
         """The k episodes of this peer and workspace most related to text."""
-        self.queue.join(QUEUED_WAIT, backfill=False)  # read your own writes: recent turns normally embed in ms
-        try:
-            vectors = self.embed([text])
-        except Exception as exc:  # noqa: BLE001 - a broken embedder leaves BM25
-            logger.warning("episodic: embedder %r failed (%s); this recall uses BM25 alone", self.embedder_name, exc)
-            vectors = None
+        vector = self._query_vector(text)
         query = Query(
             text=text,
             workspace=workspace,
             peer=peer,
             k=k,
-            vector=None if vectors is None else vectors[0],
+            vector=vector,
             as_of=as_of,
             now=now,
             tau_days=self.settings.tau_days,
             recency_weight=self.settings.recency_weight,
             newest=newest if newest is not None else (self.settings.prefilter_newest or None),
             fusion=self.settings.fusion,
+            signals=self.settings.signals,
             agent=self.runtime.agent,  # one agent's episodes (`[thoth] agent`)
         )
         return self.store.search(query)
+
+    def _query_vector(self, text: str) -> np.ndarray | None:
+        """The query's embedding; None (BM25 alone) when the embedder fails or is still loading at process start."""
+        if self._warm_up is not None and self._warm_up.is_alive():
+            self._warm_up.join(LOADING_WAIT)
+            if self._warm_up.is_alive():
+                logger.info("episodic: the embedder is still loading; this recall uses BM25 alone")
+                return None
+        self.queue.join(QUEUED_WAIT, backfill=False)  # read your own writes: recent turns normally embed in ms
+        try:
+            vectors = self.embed([text])
+        except Exception as exc:  # noqa: BLE001 - a broken embedder leaves BM25
+            logger.warning("episodic: embedder %r failed (%s); this recall uses BM25 alone", self.embedder_name, exc)
+            return None
+        return None if vectors is None else vectors[0]
 
     # --- retention --------------------------------------------------------------------
 

@@ -84,6 +84,7 @@ class Query:
     newest: int | None = None
     fusion: str = "score"
     agent: str = DEFAULT_AGENT
+    signals: Any = None  # a `signals.Signals` applied after fusion; None: fusion alone
 
 
 @dataclass

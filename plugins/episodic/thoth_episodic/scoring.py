@@ -10,7 +10,8 @@ The dense text of an episode starts with the end of its neighbour context (the p
 turn of its thread), so a short answer ("Yes, last Friday!") carries what it answers.
 Recency multiplies the fused score by `1 - w + w * exp(-age / tau)`: with weight w = 0.3 an
 old episode keeps at least 70 % of its relevance, so the whole store stays searchable;
-tau = 0 (or w = 0) turns recency off.
+tau = 0 (or w = 0) turns recency off. Then, when the query carries `signals` (`signals.py`:
+neighbouring turns, time, names), they re-rank the best `candidate_count(k)` candidates.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .records import Episode, Hit, Query
+from .signals import adjust
 
 RRF_K = 60
 DAY = 86400.0
@@ -166,20 +168,29 @@ def rank(
     now = query.now if query.now is not None else (query.as_of if query.as_of is not None else time.time())
     ages = {k: (now - at) / DAY for k, at in occurred.items()}
     factors = {k: recency_factor(ages[k], query.tau_days, query.recency_weight) for k in occurred}
-    best = sorted(occurred, key=lambda k: (-fused[k] * factors[k], -occurred[k]))
+    scored = {k: fused[k] * factors[k] for k in occurred}
+    loaded: dict[Any, Episode] = {}
+    tried: set[Any] = set()
+    best = sorted(occurred, key=lambda k: (-scored[k], -occurred[k]))
+    if query.signals is not None and query.signals.active and best:
+        head = best[: candidate_count(query.k)]  # as many as one signal contributes; the rest keep their order
+        loaded, tried = load(head), set(head)  # one read: the signals look at their text and thread
+        scored.update(adjust({k: scored[k] for k in head}, loaded, query.text, query.signals))
+        best = sorted(head, key=lambda k: (-scored[k], -occurred[k])) + best[len(head) :]
     if fusion.bm25_confident(lexical):
         best.remove(lexical[0][0])
         best.insert(0, lexical[0][0])
     hits: list[Hit] = []
     while best and len(hits) < query.k:
         batch, best = best[: query.k - len(hits)], best[query.k - len(hits) :]
-        episodes = load(batch)
+        fresh = [k for k in batch if k not in tried]
+        episodes = {k: loaded[k] for k in batch if k in loaded} | (load(fresh) if fresh else {})
         for key in batch:
             if key in episodes:
                 hits.append(
                     Hit(
                         episodes[key],
-                        fused[key] * factors[key],
+                        scored[key],
                         dense_score.get(key),
                         dense_rank.get(key),
                         lexical_score.get(key),

@@ -2,8 +2,10 @@
 
 Every version of an episode is a row (bitemporal, see `records`). BM25 comes from an FTS5
 table (the turn, its neighbour turns, its date); the scope filter joins the matches with
-their rows, so its cost follows the matches, not the size of the scope. Dense search is
-exact over the whole store (`VectorCache.top`): every row's embedding, kept in memory and
+their rows, so its cost follows the matches, not the size of the scope. Dense search goes
+through an HNSW index (`ann_index`, `ann_search`, `sqlite_ann`) once the store has `ann_min_rows` rows
+(`ann = "auto"`; `"usearch"`: always; `"exact"`: never), and is exact otherwise and for
+as-of queries (`VectorCache.top`): every row's embedding, kept in memory and
 refreshed incrementally: new rowids are appended; vectors set later (by the background
 embedder or a reindex) carry a `vector_version` and only those rows are reloaded; a delete
 or supersede bumps a generation counter in `meta` and the next search reloads everything.
@@ -17,7 +19,6 @@ vector cache's scope is workspace, peer and agent); deletes are not. Commits use
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 import time
@@ -31,13 +32,16 @@ import numpy as np
 from thoth_core.storage import connect, migrate, scrub
 from thoth_core.types import DEFAULT_AGENT
 
-from .ivf import IVFIndex
+from .ann_index import AnnIndex
 from .memory import LIMIT, STORE_OPTIONS
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, fts_match, index_text, rank
+from .sqlite_ann import IndexedSearch
 from .sqlite_schema import MIGRATIONS
 from .vector_cache import VectorCache
 
+ANN_MODES = ("auto", "exact", "usearch")
+ANN_MIN_ROWS = 20_000  # `ann = "auto"` indexes stores from this many rows (see the README's measurements)
 # FTS5's `rank` column computes bm25 once per match and lets the table sort (about 2x faster
 # than calling bm25() in SELECT and ORDER BY). Weights: body, context (neighbour turns), dates.
 RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
@@ -57,7 +61,7 @@ def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
     return Episode(**dict(zip(NAMES, values, strict=True)))
 
 
-class SQLiteStore:
+class SQLiteStore(IndexedSearch):
     """Episodes in one SQLite file; see the module docstring."""
 
     def __init__(
@@ -66,12 +70,12 @@ class SQLiteStore:
         *,
         dim: int = 384,
         synchronous: str = "NORMAL",
-        ann: str | None = None,
-        ann_min_rows: int = 200_000,
-        ann_nprobe: int = 0,
+        ann: str = "exact",
+        ann_min_rows: int = ANN_MIN_ROWS,
+        ann_expansion: int = 256,
     ) -> None:
         self.path = Path(path)
-        self.ann, self.ann_min_rows, self.ann_nprobe = ann, ann_min_rows, ann_nprobe
+        self.ann, self.ann_min_rows = ann, ann_min_rows
         self.dim = dim
         self._lock = threading.RLock()
         self._db = connect(self.path, synchronous=synchronous)
@@ -80,6 +84,15 @@ class SQLiteStore:
             if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:
                 self._db.execute(RANK)
         self._cache = VectorCache(dim)
+        self._index = None if ann == "exact" else AnnIndex(self.path, dim, expansion=ann_expansion)
+        self._index_ready = self._index is not None and self._index.open()
+        if self._index_ready and self._index.generation != self._counter("generation"):
+            self._index.compact_soon(self._reader, force=True)  # rows deleted since the save leave the file
+        self._building: threading.Thread | None = None
+
+    def _counter(self, key: str) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?", (key,)).fetchone()[0])
 
     # --- writing ----------------------------------------------------------------------
 
@@ -101,10 +114,13 @@ class SQLiteStore:
                     if (old is not None and old.same_content(episode)) or self._turn_taken(episode):
                         continue
                     if old is not None:
-                        self._db.execute(
-                            "UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL",
+                        gone = self._db.execute(
+                            "UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL "
+                            "RETURNING rowid",
                             (now, episode.id),
-                        )
+                        ).fetchall()
+                        if self._index is not None:
+                            self._index.remove([r[0] for r in gone])
                         self._bump()
                         episode.recorded_at = max(episode.recorded_at, now)
                     blob = None if vectors is None else np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()
@@ -207,6 +223,10 @@ class SQLiteStore:
             if rows:
                 self._bump()
             self._db.execute("COMMIT")
+        if rows and self._index is not None:  # forget: out of the index now, out of its file at the next save
+            self._index.remove([r[0] for r in rows])
+            if self._index_ready:
+                self._index.compact_soon(self._reader, removals=True)
         return len({r[1] for r in rows})
 
     def mark_consolidated(self, ids: Sequence[str]) -> None:
@@ -350,33 +370,9 @@ class SQLiteStore:
     def _dense(self, cache: VectorCache, query: Query, mask: np.ndarray) -> list[tuple[int, float, float]]:
         if query.vector is None:
             return []
-        vector = np.asarray(query.vector, dtype=np.float32)
-        n = candidate_count(query.k)
-        if self.ann == "ivf" and np.count_nonzero(mask) >= self.ann_min_rows:
-            positions, scores = self._approximate(cache, vector, len(mask))
-            keep = mask[positions]
-            positions, scores = positions[keep], scores[keep]
-            best = np.argsort(-scores)[:n]
-            positions, scores = positions[best], scores[best]
-        else:
-            positions, scores = cache.top(vector, mask, n)
+        positions, scores = cache.top(np.asarray(query.vector, dtype=np.float32), mask, candidate_count(query.k))
         rowids, occurred = cache.rowids[positions], cache.occurred[positions]
         return [(int(r), float(s), float(o)) for r, s, o in zip(rowids, scores, occurred, strict=True)]
-
-    def _approximate(self, cache: VectorCache, vector: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Candidates from the IVF cells (built or rebuilt as needed), plus exact scores of the rows
-        added or given a new vector since it was built."""
-        index = cache.index  # another thread may replace it meanwhile: use one
-        stale = np.zeros(0, dtype=np.int64) if index is None else np.flatnonzero(cache.stale[: index.size])
-        if index is None or index.size > size or (size - index.size) + len(stale) > index.size // 4:
-            index = cache.index = IVFIndex(cache.vectors[:size])
-            cache.stale[:size] = False
-            stale = stale[:0]
-        positions, scores = index.search(vector, self.ann_nprobe or math.ceil(len(index.centroids) / 10))
-        current = ~cache.stale[positions]
-        exact = np.concatenate([stale, np.arange(index.size, size)])
-        positions = np.concatenate([positions[current], exact])
-        return positions, np.concatenate([scores[current], cache.vectors[exact] @ vector])
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         match = fts_match(query.text)
@@ -408,11 +404,13 @@ class SQLiteStore:
 
     def search(self, query: Query) -> list[Hit]:
         """Hybrid recall over the whole scope (or its newest `query.newest` episodes)."""
-        cache = self.refresh()
         allowed = self._newest(query)
-        mask = self._visible(cache, query, allowed)  # before BM25 starts in its thread: small numpy steps hold the GIL
+        index = self._usable_index() if query.as_of is None else None
+        if index is None:  # exact search over the in-memory vector cache (as-of queries always)
+            cache = self.refresh()
+            mask = self._visible(cache, query, allowed)  # before BM25 starts: small numpy steps hold the GIL
         lexical = _LEXICAL_POOL.submit(self._lexical, query, allowed)  # SQLite and BLAS release the GIL
-        dense = self._dense(cache, query, mask)
+        dense = self._indexed_dense(query, allowed) if index is not None else self._dense(cache, query, mask)
         return rank(query, dense, lexical.result(), self._load_rows)
 
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
@@ -425,7 +423,13 @@ class SQLiteStore:
         return {r[0]: _episode(r[1:]) for r in rows}
 
     def close(self) -> None:
-        """Close the connection."""
+        """Save the index when it holds forgotten rows (waiting for background work), close the connection."""
+        if self._building is not None:
+            self._building.join()
+        if self._index is not None:
+            self._index.wait()
+            if self._index_ready and self._index.removed:
+                self._index.compact(self._reader)
         with self._lock:
             self._db.close()
 
@@ -438,11 +442,9 @@ def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
     """Factory registered as `sqlite`: `[plugins.episodic] path` (relative to $THOTH_HOME), `synchronous`, `ann`."""
     options = {**STORE_OPTIONS, **options}
     path = Path(runtime.home) / str(options["path"] or STORE_OPTIONS["path"])  # an absolute path stays as it is
-    ann = options["ann"] or None
-    if ann not in (None, "ivf"):
-        raise runtime.config.error(
-            "plugins.episodic.ann", f'expected "ivf" (or leave it out for exact search), got {ann!r}'
-        )
+    ann = options["ann"] or "auto"
+    if ann not in ANN_MODES:
+        raise runtime.config.error("plugins.episodic.ann", f'expected "auto", "exact" or "usearch", got {ann!r}')
     synchronous = str(options["synchronous"]).upper()
     if synchronous not in ("NORMAL", "FULL", "EXTRA"):
         raise runtime.config.error(
@@ -454,5 +456,7 @@ def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
         synchronous=synchronous,
         ann=ann,
         ann_min_rows=runtime.config.integer("plugins.episodic.ann_min_rows", options["ann_min_rows"], high=LIMIT),
-        ann_nprobe=runtime.config.integer("plugins.episodic.ann_nprobe", options["ann_nprobe"], high=LIMIT),
+        ann_expansion=runtime.config.integer(
+            "plugins.episodic.ann_expansion", options["ann_expansion"], low=1, high=4096
+        ),
     )

@@ -5,7 +5,8 @@ The embeddings are kept as one float32 (capacity, dim) matrix and as the columns
 screen's kernel reads codes column-wise; rescoring its few candidates gathers whole float32
 rows). Beside them are the columns the visibility filter needs: scope code,
 occurred/recorded/superseded times and whether the row has a vector. Rows are appended in
-rowid order, so `rowids` stays sorted. An optional IVF index over it lives in `index`.
+rowid order, so `rowids` stays sorted.
+With an ANN index in use (`ann_index`) this cache is only loaded for as-of queries.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from . import int8_screen
-from .ivf import IVFIndex
 
 INF = float("inf")
 SCREEN_MIN_ROWS = 20_000  # below this, the float32 product alone is faster than screening first
@@ -32,7 +32,6 @@ PER_ROW = (  # arrays with one entry per row, besides `vectors` and `codes`
     ("recorded", np.float64),
     ("superseded", np.float64),
     ("has_vector", np.bool_),
-    ("stale", np.bool_),  # its vector changed since the IVF index was built
 )
 
 
@@ -51,7 +50,6 @@ class VectorCache:
     recorded: np.ndarray
     superseded: np.ndarray
     has_vector: np.ndarray
-    stale: np.ndarray
 
     def __init__(self, dim: int, *, capacity: int = 1024) -> None:
         self.dim = dim
@@ -60,7 +58,6 @@ class VectorCache:
         self.last_rowid = 0
         self.size = 0
         self.scope_codes: dict[str, int] = {}
-        self.index: IVFIndex | None = None
         self._grow(capacity, exactly=True)
 
     def _grow(self, need: int, *, exactly: bool = False) -> None:
@@ -119,8 +116,6 @@ class VectorCache:
         self.has_vector[changed] = valid[known]
         self.vectors[changed] = vectors[known]
         self._quantize(changed)
-        if self.index is not None:
-            self.stale[changed[changed < self.index.size]] = True  # its sorted copy holds the old vectors
 
     def _quantize(self, positions: np.ndarray) -> None:
         codes, self.unit[positions], self.error[positions], self.norm[positions], self.offset[positions] = (

@@ -1,0 +1,56 @@
+"""A recall while the embedder is still loading at process start answers with BM25 alone instead of waiting."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from thoth_episodic import plugin
+from thoth_episodic.contract import unit
+from thoth_episodic.memory import memory_for
+from thoth_episodic.records import Episode
+
+from thoth_core import hookimpl
+
+
+class SlowLoadingEmbedder:
+    """Its first call blocks until `loaded` is set, as a model loading on a busy machine does."""
+
+    name = "slow"
+    dim = 384
+
+    def __init__(self):
+        self.loaded = threading.Event()
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts):
+        self.loaded.wait(30)
+        self.calls.append(list(texts))
+        return np.stack([unit(len(text)) for text in texts])
+
+
+class SlowPlugin:
+    def __init__(self):
+        self.embedder = SlowLoadingEmbedder()
+
+    @hookimpl
+    def register_embedders(self, register):
+        register("slow", lambda runtime, options: self.embedder)
+
+
+def test_a_recall_during_the_load_uses_bm25_alone_and_the_next_one_is_hybrid(make_runtime, caplog):
+    slow = SlowPlugin()
+    runtime = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    memory = memory_for(runtime)
+    memory.store.add([Episode(workspace="w", peer="ann", thread="t", user="my violin lesson moved to Thursday")])
+    memory.warm_up()
+
+    with caplog.at_level("INFO", logger="thoth_episodic.memory"):
+        hits = memory.recall("violin lesson", workspace="w", peer="ann")
+    assert [h.episode.user for h in hits] == ["my violin lesson moved to Thursday"]
+    assert slow.embedder.calls == [] and "still loading" in caplog.text
+
+    slow.embedder.loaded.set()
+    memory._warm_up.join(5)
+    assert memory.recall("violin lesson", workspace="w", peer="ann")
+    assert ["violin lesson"] in slow.embedder.calls

@@ -1,0 +1,245 @@
+"""An HNSW index (usearch) over the current episodes' embeddings, persisted beside the SQLite file.
+
+Keys are episode rowids; vectors are stored as float16 (recall@10 against exact search
+stays at 0.99+ where int8 storage lost a tenth). The index is saved as `<db>.usearch` with a
+`<db>.usearch.json` sidecar naming the newest rowid, vector version and generation it covers,
+and is opened memory-mapped (`view=True`): a new process answers its first query without
+loading anything. Rows stored after the save ("pending": newer rowids, or vectors set later)
+are scored exactly from their SQLite blobs; rows deleted or superseded in this process are
+left out. Once enough pending rows or any removal pile up, `compact` (in a background thread)
+loads a writable copy, applies them, saves atomically and maps the new file, so a forgotten
+episode's vector leaves the file on the next save. A missing or unreadable file is rebuilt
+from SQLite (one log line). Callers verify every candidate against SQLite (scope, current,
+has a vector) and rescore it in float32, so a stale entry can never be returned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from usearch.index import Index
+
+log = logging.getLogger(__name__)
+
+CONNECTIVITY = 16  # graph degree: 16 kept recall@10 >= 0.99 on 1M synthetic clustered vectors
+EXPANSION_ADD = 64  # beam width while inserting (twice it doubles build time for +0.001 recall)
+COMPACT_PENDING = 2_000  # pending rows that trigger a compaction
+CURRENT = "superseded_at IS NULL AND embedding IS NOT NULL"
+
+Connect = Callable[[], sqlite3.Connection]  # a fresh connection to the store, for background work
+
+
+class AnnIndex:
+    """The persisted HNSW index of one store; see the module docstring."""
+
+    def __init__(self, db_path: Path, dim: int, *, expansion: int = 256) -> None:
+        self.path = Path(f"{db_path}.usearch")
+        self.meta_path = Path(f"{db_path}.usearch.json")
+        self.dim, self.expansion = dim, expansion
+        self.index: Index | None = None
+        self.covered_rowid = 0  # rows up to this rowid were in the saved file
+        self.covered_vectors = 0  # vectors set up to this version were in the saved file
+        self.generation = -1  # the store's delete/supersede counter when the file was saved
+        self.pending: dict[int, np.ndarray] = {}  # rowid -> float32 vector not in the file
+        self.seen_rowid = 0
+        self.seen_vectors = 0
+        self.removed: set[int] = set()
+        self.lock = threading.RLock()
+        self.worker: threading.Thread | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.index is None else len(self.index)
+
+    # --- files ------------------------------------------------------------------------
+
+    def open(self) -> bool:
+        """Map the saved index; False when it is missing or unreadable (then it needs `build`)."""
+        if not self.path.exists():
+            return False
+        try:
+            meta = json.loads(self.meta_path.read_text())
+            if int(meta["dim"]) != self.dim:
+                raise ValueError(f"dimension {meta['dim']}, expected {self.dim}")
+            index = Index.restore(str(self.path), view=True)
+            if index is None or index.ndim != self.dim or len(index) != int(meta["count"]):
+                raise ValueError("the index does not match its sidecar")
+            index.expansion_search = self.expansion  # a saved file keeps neither beam width
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+            log.warning("episodic: rebuilding the ANN index %s: %s", self.path, error)
+            return False
+        with self.lock:
+            self.index = index
+            self.covered_rowid = self.seen_rowid = int(meta["rowid"])
+            self.covered_vectors = self.seen_vectors = int(meta["vectors"])
+            self.generation = int(meta["generation"])
+            self.pending, self.removed = {}, set()
+        return True
+
+    def _save(self, index: Index, rowid: int, vectors: int, generation: int) -> None:
+        """Write the index and its sidecar, each by an atomic rename."""
+        unique = f"{os.getpid()}.{threading.get_ident()}.tmp"  # two processes may save at once
+        temporary = self.path.with_name(f"{self.path.name}.{unique}")
+        index.save(str(temporary))
+        meta = {"dim": self.dim, "count": len(index), "rowid": rowid, "vectors": vectors, "generation": generation}
+        meta_temporary = self.meta_path.with_name(f"{self.meta_path.name}.{unique}")
+        meta_temporary.write_text(json.dumps(meta))
+        os.replace(temporary, self.path)
+        os.replace(meta_temporary, self.meta_path)
+
+    def _new(self) -> Index:
+        return Index(
+            ndim=self.dim,
+            metric="ip",
+            dtype="f16",
+            connectivity=CONNECTIVITY,
+            expansion_add=EXPANSION_ADD,
+            expansion_search=self.expansion,
+        )
+
+    def build(self, connect: Connect) -> None:
+        """(Re)build the whole index from the store's current rows and save it."""
+        db = connect()
+        try:
+            vectors, generation = _counters(db)
+            index, last = self._new(), 0
+            while True:
+                rows = db.execute(
+                    f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND {CURRENT} ORDER BY rowid LIMIT 50000",
+                    (last,),
+                ).fetchall()
+                if not rows:
+                    break
+                keys, matrix = _unpack(rows, self.dim)
+                if len(keys):
+                    index.add(keys, matrix, threads=os.cpu_count() or 1)
+                last = int(rows[-1][0])
+            last = max(last, int(db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]))
+        finally:
+            db.close()
+        self._save(index, last, vectors, generation)
+        self.open()
+
+    def compact(self, connect: Connect) -> None:
+        """Fold pending rows and removals into the saved file (and drop rows other processes deleted)."""
+        with self.lock:
+            pending, removed = dict(self.pending), set(self.removed)
+            rowid, vectors, generation = self.seen_rowid, self.seen_vectors, self.generation
+        index = Index.restore(str(self.path))  # a writable copy; the mapped one keeps serving
+        index.expansion_add = EXPANSION_ADD
+        db = connect()
+        try:
+            _, now = _counters(db)
+            if now != generation:  # another process deleted or superseded rows: keep only current ones
+                keys = np.asarray(index.keys, dtype=np.int64)
+                alive = set()
+                for start in range(0, len(keys), 50_000):
+                    chunk = [int(k) for k in keys[start : start + 50_000]]
+                    marks = ", ".join("?" * len(chunk))
+                    found = db.execute(f"SELECT rowid FROM episodes WHERE rowid IN ({marks}) AND {CURRENT}", chunk)
+                    alive.update(r[0] for r in found)
+                removed |= {int(k) for k in keys if int(k) not in alive}
+        finally:
+            db.close()
+        gone = [k for k in removed | set(pending) if k in index]
+        if gone:
+            index.remove(gone)
+        if pending:
+            keys = np.fromiter(pending, dtype=np.int64)
+            index.add(keys, np.stack([pending[int(k)] for k in keys]), threads=os.cpu_count() or 1)
+        self._save(index, rowid, vectors, now)
+        with self.lock:
+            mapped = Index.restore(str(self.path), view=True)
+            self.index = mapped
+            self.covered_rowid, self.covered_vectors, self.generation = rowid, vectors, now
+            for key in pending:
+                if self.pending.get(key) is pending[key]:
+                    del self.pending[key]
+            self.removed -= removed
+
+    def compact_soon(self, connect: Connect, *, removals: bool = False, force: bool = False) -> None:
+        """Start a background compaction when enough changes wait (any removal counts), or `force`."""
+        with self.lock:
+            due = force or (self.removed if removals else len(self.pending) >= COMPACT_PENDING)
+            if not due or self.index is None or (self.worker is not None and self.worker.is_alive()):
+                return
+            self.worker = threading.Thread(target=self._compact_logged, args=(connect,), daemon=True)
+            self.worker.start()
+
+    def _compact_logged(self, connect: Connect) -> None:
+        try:
+            self.compact(connect)
+        except Exception:  # a failure to persist is never silent
+            log.exception("episodic: could not save the ANN index %s", self.path)
+
+    def wait(self) -> None:
+        """Wait for a background compaction."""
+        worker = self.worker
+        if worker is not None:
+            worker.join()
+
+    # --- keeping up with the store ----------------------------------------------------
+
+    def catch_up(self, db: sqlite3.Connection) -> None:
+        """Note rows stored (or given a vector) since the last look, as pending."""
+        with self.lock:
+            vectors = int(db.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors'").fetchone()[0])
+            rows = db.execute(
+                f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND {CURRENT}", (self.seen_rowid,)
+            ).fetchall()
+            if vectors != self.seen_vectors:
+                rows += db.execute(
+                    f"SELECT rowid, embedding FROM episodes WHERE vector_version > ? AND rowid <= ? AND {CURRENT}",
+                    (self.seen_vectors, self.seen_rowid),
+                ).fetchall()
+                self.seen_vectors = vectors
+            last = db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
+            self.seen_rowid = max(self.seen_rowid, int(last))
+            keys, matrix = _unpack(rows, self.dim)
+            for key, vector in zip(keys.tolist(), matrix, strict=True):
+                self.pending[key] = vector
+                self.removed.discard(key)
+
+    def remove(self, rowids: list[int]) -> None:
+        """Leave these rows out from now on (deleted or superseded)."""
+        with self.lock:
+            for rowid in rowids:
+                self.pending.pop(rowid, None)
+                self.removed.add(rowid)
+
+    def candidates(self, vector: np.ndarray, count: int) -> np.ndarray:
+        """Rowids of up to `count` rows nearest the vector (index and pending rows), unverified."""
+        with self.lock:
+            index, pending, removed = self.index, self.pending, self.removed
+            found = np.zeros(0, dtype=np.int64)
+            if index is not None and len(index):
+                matches = index.search(vector, min(count, len(index)))
+                found = np.asarray(matches.keys, dtype=np.int64)
+            if pending:
+                keys = np.fromiter(pending, dtype=np.int64, count=len(pending))
+                scores = np.stack(list(pending.values())) @ vector
+                top = np.argsort(-scores)[:count]
+                found = np.concatenate([found, keys[top]])
+            if removed:
+                found = found[~np.isin(found, np.fromiter(removed, dtype=np.int64))]
+            return found
+
+
+def _counters(db: sqlite3.Connection) -> tuple[int, int]:
+    """The store's (vector version, generation)."""
+    values = dict(db.execute("SELECT key, CAST(value AS INTEGER) FROM meta").fetchall())
+    return int(values["vectors"]), int(values["generation"])
+
+
+def _unpack(rows: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rowids, float32 matrix) of rows whose blob is a vector of this dimension."""
+    good = [(r, b) for r, b in rows if b is not None and len(b) == 4 * dim]
+    keys = np.array([r for r, _ in good], dtype=np.int64)
+    matrix = np.frombuffer(b"".join(b for _, b in good), dtype=np.float32).reshape(len(good), dim)
+    return keys, matrix
