@@ -75,6 +75,15 @@ def sections_of(runtime: Runtime) -> list[Section]:
     return [found[name] for name in sorted(found)]
 
 
+def own_section(section: dict[str, Any], name: str, version: int) -> bool:
+    """Whether a `bundle_import` call is for this plugin's section; a version it cannot read stops the import."""
+    if section["name"] != name:
+        return False
+    if section["version"] != version:
+        raise ThothError(f"bundle section {name}: version {section['version']!r} unknown (this thoth reads {version})")
+    return True
+
+
 def home_files(runtime: Runtime, *, exclude: Path | None = None) -> list[tuple[str, Path]]:
     """The agent home's own files (relative POSIX path, path), without data, databases, locks or .git."""
     if runtime.config.path is None and runtime.config.root.resolve() != runtime.home.resolve():

@@ -29,12 +29,10 @@ def bundle_export(runtime: Runtime) -> dict[str, Any]:
 @hookimpl
 def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Store the section's episodes (known ones are skipped), embedding one batch while the last is committed."""
-    if section["name"] != SECTION:
+    from thoth_core.bundle import own_section
+
+    if not own_section(section, SECTION, VERSION):
         return None
-    if section["version"] != VERSION:
-        raise ThothError(
-            f"bundle section {SECTION}: version {section['version']!r} unknown (this thoth reads {VERSION})"
-        )
     added = memory_for(runtime).write_many(_episodes(section["records"]), progress=progress, batch=BATCH)
     return {"episodes": added}
 

@@ -41,12 +41,10 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
 @hookimpl
 def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add each peer's document (rows already held are skipped); counts added, summed over the peers that gained any."""
-    if section["name"] != SECTION:
+    from thoth_core.bundle import own_section
+
+    if not own_section(section, SECTION, VERSION):
         return None
-    if section["version"] != VERSION:
-        raise ThothError(
-            f"bundle section {SECTION}: version {section['version']!r} unknown (this thoth reads {VERSION})"
-        )
     from .plugin import backend_for
 
     backend = backend_for(runtime)

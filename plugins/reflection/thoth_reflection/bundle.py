@@ -47,12 +47,10 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
 @hookimpl
 def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add the rows (those whose key is held already are skipped) and the transient records not yet here."""
-    if section["name"] != SECTION:
+    from thoth_core.bundle import own_section
+
+    if not own_section(section, SECTION, VERSION):
         return None
-    if section["version"] != VERSION:
-        raise ThothError(
-            f"bundle section {SECTION}: version {section['version']!r} unknown (this thoth reads {VERSION})"
-        )
     st = state(runtime)
     columns = {t: [r["name"] for r in st.store.query(f"PRAGMA table_info({t})")] for t in TABLES}
     added: dict[str, int] = {}
