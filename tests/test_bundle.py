@@ -183,6 +183,13 @@ def test_a_member_outside_the_home_is_refused_before_anything_is_written(tmp_pat
     assert not (tmp_path.parent / "escape.md").exists() and not (tmp_path / "escape.md").exists()
 
 
+@pytest.mark.parametrize("name", ["home/.git/config", "home/.thoth/journal.db", "home/notes.db-wal", "home/.env"])
+def test_git_data_database_and_env_members_are_refused(tmp_path, name):
+    path = bundle_with(tmp_path, {"manifest.json": manifest(), name: b"[core]\n\tfsmonitor = touch /tmp/pwned\n"})
+    with pytest.raises(ThothError, match=f"{path}: unsafe archive member"):
+        open_bundle(path)
+
+
 def test_a_manifest_naming_a_path_outside_the_home_is_refused(tmp_path):
     import hashlib
 
@@ -238,3 +245,21 @@ def test_cli_export_then_import_into_a_fresh_home(tmp_path, thoth_env):
     broken.write_bytes(b"nope")
     refused = run_thoth("bundle", "import", str(broken), cwd=target, env=env)
     assert refused.returncode == 2 and f"{broken}: not a readable Thoth bundle" in refused.stderr
+
+
+def test_a_session_id_that_would_name_a_file_outside_the_transcripts_is_refused(tmp_path):
+    _, runtime = agent(tmp_path, "a")
+    row = {
+        "session_id": "../../escape",
+        "workspace": "w",
+        "peer": "ann",
+        "thread": "t",
+        "started_at": 0.0,
+        "last_active": 0.0,
+        "turns": 1,
+        "closed": None,
+    }
+    section = {"name": "working", "version": 1, "records": iter([{"session": row, "transcript": [{"type": "turn"}]}])}
+    with pytest.raises(ThothError, match="record 1: not a stored session"):
+        runtime.pm.hook.bundle_import(section=section, runtime=runtime, progress=lambda n: None)
+    assert not list(tmp_path.rglob("escape.jsonl"))

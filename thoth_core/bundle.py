@@ -84,6 +84,12 @@ def own_section(section: dict[str, Any], name: str, version: int) -> bool:
     return True
 
 
+def home_file_name(relative: str) -> bool:
+    """Whether a home-relative path is one a bundle may carry: no git, cache, database, lock or `.env` files."""
+    parts = PurePosixPath(relative).parts
+    return not (SKIPPED_DIRS.intersection(parts) or relative.endswith(SKIPPED_SUFFIXES) or parts[-1].startswith(".env"))
+
+
 def home_files(runtime: Runtime, *, exclude: Path | None = None) -> list[tuple[str, Path]]:
     """The agent home's own files (relative POSIX path, path), without data, databases, locks or .git."""
     if runtime.config.path is None and runtime.config.root.resolve() != runtime.home.resolve():
@@ -105,7 +111,7 @@ def home_files(runtime: Runtime, *, exclude: Path | None = None) -> list[tuple[s
         )
         for name in sorted(names):
             path = here / name
-            if name.endswith(SKIPPED_SUFFIXES) or path.is_symlink() or path.resolve() in skipped:
+            if not home_file_name(name) or path.is_symlink() or path.resolve() in skipped:
                 continue
             if here == root and name in plugin_dirs:
                 continue
@@ -176,6 +182,7 @@ def export_bundle(runtime: Runtime, path: Path, *, progress: Progress = _no_prog
     finally:
         for spool in spools:
             spool.close()
+        path.with_name(path.name + ".partial").unlink(missing_ok=True)
     return manifest
 
 
@@ -235,6 +242,8 @@ def open_bundle(path: Path) -> Bundle:
         for info in infos:
             if not safe_relative(info.name) or not info.isfile():
                 raise ThothError(f"{path}: unsafe archive member {info.name!r} (absolute, '..', or not a plain file)")
+            if info.name.startswith("home/") and not home_file_name(info.name.removeprefix("home/")):
+                raise ThothError(f"{path}: unsafe archive member {info.name!r} (git, database, lock or .env file)")
         bundle.manifest = _manifest(bundle)
         _verify(bundle)
         return bundle
@@ -319,6 +328,8 @@ def import_bundle(runtime: Runtime, bundle: Bundle, *, merge: bool, progress: Pr
         target = (root / relative).resolve()
         if not target.is_relative_to(root) or root == target:
             raise ThothError(f"{bundle.path}: home/{relative}: would be written outside {root}")
+        if target.is_relative_to(runtime.home.resolve()):
+            raise ThothError(f"{bundle.path}: home/{relative}: would be written into the data folder {runtime.home}")
         data = bundle.file_bytes(relative)
         if target.is_file() and target.read_bytes() == data:
             report.unchanged.append(relative)

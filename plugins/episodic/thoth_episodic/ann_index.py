@@ -1,7 +1,7 @@
 """An HNSW index (usearch) over the current episodes' embeddings, persisted beside the SQLite file.
 
-Keys are episode rowids; vectors are stored as float16 (recall@10 against exact search
-stays at 0.99+ where int8 storage lost a tenth). The index is saved as `<db>.usearch` with a
+Keys are episode rowids; vectors are stored as float16 (int8 storage lost a tenth of
+recall@10 against exact search; the bench measured 1.0 at 100k and 0.87 at 1M clustered vectors). The index is saved as `<db>.usearch` with a
 `<db>.usearch.json` sidecar naming the newest rowid, vector version and generation it covers,
 and is opened memory-mapped (`view=True`): a new process answers its first query without
 loading anything. Rows stored after the save ("pending": newer rowids, or vectors set later)
@@ -28,7 +28,7 @@ from usearch.index import Index
 
 log = logging.getLogger(__name__)
 
-CONNECTIVITY = 16  # graph degree: 16 kept recall@10 >= 0.99 on 1M synthetic clustered vectors
+CONNECTIVITY = 16  # graph degree (recall@10 1.0 at 100k, 0.87 at 1M in bench/episodic_latency.py)
 EXPANSION_ADD = 64  # beam width while inserting (twice it doubles build time for +0.001 recall)
 COMPACT_PENDING = 2_000  # pending rows that trigger a compaction
 CURRENT = "superseded_at IS NULL AND embedding IS NOT NULL"
@@ -103,15 +103,20 @@ class AnnIndex:
             expansion_search=self.expansion,
         )
 
-    def build(self, connect: Connect) -> None:
-        """(Re)build the whole index from the store's current rows and save it."""
+    def build(self, connect: Connect, stop: threading.Event | None = None) -> None:
+        """(Re)build the whole index from the store's current rows and save it; a set `stop` abandons it unsaved.
+
+        Rows written after the scan read past them are left to `catch_up` (they are not counted as seen).
+        """
         db = connect()
         try:
             vectors, generation = _counters(db)
             index, last = self._new(), 0
             while True:
+                if stop is not None and stop.is_set():
+                    return
                 rows = db.execute(
-                    f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND {CURRENT} ORDER BY rowid LIMIT 50000",
+                    f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND {CURRENT} ORDER BY rowid LIMIT 5000",
                     (last,),
                 ).fetchall()
                 if not rows:
@@ -120,7 +125,6 @@ class AnnIndex:
                 if len(keys):
                     index.add(keys, matrix, threads=os.cpu_count() or 1)
                 last = int(rows[-1][0])
-            last = max(last, int(db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]))
         finally:
             db.close()
         self._save(index, last, vectors, generation)
@@ -190,8 +194,10 @@ class AnnIndex:
         """Note rows stored (or given a vector) since the last look, as pending."""
         with self.lock:
             vectors = int(db.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors'").fetchone()[0])
-            rows = db.execute(
-                f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND {CURRENT}", (self.seen_rowid,)
+            last = int(db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0])  # read first:
+            rows = db.execute(  # a row committed after it is left to the next look, never skipped
+                f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND rowid <= ? AND {CURRENT}",
+                (self.seen_rowid, last),
             ).fetchall()
             if vectors != self.seen_vectors:
                 rows += db.execute(
@@ -199,8 +205,7 @@ class AnnIndex:
                     (self.seen_vectors, self.seen_rowid),
                 ).fetchall()
                 self.seen_vectors = vectors
-            last = db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
-            self.seen_rowid = max(self.seen_rowid, int(last))
+            self.seen_rowid = max(self.seen_rowid, last)
             keys, matrix = _unpack(rows, self.dim)
             for key, vector in zip(keys.tolist(), matrix, strict=True):
                 self.pending[key] = vector

@@ -7,8 +7,8 @@ score using only what the candidate pool already holds (no extra search, any bac
   candidates of its thread that happened within `neighbour_seconds` of it, so the turn right
   after a strong hit (the answer to what the hit asked) rises with it;
 - time: when the query asks when / how long / for a date, a candidate whose text mentions
-  time (yesterday, last week, May, 2023, ...) or that happened on a date the query names
-  is multiplied by `1 + temporal_weight`;
+  time (yesterday, last week, May, 2023, ...) is multiplied by `1 + temporal_weight`, one that
+  happened on a date the query names by `1 + 2 x temporal_weight`;
 - names: a candidate is multiplied by `1 + entity_weight x` the share of the query's
   capitalised names (not its first word) that its text contains.
 

@@ -30,6 +30,7 @@ class IndexedSearch:
     _index: AnnIndex | None
     _index_ready: bool
     _building: threading.Thread | None
+    _stop_building: threading.Event
 
     def _indexed_dense(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
         """Dense candidates through the ANN index, verified and rescored from SQLite (no vector cache)."""
@@ -65,7 +66,7 @@ class IndexedSearch:
     def _build_logged(self) -> None:
         try:
             assert self._index is not None
-            self._index.build(self._reader)
-            self._index_ready = True
+            self._index.build(self._reader, self._stop_building)
+            self._index_ready = not self._stop_building.is_set()
         except Exception:  # a failure to persist is never silent
             log.exception("episodic: could not build the ANN index %s", f"{self.path}.usearch")

@@ -89,6 +89,7 @@ class SQLiteStore(IndexedSearch):
         if self._index_ready and self._index.generation != self._counter("generation"):
             self._index.compact_soon(self._reader, force=True)  # rows deleted since the save leave the file
         self._building: threading.Thread | None = None
+        self._stop_building = threading.Event()
 
     def _counter(self, key: str) -> int:
         with self._lock:
@@ -424,7 +425,8 @@ class SQLiteStore(IndexedSearch):
 
     def close(self) -> None:
         """Save the index when it holds forgotten rows (waiting for background work), close the connection."""
-        if self._building is not None:
+        if self._building is not None:  # a build still running is abandoned (at most one batch): the next open builds
+            self._stop_building.set()
             self._building.join()
         if self._index is not None:
             self._index.wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ from thoth_core import ThothError, hookimpl
 from .store import FIELDS, StoredSession, read_transcript, transcript_path
 
 SECTION = "working"
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # it names the transcript file
 VERSION = 1
 
 
@@ -45,6 +47,8 @@ def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int
         try:
             fields = record["session"]
             row = StoredSession(**{k: fields[k] for k in FIELDS if k in fields})  # an older bundle has no agent
+            if not SESSION_ID.fullmatch(str(row.session_id)) or not isinstance(row.started_at, int | float):
+                raise TypeError(f"bad session_id {row.session_id!r} or started_at {row.started_at!r}")
         except (KeyError, TypeError) as exc:
             raise ThothError(f"bundle section {SECTION}: record {number}: not a stored session: {exc}") from exc
         transcript = record.get("transcript") or []
