@@ -78,6 +78,7 @@ def snapshot(runtime: Any) -> dict[str, Any]:
     """What every layer shows: episodes, recall, identity exports, sessions, reflection rows, approvals, files."""
     from thoth_episodic.memory import memory_for
     from thoth_identity.bundle import held_peers
+    from thoth_reflection.bundle import NIGHTLY_FILES
     from thoth_reflection.reflect import records
     from thoth_reflection.settings import state
     from thoth_working.plugin import state as working_state
@@ -106,6 +107,7 @@ def snapshot(runtime: Any) -> dict[str, Any]:
             for t in ("runs", "items", "check_ins", "consolidated", "peers", "reflected", "audit")
         },
         "transient": [(r.id, r.text()) for r in records(st).all()],
+        "nightly": {name: (st.dir / name).read_text() for name in NIGHTLY_FILES if (st.dir / name).exists()},
         "approvals": sorted(asyncio.run(runtime.approvals()), key=lambda i: i["id"]),
         "files": {rel: path.read_bytes() for rel, path in home_files(runtime)},
     }
@@ -115,8 +117,13 @@ def test_round_trip_into_a_fresh_home_shows_every_layer_the_same(tmp_path):
     root_a, source = agent(tmp_path, "a")
     asyncio.run(fill(source))
     assert (root_a / ".claude" / "skills" / "deploy-staging" / "SKILL.md").exists()
+    from thoth_reflection.settings import state
+
+    for name, text in (("snapshot-weights.json", '{"ab12": [2, 3]}'), ("snapshot-archive.md", "- cut line\n")):
+        (state(source).dir / name).write_text(text)  # as nightly leaves them
     before = snapshot(source)
     assert before["episodes"] and before["recall"] and before["sessions"] and before["transient"]
+    assert len(before["nightly"]) == 2
     assert before["approvals"] and before["reflection"]["items"] and before["reflection"]["check_ins"]
     assert any(o["content"] == "Prefers terse answers." for d in before["identity"] for o in d["observations"])
 

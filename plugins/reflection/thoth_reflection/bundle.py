@@ -1,4 +1,5 @@
-"""Reflection's part of `thoth bundle`: its database rows (queue, audit log, runs, check-ins), transient records."""
+"""Reflection's part of `thoth bundle`: its database rows (queue, audit log, runs, check-ins), transient records,
+and nightly's snapshot weights and archive."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from thoth_core import ThothError, hookimpl
 
+from .importance import ARCHIVE_FILE, WEIGHTS_FILE
 from .memory import write_atomic
 from .settings import State, state
 from .transient import KINDS, STEM
@@ -14,6 +16,7 @@ from .transient import KINDS, STEM
 SECTION = "reflection"
 VERSION = 1
 TABLES = ("runs", "items", "check_ins", "consolidated", "peers", "reflected", "audit")
+NIGHTLY_FILES = (WEIGHTS_FILE, ARCHIVE_FILE)  # in the data folder, which the bundle's home files leave out
 AUDIT_KEY = ("at", "event", "run_id", "session_id", "actor", "payload")  # audit ids are local; this is the identity
 
 
@@ -26,7 +29,7 @@ def records(st: State) -> Any:
 
 def _count(st: State) -> int:
     rows = sum(st.store.query(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"] for table in TABLES)
-    return int(rows) + len(records(st).all())
+    return int(rows) + len(records(st).all()) + sum((st.dir / name).exists() for name in NIGHTLY_FILES)
 
 
 @hookimpl
@@ -40,6 +43,9 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
                 yield {"table": table, "row": row}
         for record in records(st).all():
             yield {"transient": record.id, "text": record.text()}
+        for name in NIGHTLY_FILES:
+            if (st.dir / name).exists():
+                yield {"file": name, "text": (st.dir / name).read_text(encoding="utf-8")}
 
     return {"name": SECTION, "version": VERSION, "count": _count(st), "records": rows()}
 
@@ -61,6 +67,8 @@ def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int
                 where = f"bundle section {SECTION}: record {number}"
                 if "transient" in record:
                     kind = _add_transient(st, str(record["transient"]), str(record.get("text", "")), where)
+                elif "file" in record:
+                    kind = _add_nightly_file(st, str(record["file"]), str(record.get("text", "")), where)
                 else:
                     kind = _add_row(st, record, columns, where)
                 if kind:
@@ -97,3 +105,13 @@ def _add_transient(st: State, record_id: str, text: str, where: str) -> str | No
         return None
     write_atomic(path, text)
     return "transient records"
+
+
+def _add_nightly_file(st: State, name: str, text: str, where: str) -> str | None:
+    if name not in NIGHTLY_FILES:
+        raise ThothError(f"{where}: unknown reflection file {name!r}")
+    path = st.dir / name
+    if path.exists():
+        return None
+    write_atomic(path, text)
+    return "nightly files"
