@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any
 
 from .errors import ThothError
+from .storage import write_atomic
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -133,10 +134,30 @@ def _add(tar: tarfile.TarFile, name: str, handle: IO[bytes], size: int) -> None:
     tar.addfile(info, handle)
 
 
-def export_bundle(runtime: Runtime, path: Path, *, progress: Progress = _no_progress) -> dict[str, Any]:
+@dataclass
+class ExportPlan:
+    """What an export writes: every layer's section and the home's files."""
+
+    sections: list[Section]
+    files: list[tuple[str, Path]]
+
+    @property
+    def work(self) -> int:
+        """How many records and files it writes (the progress bar's length)."""
+        return sum(s.count for s in self.sections) + len(self.files)
+
+
+def plan_export(runtime: Runtime, path: Path) -> ExportPlan:
+    """Ask each layer for its section once and list the home's files (the bundle itself left out)."""
+    return ExportPlan(sections_of(runtime), home_files(runtime, exclude=path))
+
+
+def export_bundle(
+    runtime: Runtime, path: Path, *, plan: ExportPlan | None = None, progress: Progress = _no_progress
+) -> dict[str, Any]:
     """Write the bundle to path (atomically); returns its manifest. `progress(n)` ticks per record and file."""
-    sections = sections_of(runtime)
-    files = home_files(runtime, exclude=path)
+    plan = plan or plan_export(runtime, path)
+    sections, files = plan.sections, plan.files
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -184,11 +205,6 @@ def export_bundle(runtime: Runtime, path: Path, *, progress: Progress = _no_prog
             spool.close()
         path.with_name(path.name + ".partial").unlink(missing_ok=True)
     return manifest
-
-
-def total_work(runtime: Runtime, path: Path | None = None) -> int:
-    """How many records and files an export to path writes (the progress bar's length)."""
-    return sum(s.count for s in sections_of(runtime)) + len(home_files(runtime, exclude=path))
 
 
 @dataclass
@@ -336,10 +352,7 @@ def import_bundle(runtime: Runtime, bundle: Bundle, *, merge: bool, progress: Pr
         elif target.exists() and merge:
             report.kept.append(relative)
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_name(target.name + ".partial")
-            partial.write_bytes(data)
-            os.replace(partial, target)
+            write_atomic(target, data)
             report.written.append(relative)
         progress(1)
     for name, entry in sorted(bundle.manifest["sections"].items()):
@@ -385,11 +398,13 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "Bundle",
+    "ExportPlan",
     "ImportReport",
     "ensure_fresh",
     "export_bundle",
     "home_files",
     "import_bundle",
     "open_bundle",
+    "plan_export",
     "sections_of",
 ]

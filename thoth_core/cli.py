@@ -315,14 +315,14 @@ def bundle() -> None:
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def bundle_export(path: Path) -> None:
     """Write every layer's records and the home's files to PATH (.tar.gz)."""
-    from .bundle import export_bundle, total_work
+    from .bundle import export_bundle, plan_export
 
     async def go() -> dict[str, Any]:
         rt = runtime()
         await rt.drain()  # turns still being written belong in the bundle
-        length = await asyncio.to_thread(total_work, rt, path)
-        with click.progressbar(length=length, label="exporting", file=sys.stderr) as bar:
-            return await asyncio.to_thread(export_bundle, rt, path, progress=bar.update)
+        plan = await asyncio.to_thread(plan_export, rt, path)
+        with click.progressbar(length=plan.work, label="exporting", file=sys.stderr) as bar:
+            return await asyncio.to_thread(export_bundle, rt, path, plan=plan, progress=bar.update)
 
     manifest = run(go())
     counts = ", ".join(f"{name} {s['records']}" for name, s in manifest["sections"].items()) or "no records"

@@ -12,7 +12,9 @@ text), and the WAL keeps the old pages until a checkpoint. Connections run with 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +24,17 @@ BUSY_SECONDS = 30
 SCRUB_WAIT_SECONDS = 2.0  # how long `scrub` retries a WAL truncation that readers block
 
 logger = logging.getLogger(__name__)
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Replace a file's content in one step (a temporary file beside it, then a rename); makes its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    if isinstance(data, bytes):
+        temporary.write_bytes(data)
+    else:
+        temporary.write_text(data, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def connect(

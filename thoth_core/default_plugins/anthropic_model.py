@@ -19,8 +19,8 @@ A request with an `answer` schema gets it as one more tool, forced through `tool
 reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
 `anthropic` is the configured model, the runtime starts that import on a thread before it loads
-the plugins (`thoth_core.models.preload_provider_sdk`; `configure` too, for a runtime given a
-ready plugin manager), so it overlaps their loading and the first turn's pre-spawn stage.
+the plugins (`thoth_core.models.preload_provider_sdk`), so it overlaps their loading and the
+first turn's pre-spawn stage.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from thoth_core.default_plugins.sdk import (
     SDKModel,
     common_options,
     cost_of,
-    import_in_background,
     run_tool,
 )
 
@@ -262,11 +261,6 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     )
     return AnthropicModel(state.client, model=model, price=price_of(model, prices), url_source=source, **keywords)
 
-
-@hookimpl
-def configure(runtime: Any) -> None:
-    """When Claude answers turns, import the SDK (~2 s) on a thread while the runtime starts."""
-    import_in_background(runtime, "anthropic", "anthropic")
 
 
 @hookimpl

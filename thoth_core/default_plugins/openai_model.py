@@ -36,7 +36,6 @@ from thoth_core.default_plugins.sdk import (
     SDKModel,
     common_options,
     cost_of,
-    import_in_background,
     run_tool,
 )
 
@@ -272,11 +271,6 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
     price = (float(prices["input"]), float(prices["output"])) if prices else None
     return OpenAIModel(state.client, model=model, price=price, url_source=source, **keywords)
 
-
-@hookimpl
-def configure(runtime: Any) -> None:
-    """When an OpenAI-compatible server answers turns, import the SDK on a thread while the runtime starts."""
-    import_in_background(runtime, "openai", "openai")
 
 
 @hookimpl

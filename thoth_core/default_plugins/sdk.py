@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from thoth_core import Usage
-from thoth_core.models import start_import
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -116,9 +115,3 @@ def common_options(runtime: Any, options: dict[str, Any], table: str) -> tuple[d
         "max_tool_rounds": number_option(runtime, options, table, "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int),
     }
     return keywords, prices
-
-
-def import_in_background(runtime: Any, provider: str, module: str) -> None:
-    """When `provider` answers turns, import its SDK on a thread while the runtime starts."""
-    if runtime.model_name() == provider:
-        start_import(module)

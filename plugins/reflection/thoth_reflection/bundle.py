@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from thoth_core import ThothError, hookimpl
+from thoth_core.storage import write_atomic
 
 from .importance import ARCHIVE_FILE, WEIGHTS_FILE
-from .memory import write_atomic
 from .settings import State, state
 from .transient import KINDS, STEM
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 from thoth_core import count_tokens
 from thoth_core.owners import Owner, split_owner, tagged
-
-from .memory import write_atomic
+from thoth_core.storage import write_atomic
 
 KIND_WEIGHT = {"stated": 5.0, "note": 2.0, "session": 1.0, "episode": 1.0}
 DUPLICATE = 0.8  # word overlap (Jaccard) at which two lines of one owner say the same thing

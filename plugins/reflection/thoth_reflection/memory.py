@@ -12,17 +12,19 @@ workspace (untagged lines, e.g. ones a person wrote, show to everyone) and `forg
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from pathlib import Path
 
-from thoth_core.owners import split_owner, tagged, Owner
+from thoth_core.owners import Owner, split_owner, tagged
+from thoth_core.storage import write_atomic
 
 SECTIONS = {"snapshot": "Snapshot", "notes": "Recent notes"}
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 NOTE_LINE = re.compile(r"^- \[(?P<day>\d{4}-\d{2}-\d{2})\] (?P<text>.*)$")
+
+
 def _markers(name: str) -> tuple[str, str]:
     return f"<!-- thoth:{name} -->", f"<!-- /thoth:{name} -->"
 
@@ -30,14 +32,6 @@ def _markers(name: str) -> tuple[str, str]:
 def _lock(path: Path) -> threading.Lock:
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(path.resolve(), threading.Lock())
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace a file's content in one step."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 class MemoryFile:

@@ -26,10 +26,11 @@ from typing import Any
 from thoth_core import Session, ThothError
 from thoth_core.git import git_commit
 from thoth_core.redact import redactor_of
+from thoth_core.storage import write_atomic
 from thoth_core.types import new_id
 
 from . import reflexion_files
-from .memory import MemoryFile, append_knowledge, write_atomic
+from .memory import MemoryFile, append_knowledge
 from .schema import SLUG, utc_day
 from .settings import State
 

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import ThothError
-
-from .memory import write_atomic
+from thoth_core.storage import write_atomic
 
 SECTIONS = (
     ("known_issue", "Known Issue"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .memory import write_atomic
+from thoth_core.storage import write_atomic
 
 KINDS = ("reflection", "validation")
 STEM = re.compile(r"^(?P<day>\d{4}-\d{2}-\d{2})-[\w\-]+$")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core import Message, Session
-from thoth_core.storage import Migration, connect, migrate, scrub
+from thoth_core.storage import Migration, connect, migrate, scrub, write_atomic
 from thoth_core.types import DEFAULT_AGENT
 
 logger = logging.getLogger(__name__)
@@ -320,10 +320,7 @@ class SessionStore:
                 return False
             path = transcript_path(self.root, row.session_id, row.started_at)
             if entries and not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                partial = path.with_name(path.name + ".partial")
-                partial.write_text("".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in entries))
-                partial.replace(path)
+                write_atomic(path, "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in entries))
             values = astuple(row)
             self._db.execute(
                 f"INSERT INTO sessions ({', '.join(FIELDS)}) VALUES ({', '.join('?' for _ in values)})", values
