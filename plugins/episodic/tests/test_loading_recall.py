@@ -40,7 +40,10 @@ class SlowPlugin:
 
 def test_a_recall_during_the_load_uses_bm25_alone_and_the_next_one_is_hybrid(make_runtime, caplog):
     slow = SlowPlugin()
-    runtime = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    runtime = make_runtime(
+        {"episodic": plugin, "slow": slow},
+        config={"thoth": {"deadline": 0.6}, "plugins": {"episodic": {"embedder": "slow"}}},
+    )
     memory = memory_for(runtime)
     memory.store.add([Episode(workspace="w", peer="ann", thread="t", user="my violin lesson moved to Thursday")])
     memory.warm_up()

@@ -1,8 +1,9 @@
 """An HNSW index (usearch) over the current episodes' embeddings, persisted beside the SQLite file.
 
 Keys are episode rowids; vectors are stored as float16 (int8 storage lost a tenth of
-recall@10 against exact search; the bench measured 1.0 at 100k and 0.87 at 1M clustered vectors). The index is saved as `<db>.usearch` with a
-`<db>.usearch.json` sidecar naming the newest rowid, vector version and generation it covers,
+recall@10 against exact search; the bench measured 1.0 at 100k and 0.87 at 1M clustered
+vectors). The index is saved as `<db>.usearch` with a `<db>.usearch.json` sidecar naming the
+newest rowid, vector version and generation it covers,
 and is opened memory-mapped (`view=True`): a new process answers its first query without
 loading anything. Rows stored after the save ("pending": newer rowids, or vectors set later)
 are scored exactly from their SQLite blobs; rows deleted or superseded in this process are

@@ -47,7 +47,7 @@ STORE_OPTIONS: dict[str, Any] = {
     "ann_expansion": 256,
     "dsn": None,
 }
-LOADING_WAIT = 0.3  # seconds a recall waits for the embedder still loading at start before it uses BM25 alone
+LOADING_MARGIN = 0.5  # seconds of the layer's deadline left for BM25 when the embedder is still loading at start
 QUEUED_WAIT = 0.5  # seconds a recall waits for queued episodes' vectors before it searches without them
 
 
@@ -323,7 +323,7 @@ class EpisodicMemory:
     def _query_vector(self, text: str) -> np.ndarray | None:
         """The query's embedding; None (BM25 alone) when the embedder fails or is still loading at process start."""
         if self._warm_up is not None and self._warm_up.is_alive():
-            self._warm_up.join(LOADING_WAIT)
+            self._warm_up.join(max(0.1, self.runtime.deadline_for(NAME) - LOADING_MARGIN))
             if self._warm_up.is_alive():
                 logger.info("episodic: the embedder is still loading; this recall uses BM25 alone")
                 return None
