@@ -72,6 +72,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "budget.layers": (dict, "a table of per-layer token budgets"),
     "plugins.disabled": (list, "a list of plugin names"),
     "privacy.pii": (list, "a list of personal data kinds to redact"),
+    "storage.url": ((str, dict), 'a postgresql:// URL, or { "$env" = "VARIABLE" } naming one'),
 }
 
 
@@ -216,7 +217,7 @@ def literal_secrets(data: dict[str, Any], prefix: str = "") -> list[str]:
     return found
 
 
-SECTIONS = ("thoth", "budget", "plugins", "models", "privacy")
+SECTIONS = ("thoth", "budget", "plugins", "models", "privacy", "storage")
 
 
 def unknown(name: str, known: list[str], what: str) -> str:
@@ -233,7 +234,7 @@ def validate(config: Config) -> None:
     for section in SECTIONS:
         if section in config.data and not isinstance(config.data[section], dict):
             raise config.error(section, "expected a table")
-    for section in ("thoth", "budget", "privacy"):
+    for section in ("thoth", "budget", "privacy", "storage"):
         known = [key.split(".", 1)[1] for key in SCHEMA if key.startswith(f"{section}.")]
         for key in config.data.get(section, {}):
             if key not in known:
@@ -279,6 +280,8 @@ def validate(config: Config) -> None:
                 "plugins.disabled",
                 f"plugin {name!r} is essential (L1 working and L4 procedural always run) and cannot be disabled",
             )
+    if re.search(r"://[^/@:]*:[^/@]+@", str(config.get("storage.url", ""))):
+        raise config.error("storage.url", 'a password is a secret, not a value: url = { "$env" = "THOTH_STORAGE_URL" }')
     for key in literal_secrets(config.data):
         raise config.error(key, f'secrets are references, not values: {key.rsplit(".", 1)[-1]} = {{ "$env" = "VARIABLE" }}')
     for name, table in config.data.get("plugins", {}).items():
