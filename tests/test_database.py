@@ -114,3 +114,15 @@ def test_a_bad_url_or_a_literal_password_is_one_line(monkeypatch: pytest.MonkeyP
         validate(Config(data={"storage": {"uri": "postgresql://db/thoth"}}))
     monkeypatch.setenv("THOTH_STORAGE_URL", "postgresql://db/other")
     assert storage_url(config_with("postgresql://db/thoth")) == "postgresql://db/other"
+
+
+def test_doctor_says_where_the_state_lives_and_whether_the_server_answers(make_runtime: Any, storage_url: str) -> None:
+    from thoth_core.doctor import shared_store
+
+    assert shared_store(make_runtime())[1].startswith("storage: SQLite files in")
+    assert shared_store(make_runtime(config={"storage": {"url": storage_url}})) == (
+        True,
+        "storage: shared PostgreSQL 16.2 answers",
+    )
+    ok, line = shared_store(make_runtime(config={"storage": {"url": "postgresql://nobody@127.0.0.1:9/none"}}))
+    assert not ok and line.startswith("storage: the shared PostgreSQL does not answer:")

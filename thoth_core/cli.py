@@ -7,7 +7,9 @@ import getpass
 import json
 import logging
 import os
+import subprocess
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -356,6 +358,38 @@ def bundle_import(path: Path, merge: bool) -> None:
         click.echo(f"thoth: error: section {name} ({n} records) not imported: no enabled plugin reads it", err=True)
     if report.unread:
         sys.exit(1)
+
+
+@cli.group(cls=HelpGroup)
+def storage() -> None:
+    """Where layers keep their state: SQLite files, or one shared PostgreSQL."""
+
+
+@storage.command("migrate")
+@click.option("--merge", is_flag=True, help="Add to a PostgreSQL that holds memory already (known ones skipped).")
+def storage_migrate(merge: bool) -> None:
+    """Copy this embedded home's memory into the PostgreSQL named by $THOTH_STORAGE_URL.
+
+    It exports a bundle from the SQLite files and imports it with the shared store, each in a
+    process of its own; the SQLite files stay as they are (a backup). Then set `[storage] url`.
+    """
+    from .database import URL_ENV
+
+    url = os.environ.get(URL_ENV, "")
+    if not url:
+        raise click.UsageError(f"set ${URL_ENV} to the postgresql:// URL to copy this home's memory into")
+    embedded = {name: value for name, value in os.environ.items() if name != URL_ENV}
+    if load_config().get("storage.url"):
+        raise ThothError("this home already uses a shared store (storage.url); migrate runs from an embedded home")
+    with tempfile.TemporaryDirectory(prefix="thoth-migrate-") as folder:
+        bundle = str(Path(folder) / "home.tar.gz")
+        steps = [(["bundle", "export", bundle], embedded), (["bundle", "import", bundle, *(["--merge"] * merge)], None)]
+        for args, env in steps:
+            done = subprocess.run([sys.executable, "-m", "thoth_core.cli", *args], env=env, check=False)
+            if done.returncode:
+                sys.exit(done.returncode)
+    setting = f'\'{{ "$env" = "{URL_ENV}" }}\''
+    click.echo(f"Done. Now: thoth config set storage.url {setting} (and start each worker with ${URL_ENV} set)")
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
         report(True, f"storage: {runtime.home} is writable")
     except OSError as exc:
         report(False, f"storage: {runtime.home} is not writable: {exc}")
+    report(*shared_store(runtime))
     for plugin, checks, call in await runtime.call("doctor_checks", runtime=runtime):
         if call.status != "ok":
             report(False, f"plugin {plugin}: its checks failed: {call.error}")
@@ -64,3 +65,25 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
     except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
         report(False, f"model: unreachable: {type(exc).__name__}: {exc}")
     return problems
+
+
+def shared_store(runtime: Runtime) -> tuple[bool, str]:
+    """Whether the shared PostgreSQL (`[storage] url`) answers, or that the layers use SQLite files."""
+    from .database import storage_url
+
+    try:
+        url = storage_url(runtime.config)
+    except ThothError as exc:
+        return False, f"storage: {exc}"
+    if url is None:
+        return True, f"storage: SQLite files in {runtime.home} (embedded; set [storage] url to share one PostgreSQL)"
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=5) as db:
+            version = db.execute("SHOW server_version").fetchone()[0]
+        return True, f"storage: shared PostgreSQL {version} answers"
+    except ImportError:
+        return False, "storage: storage.url needs psycopg: pip install 'thoth-core[postgres]'"
+    except Exception as exc:  # noqa: BLE001 - any failure to connect is the finding
+        return False, f"storage: the shared PostgreSQL does not answer: {str(exc).splitlines()[0][:160]}"
