@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from thoth_core import hookimpl
+from thoth_core.config import Config
 from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime, run_thoth
 from thoth_core.types import Reply, Session, Turn
@@ -30,16 +31,29 @@ class Recorder:
         self.written.append((turn.id, reply.text, session.id))
 
 
-def runtime_with(home, **plugins):
-    return make_test_runtime(home, plugins, replies=[{"reply": "Noted."}])
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage(request):
+    """The `[storage]` table: none (the journal file in the home), or a fresh shared PostgreSQL."""
+    return {"url": request.getfixturevalue("storage_url")} if request.param == "postgres" else {}
 
 
-async def test_the_turn_is_journaled_before_the_writes_and_struck_off_after(tmp_path):
+def runtime_with(home, storage=None, **plugins):
+    config = {"storage": storage} if storage else None
+    return make_test_runtime(home, plugins, config=config, replies=[{"reply": "Noted."}])
+
+
+def journal_at(home, storage):
+    return TurnJournal(home / "journal.db", Config(data={"storage": storage}) if storage else None)
+
+
+async def test_the_turn_is_journaled_before_the_writes_and_struck_off_after(tmp_path, storage):
     gate = asyncio.Event()
     layer = Recorder(gate=gate)
-    runtime = runtime_with(tmp_path, layer=layer)
+    runtime = runtime_with(tmp_path, storage, layer=layer)
     result = await runtime.turn("remember the tea", peer="ann", thread="t")
-    pending = TurnJournal(tmp_path / "journal.db").pending()  # another connection: it is on disk
+    other = journal_at(tmp_path, storage)
+    pending = other.pending()  # another connection: it is on disk
+    other.close()
     assert [(e.turn.id, e.turn.text, e.reply.text, e.plugins) for e in pending] == [
         (result.turn.id, "remember the tea", "Noted.", ["layer"])
     ]
@@ -50,8 +64,8 @@ async def test_the_turn_is_journaled_before_the_writes_and_struck_off_after(tmp_
     await runtime.aclose()
 
 
-async def test_a_killed_process_leaves_the_turn_and_the_next_start_writes_it_to_whoever_missed_it(tmp_path):
-    journal = TurnJournal(tmp_path / "journal.db")
+async def test_a_killed_process_leaves_the_turn_and_the_next_start_writes_it_to_whoever_missed_it(tmp_path, storage):
+    journal = journal_at(tmp_path, storage)
     turn = Turn("my cat is Miso", "ann", "t", id="turn-1")
     session = Session("default", "ann", "t", id="session-1", started_at=1.0)
     journal.append(turn, Reply("Noted.", model="replay"), session, ["early", "late"])
@@ -59,7 +73,7 @@ async def test_a_killed_process_leaves_the_turn_and_the_next_start_writes_it_to_
     journal.close()
 
     early, late = Recorder(), Recorder()
-    runtime = runtime_with(tmp_path, early=early, late=late)
+    runtime = runtime_with(tmp_path, storage, early=early, late=late)
     await runtime.session(peer="bob", thread="x")  # the first session of a process replays the journal
     await runtime.drain()
     assert early.written == []
@@ -68,7 +82,7 @@ async def test_a_killed_process_leaves_the_turn_and_the_next_start_writes_it_to_
     await runtime.aclose()
 
 
-async def test_a_failing_layer_is_reported_keeps_the_turn_and_gets_it_at_the_next_start(tmp_path):
+async def test_a_failing_layer_is_reported_keeps_the_turn_and_gets_it_at_the_next_start(tmp_path, storage):
     notices = []
 
     class Frontend:
@@ -77,7 +91,7 @@ async def test_a_failing_layer_is_reported_keeps_the_turn_and_gets_it_at_the_nex
             notices.append((event, payload))
 
     failing, fine = Recorder(fail=True), Recorder()
-    runtime = runtime_with(tmp_path, failing=failing, fine=fine, frontend=Frontend())
+    runtime = runtime_with(tmp_path, storage, failing=failing, fine=fine, frontend=Frontend())
     result = await runtime.turn("hello", peer="ann", thread="t")
     await runtime.drain()
     assert [u["failed"] for u in runtime.unsaved] == [{"failing": "OSError: [Errno 28] No space left on device"}]
@@ -87,7 +101,7 @@ async def test_a_failing_layer_is_reported_keeps_the_turn_and_gets_it_at_the_nex
     await runtime.aclose()
 
     recovered = Recorder()
-    again = runtime_with(tmp_path, failing=recovered, fine=fine)
+    again = runtime_with(tmp_path, storage, failing=recovered, fine=fine)
     assert await again.recover() == 1
     await again.drain()
     assert recovered.written == [(result.turn.id, "Noted.", result.session.id)]
@@ -96,17 +110,22 @@ async def test_a_failing_layer_is_reported_keeps_the_turn_and_gets_it_at_the_nex
     await again.aclose()
 
 
-async def test_forget_erases_the_peers_journaled_turns(tmp_path):
-    runtime = runtime_with(tmp_path, failing=Recorder(fail=True))
+async def test_forget_erases_the_peers_journaled_turns(tmp_path, storage):
+    runtime = runtime_with(tmp_path, storage, failing=Recorder(fail=True))
     await runtime.turn("ann's secret plan", peer="ann", thread="t")
     await runtime.turn("bob's plan", peer="bob", thread="t")
     await runtime.drain()
     receipt = await runtime.forget(peer="ann")
     assert receipt["journal"] == {"unwritten turns": 1}
     assert [e.turn.peer for e in runtime.journal.pending()] == ["bob"]
+    if storage:
+        assert not list(tmp_path.glob("journal.db*"))  # the shared store holds the journal
+        rows = runtime.journal._db.execute("SELECT turn FROM pending").fetchall()
+        assert len(rows) == 1 and "bob's plan" in rows[0][0]
     await runtime.aclose()
-    raw = b"".join(p.read_bytes() for p in tmp_path.glob("journal.db*"))
-    assert b"secret plan" not in raw and b"bob's plan" in raw
+    if not storage:
+        raw = b"".join(p.read_bytes() for p in tmp_path.glob("journal.db*"))
+        assert b"secret plan" not in raw and b"bob's plan" in raw
 
 
 @pytest.fixture

@@ -252,6 +252,20 @@ def records_consolidated(ids: list[str], runtime: Runtime) -> None:
 
 
 @hookspec
+def transcript_index(runtime: Runtime) -> list[dict[str, Any]] | None:
+    """Every stored session whose transcript this plugin keeps (the working layer), oldest first.
+
+    Returns:
+        Dicts with `session_id`, `day` (`YYYY-MM-DD`, UTC, of its start) and `started_at`.
+    """
+
+
+@hookspec(firstresult=True)
+def transcript(session_id: str, runtime: Runtime) -> list[dict[str, Any]] | None:
+    """A stored session's transcript entries (turns, errors, tool calls, session marks), or None if unknown."""
+
+
+@hookspec
 def bundle_export(runtime: Runtime) -> dict[str, Any] | None:
     """This plugin's part of `thoth bundle export`: everything its layer holds, backend-independent.
 

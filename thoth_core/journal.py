@@ -1,11 +1,17 @@
 """The turn journal: a replied turn is on disk before its post-turn writes start, until every layer has it.
 
-One synced row per turn (`$THOTH_HOME/journal.db`, SQLite with `synchronous=FULL`) holds the
-turn, the reply, the session it belongs to and the plugins whose `post_turn_write` has not yet
-succeeded. Each plugin that succeeds is struck off; the row goes when none is left. A process
-killed after the reply was shown leaves the row behind, and the next runtime replays it to the
-plugins still listed (`thoth_core.writes.TurnWriter.recover`). A plugin that fails stays listed: the next start
+One synced row per turn (`$THOTH_HOME/journal.db`, SQLite with `synchronous=FULL`; or the
+`thoth_journal` schema of the shared PostgreSQL with `[storage] url`) holds the turn, the reply,
+the session it belongs to and the plugins whose `post_turn_write` has not yet succeeded. Each
+plugin that succeeds is struck off; the row goes when none is left. A process killed after the
+reply was shown leaves the row behind, and the next runtime replays it to the plugins still
+listed (`thoth_core.writes.TurnWriter.recover`). A plugin that fails stays listed: the next start
 retries it, and the user is told the turn is not saved yet.
+
+Whose row is it? With SQLite, the writer's pid (one host). With PostgreSQL, each journal has a
+writer id and holds an advisory lock named after it for its whole life: a row belongs to a live
+writer iff that lock cannot be taken, so a worker on any host replays a dead worker's turns,
+never a live one's, and claims them (one UPDATE) so two replaying workers never both take a row.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .storage import connect, migrate
+from .config import Config
+from .database import open_database
 from .types import Reply, Session, Turn, Usage
 
 RESERVE_BYTES = 256 << 10  # room for dozens of turns on a full disk
@@ -46,6 +54,30 @@ MIGRATIONS = [
     """,
     "ALTER TABLE pending ADD COLUMN writer_pid INTEGER; ALTER TABLE pending ADD COLUMN journaled_at REAL",
 ]
+POSTGRES = [
+    """
+    CREATE TABLE pending (
+        seq BIGSERIAL UNIQUE,
+        turn_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        peer TEXT NOT NULL,
+        thread TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        session_started DOUBLE PRECISION NOT NULL,
+        turn TEXT NOT NULL,
+        reply TEXT NOT NULL,
+        plugins TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        writer_pid INTEGER,
+        journaled_at DOUBLE PRECISION,
+        writer TEXT NOT NULL
+    );
+    CREATE INDEX pending_owner ON pending (workspace, peer, thread);
+    CREATE INDEX pending_writer ON pending (writer);
+    """
+]
+ENTRY_COLUMNS = "turn, reply, session_id, session_started, plugins, attempts, error"
 IN_FLIGHT_SECONDS = 3600  # a row of another live process younger than this is its own, still being written
 
 
@@ -80,21 +112,55 @@ class Entry:
 
 
 class TurnJournal:
-    """The journal file of one Thoth home; safe to use from worker threads.
+    """The turn journal of one Thoth home (or of the shared store); safe to use from worker threads.
 
-    It keeps room for turns on a full disk: the file holds `RESERVE_BYTES` of free pages and its
-    rollback journal stays allocated (`journal_mode=PERSIST`), so an append reuses space the file
-    already has instead of growing it (a WAL would need new space after each checkpoint).
+    With SQLite it keeps room for turns on a full disk: the file holds `RESERVE_BYTES` of free
+    pages and its rollback journal stays allocated (`journal_mode=PERSIST`), so an append reuses
+    space the file already has instead of growing it (a WAL would need new space after each
+    checkpoint). With PostgreSQL it holds its writer lock (`writer:<id>`) until `close`.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, config: Any = None) -> None:
         self._lock = threading.Lock()
-        self._db = connect(path, synchronous="FULL", journal_mode="PERSIST")
-        migrate(self._db, MIGRATIONS)
+        self._db = open_database(
+            config if config is not None else Config(data={}),
+            "journal",
+            path=path,
+            migrations=MIGRATIONS,
+            postgres=POSTGRES,
+            synchronous="FULL",
+            journal_mode="PERSIST",
+        )
+        self.shared = self._db.dialect == "postgres"
+        self.writer = uuid.uuid4().hex
+        self._writer_conn: Any = None  # holds the writer lock (PostgreSQL)
+        if self.shared:
+            self._hold_writer_lock()
+            return
         try:
             self._reserve()
         except sqlite3.OperationalError as exc:  # a full disk now: keep what room there is
             logger.warning("%s: no room to reserve for the turn journal: %s", path, exc)
+
+    def _writer_key(self, writer: str) -> str:
+        """The advisory lock a writer holds while it lives (named as `Database.lock` names its keys)."""
+        return f"{getattr(self._db, 'schema', 'thoth_journal')}:writer:{writer}"
+
+    def _hold_writer_lock(self) -> None:
+        """Take this writer's lock on a connection of its own, kept until `close` (or the process's death)."""
+        import psycopg
+
+        try:
+            conn = psycopg.connect(self._db.url, autocommit=True)  # type: ignore[attr-defined]
+            try:
+                conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self._writer_key(self.writer),))
+            except BaseException:
+                conn.close()
+                raise
+        except BaseException:
+            self._db.close()
+            raise
+        self._writer_conn = conn
 
     def _reserve(self, *, always: bool = False) -> None:
         """Grow the file's free pages (and the rollback journal) to the reserve; reused by every turn."""
@@ -120,39 +186,53 @@ class TurnJournal:
             os.getpid(),
             time.time(),
         )
+        columns = "turn_id, workspace, peer, thread, session_id, session_started, turn, reply, plugins, "
+        columns += "writer_pid, journaled_at"
+        names = columns.split(", ")
+        if self.shared:
+            row, names = (*row, self.writer), [*names, "writer"]
+        update = ", ".join(f"{name}=excluded.{name}" for name in names[1:])
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO pending VALUES (?,?,?,?,?,?,?,?,?,0,NULL,?,?)", row)
+            self._db.execute(
+                f"INSERT INTO pending ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
+                f"ON CONFLICT (turn_id) DO UPDATE SET {update}, attempts=0, error=NULL",
+                row,
+            )
 
     def settle(self, turn_id: str, *, done: list[str], failed: dict[str, str]) -> None:
         """Strike off the plugins that wrote the turn; count an attempt for those that failed."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")  # another process may settle the same turn (a replay)
-            try:
-                found = self._db.execute("SELECT plugins FROM pending WHERE turn_id=?", (turn_id,)).fetchone()
-                left = [p for p in json.loads(found[0]) if p not in done] if found else []
-                if found and not left:
-                    self._db.execute("DELETE FROM pending WHERE turn_id=?", (turn_id,))
-                elif found:
-                    error = "; ".join(f"{plugin}: {message}" for plugin, message in failed.items()) or None
-                    self._db.execute(
-                        "UPDATE pending SET plugins=?, attempts=attempts+?, error=coalesce(?, error) WHERE turn_id=?",
-                        (json.dumps(left), 1 if failed else 0, error, turn_id),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        lock_row = " FOR UPDATE" if self.shared else ""  # SQLite's transaction takes the write lock at once
+        with self._lock, self._db.transaction() as tx:  # another process may settle the same turn (a replay)
+            found = tx.execute(f"SELECT plugins FROM pending WHERE turn_id=?{lock_row}", (turn_id,)).fetchone()
+            left = [p for p in json.loads(found[0]) if p not in done] if found else []
+            if found and not left:
+                tx.execute("DELETE FROM pending WHERE turn_id=?", (turn_id,))
+            elif found:
+                error = "; ".join(f"{plugin}: {message}" for plugin, message in failed.items()) or None
+                tx.execute(
+                    "UPDATE pending SET plugins=?, attempts=attempts+?, error=coalesce(?, error) WHERE turn_id=?",
+                    (json.dumps(left), 1 if failed else 0, error, turn_id),
+                )
 
     def pending(self, *, others_in_flight: bool = True) -> list[Entry]:
         """Every turn some plugin has not written yet, oldest first.
 
-        With `others_in_flight=False`, leave out the turns another live process journaled within the
-        last hour: that process is still writing them (a chat open beside a `thoth ask`).
+        With `others_in_flight=False`, leave out the turns another live process is still writing:
+        with SQLite, those it journaled within the last hour (a chat open beside a `thoth ask`);
+        with PostgreSQL, every turn of a live writer, and the turns of dead writers are claimed
+        (made this writer's) first, so of workers replaying at once each turn goes to one.
         """
+        if self.shared:
+            if not others_in_flight:
+                self._claim_dead_writers()
+            with self._lock:
+                where = "" if others_in_flight else " WHERE writer=?"
+                params = () if others_in_flight else (self.writer,)
+                rows = self._db.execute(f"SELECT {ENTRY_COLUMNS} FROM pending{where} ORDER BY seq", params).fetchall()
+            return [_entry(*row) for row in rows]
         with self._lock:
             rows = self._db.execute(
-                "SELECT turn, reply, session_id, session_started, plugins, attempts, error, writer_pid, journaled_at "
-                "FROM pending ORDER BY rowid"
+                f"SELECT {ENTRY_COLUMNS}, writer_pid, journaled_at FROM pending ORDER BY rowid"
             ).fetchall()
         now = time.time()
         return [
@@ -161,13 +241,44 @@ class TurnJournal:
             if others_in_flight or not (_alive_other(row[7]) and now - (row[8] or 0) < IN_FLIGHT_SECONDS)
         ]
 
+    def writer_alive(self, writer: str) -> bool:
+        """Whether the journal whose writer id this is still runs (holds its lock), on any host."""
+        if writer == self.writer:
+            return True
+        key = self._writer_key(writer)
+        with self._db.transaction() as tx:  # a transaction-level try: released when it ends
+            taken = tx.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0))", (key,)).fetchone()[0]
+        return not taken
+
+    def _claim_dead_writers(self) -> int:
+        """Make the turns of writers that died this writer's; returns how many (each taken by one claimer)."""
+        sql = "SELECT DISTINCT writer FROM pending WHERE writer<>?"
+        with self._lock:
+            writers = [row[0] for row in self._db.execute(sql, (self.writer,)).fetchall()]
+        claimed = 0
+        for writer in writers:
+            if self.writer_alive(writer):
+                continue
+            with self._lock:  # of two claimers, the second finds the rows no longer the dead writer's
+                taken = self._db.execute(
+                    "UPDATE pending SET writer=?, writer_pid=? WHERE writer=? RETURNING turn_id",
+                    (self.writer, os.getpid(), writer),
+                ).fetchall()
+            if taken:
+                logger.info("turn journal: took over %d turn(s) of writer %s, which is gone", len(taken), writer)
+            claimed += len(taken)
+        return claimed
+
     def forget(self, *, workspace: str, peer: str, thread: str | None) -> int:
-        """Delete a peer's journaled turns (or one thread's) and scrub the file; returns how many."""
+        """Delete a peer's journaled turns (or one thread's) and scrub what they left; returns how many."""
         with self._lock:
             deleted = self._db.execute(
-                "DELETE FROM pending WHERE workspace=? AND peer=? AND (? IS NULL OR thread=?)",
+                "DELETE FROM pending WHERE workspace=? AND peer=? AND (CAST(? AS TEXT) IS NULL OR thread=?)",
                 (workspace, peer, thread, thread),
             ).rowcount
+            if self.shared:
+                self._db.scrub(tables=["pending"])
+                return deleted
             # the persisted rollback journal still holds old images of the pages: drop it, then make room again
             self._db.execute("PRAGMA journal_mode=DELETE")
             self._db.execute("PRAGMA journal_mode=PERSIST")
@@ -175,8 +286,16 @@ class TurnJournal:
         return deleted
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the store and give up the writer lock."""
         with self._lock:
+            if self._writer_conn is not None:
+                conn, self._writer_conn = self._writer_conn, None
+                try:  # at once, not when the server notices the connection closed: a replay may follow right away
+                    conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._writer_key(self.writer),))
+                except self._db.errors as exc:
+                    logger.warning("turn journal: releasing writer %s failed: %s", self.writer, exc)
+                finally:
+                    conn.close()
             self._db.close()
 
 
@@ -193,7 +312,11 @@ def _alive_other(pid: int | None) -> bool:
     return True
 
 
-def _entry(turn: str, reply: str, session_id: str, started: float, plugins: str, attempts: int, error: str | None) -> Entry:
+def _entry(
+    turn: str, reply: str, session_id: str, started: float, plugins: str, attempts: int, error: str | None
+) -> Entry:
     reply_data = json.loads(reply)
     reply_data["usage"] = Usage(**reply_data.get("usage") or {})
-    return Entry(Turn(**json.loads(turn)), Reply(**reply_data), session_id, started, json.loads(plugins), attempts, error)
+    return Entry(
+        Turn(**json.loads(turn)), Reply(**reply_data), session_id, started, json.loads(plugins), attempts, error
+    )

@@ -39,9 +39,9 @@ class TurnWriter:
 
     @property
     def journal(self) -> TurnJournal:
-        """The turn journal of the runtime's home, opened on first use."""
+        """The turn journal of the runtime's home (or of the shared store), opened on first use."""
         if self._journal is None:
-            self._journal = TurnJournal(self.runtime.home / "journal.db")
+            self._journal = TurnJournal(self.runtime.home / "journal.db", self.runtime.config)
         return self._journal
 
     def writers(self) -> list[str]:

@@ -30,7 +30,10 @@ async def test_a_peer_fixes_a_fact_and_deletes_a_note_and_neither_reaches_anothe
     fact, note = held["name: Ann"], held["I am training for the Bergen marathon"]
 
     assert "has no" in await say(runtime, f"/correct {note} delete", peer="bob")  # not bob's to touch
-    assert await say(runtime, f"/correct {fact} Anna") == "Corrected ann's name: Anna (the old value stays in its history)."
+    assert (
+        await say(runtime, f"/correct {fact} Anna")
+        == "Corrected ann's name: Anna (the old value stays in its history)."
+    )
     assert await say(runtime, f"/correct {note} delete") == f"Deleted ann's observation {note}."
 
     store = backend_for(runtime).store
@@ -40,7 +43,10 @@ async def test_a_peer_fixes_a_fact_and_deletes_a_note_and_neither_reaches_anothe
     raw = b"".join(p.read_bytes() for p in (thoth_home / "identity").iterdir() if p.is_file())
     assert b"Bergen" not in raw  # erased from the file, WAL and FTS segments included
     audit = [json.loads(line) for line in (thoth_home / "identity" / "corrections.jsonl").read_text().splitlines()]
-    assert [(a["actor"], a["action"], a["item"]) for a in audit] == [("peer:ann", "edit", fact), ("peer:ann", "delete", note)]
+    assert [(a["actor"], a["action"], a["item"]) for a in audit] == [
+        ("peer:ann", "edit", fact),
+        ("peer:ann", "delete", note),
+    ]
 
 
 async def test_a_correction_holding_a_secret_or_naming_no_item_is_refused(make_runtime):

@@ -1,8 +1,9 @@
 """What both identity backends share: hard facts and notes, agent observations, export, forget.
 
-The local SQLite store is the layer's own record in either backend: hard facts always live
-there (a knowledge graph needs validity windows Honcho does not keep), and so do notes and
-agent-authored observations, which the Honcho backend also copies into Honcho.
+The identity store (SQLite, or the shared PostgreSQL) is the layer's own record in either
+backend: hard facts always live there (a knowledge graph needs validity windows Honcho does not
+keep), and so do notes and agent-authored observations, which the Honcho backend also copies
+into Honcho.
 """
 
 from __future__ import annotations

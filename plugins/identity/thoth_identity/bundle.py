@@ -11,16 +11,11 @@ from .backend import IdentityBackend
 
 SECTION = "identity"
 VERSION = 1
-PEERS_SQL = (
-    "SELECT workspace, peer FROM peers UNION SELECT workspace, peer FROM messages"
-    " UNION SELECT workspace, peer FROM observations UNION SELECT workspace, peer FROM facts"
-    " ORDER BY workspace, peer"
-)
 
 
 def held_peers(backend: IdentityBackend) -> list[tuple[str, str]]:
     """Every (workspace, peer) the store holds anything about."""
-    return [(row["workspace"], row["peer"]) for row in backend.store._rows(PEERS_SQL)]
+    return backend.store.held_peers()
 
 
 @hookimpl

@@ -65,4 +65,4 @@ def _outbox_line(backend: Any, workspace: str) -> tuple[bool, str]:
     waiting = backend.outbox.waiting() if backend.outbox is not None else 0
     if not waiting:
         return True, "honcho: no message waits in the outbox"
-    return True, f"honcho: {waiting} message(s) wait in the outbox ({backend.store.path}); sent with the next turn"
+    return True, f"honcho: {waiting} message(s) wait in the outbox ({backend.store.where}); sent with the next turn"

@@ -3,8 +3,9 @@
 Items are named `f<id>` (a current fact) or `o<id>` (an observation), as `thoth identity show` and
 `/correct` list them. Editing a fact supersedes it (its history is kept); editing an observation
 replaces it; deleting removes the row and erases it from the file (FTS segments and WAL
-included). Each correction appends one line to `identity/corrections.jsonl`: when, who, whose
-item, what was done; never the text, so a deleted item leaves nothing behind.
+included). Each correction appends one line to `identity/corrections.jsonl` (with a shared store,
+one row to its `corrections` table): when, who, whose item, what was done; never the text, so a
+deleted item leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 
 from thoth_core import ThothError
 from thoth_core.redact import redactor_of
-from thoth_core.storage import scrub
 
 from .render import fact_label
 from .store import IdentityStore
@@ -53,24 +53,19 @@ def correct(
         found = redactor_of(runtime).find_secrets(text)
         if found:
             raise ThothError(f"not stored: that holds a secret ({', '.join(found)}); secrets are never kept in memory")
-    with store.lock:
-        message = (_fact if kind == "f" else _observation)(store, workspace, peer, row_id, text, actor)
-        scrub(store.db, fts=["observations_fts"])  # the old text leaves the file, not only the table
-    _audit(runtime, workspace=workspace, peer=peer, actor=actor, action="edit" if text else "delete", item=item)
+    message = (_fact if kind == "f" else _observation)(store, workspace, peer, row_id, text, actor)
+    store.scrub()  # the old text leaves the file (or PostgreSQL's dead rows), not only the table
+    _audit(store, runtime, workspace=workspace, peer=peer, actor=actor, action="edit" if text else "delete", item=item)
     return message
 
 
 def _fact(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:
-    rows = store._rows(
-        "SELECT * FROM facts WHERE id = ? AND workspace = ? AND peer = ? AND valid_to IS NULL", row_id, workspace, peer
-    )
-    if not rows:
+    fact = store.current_fact(workspace, peer, row_id)
+    if fact is None:
         raise ThothError(f"{peer} has no current fact f{row_id}")
-    fact = rows[0]
     label = fact["predicate"].replace("_", " ")
     if text is None:
-        with store.transaction():
-            store.db.execute("DELETE FROM facts WHERE id = ?", (row_id,))
+        store.delete_fact(workspace, peer, row_id)
         return f"Deleted {peer}'s fact f{row_id} ({label})."
     store.set_fact(
         workspace, peer, fact["predicate"], text, confidence=1.0, source=f"correction:{actor}", subject=fact["subject"]
@@ -80,11 +75,7 @@ def _fact(store: IdentityStore, workspace: str, peer: str, row_id: int, text: st
 
 
 def _observation(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:
-    with store.transaction():
-        gone = store.db.execute(
-            "DELETE FROM observations WHERE id = ? AND workspace = ? AND peer = ?", (row_id, workspace, peer)
-        ).rowcount
-    if not gone:
+    if not store.delete_observation(workspace, peer, row_id):
         raise ThothError(f"{peer} has no observation o{row_id}")
     if text is None:
         return f"Deleted {peer}'s observation o{row_id}."
@@ -92,7 +83,14 @@ def _observation(store: IdentityStore, workspace: str, peer: str, row_id: int, t
     return f"Corrected {peer}'s observation o{row_id}: {text}"
 
 
-def _audit(runtime: Any, **entry: Any) -> None:
+def _audit(store: IdentityStore, runtime: Any, **entry: Any) -> None:
+    """One line in the home's audit file; with a shared store, one row of its `corrections` table (every worker's)."""
+    if store.db.dialect == "postgres":
+        store.db.execute(
+            "INSERT INTO corrections (at, workspace, peer, actor, action, item) VALUES (?, ?, ?, ?, ?, ?)",
+            (time.time(), entry["workspace"], entry["peer"], entry["actor"], entry["action"], entry["item"]),
+        )
+        return
     path = Path(runtime.home) / "identity" / "corrections.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as audit:

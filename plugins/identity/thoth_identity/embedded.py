@@ -1,9 +1,9 @@
-"""The embedded backend (default): local SQLite, derivation by the configured model, BM25 dialectic.
+"""The embedded backend (default): the identity store, derivation by the configured model, full-text dialectic.
 
 Per turn, in the background: both messages are stored (once per turn id, so a write replayed
 after a crash adds nothing), then the configured model derives observations (and
 high-confidence hard facts) from the peer's message. Before each model call: the peer's
-current facts and the observations most relevant to the message (FTS5 BM25), plus a model
+current facts and the observations most relevant to the message (FTS5 BM25, or PostgreSQL's ts_rank), plus a model
 synthesis when a model is configured and the deadline leaves time (paused for a while after
 several consecutive timeouts: a model that slow wastes every call).
 """

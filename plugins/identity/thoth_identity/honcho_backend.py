@@ -316,7 +316,7 @@ class HonchoBackend(IdentityBackend):
             peer,
             reason,
             self.outbox.waiting(rows[0]["workspace"], peer),
-            self.store.path,
+            self.store.where,
         )
 
     def _refresh_representation(self, workspace: str, peer: str) -> None:

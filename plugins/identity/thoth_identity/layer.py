@@ -2,7 +2,7 @@
 
 `configure` makes this object (cheap) and starts a warm-up thread that imports what the
 backend needs (the Honcho SDK) and builds the configured model, so neither happens on the event
-loop nor inside a turn's time. The backend itself (the SQLite store, the SDK clients) is made on
+loop nor inside a turn's time. The backend itself (the store, the SDK clients) is made on
 first use, in a worker thread.
 
 Before each model call `context` works to its own deadline, `SAFETY_MARGIN` before the core's:
@@ -35,7 +35,7 @@ FALLBACK_RESERVE = 0.15  # seconds kept for reading the fallback from the local 
 
 def make_backend(runtime: Any, settings: IdentitySettings, store: IdentityStore) -> IdentityBackend:
     """The configured backend over a store."""
-    logger.info("identity: %s backend, store %s", settings.backend, store.path)
+    logger.info("identity: %s backend, store %s", settings.backend, store.where)
     if settings.backend == "honcho":
         from .honcho_backend import HonchoBackend
 
@@ -89,7 +89,7 @@ class IdentityLayer:
         if self._store is None:
             with self._lock:
                 if self._store is None:
-                    self._store = IdentityStore(self.path)
+                    self._store = IdentityStore(self.path, self.runtime.config)
         return self._store
 
     def backend(self) -> IdentityBackend:

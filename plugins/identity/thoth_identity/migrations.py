@@ -1,4 +1,4 @@
-"""The identity store's schema, applied in order on open (tracked by `PRAGMA user_version`)."""
+"""The identity store's schema: SQLite's numbered migrations (`PRAGMA user_version`), and PostgreSQL's."""
 
 from __future__ import annotations
 
@@ -94,3 +94,58 @@ M004_ENTITY_SUBJECTS = """
 """
 
 MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn, M003_HONCHO_OUTBOX, M004_ENTITY_SUBJECTS]
+
+# PostgreSQL (`[storage] url`): the schema the four SQLite steps make, in one script. Observations are searched
+# with PostgreSQL's full-text search (their stemmed `words`, GIN-indexed) instead of FTS5; long texts are indexed
+# by hash (a B-tree entry must fit in a third of a page). The corrections audit, a file in each home with
+# SQLite, is a table here, so every worker's corrections are in one place.
+PG001_CREATE_TABLES = """
+        CREATE TABLE peers (
+            workspace TEXT NOT NULL, peer TEXT NOT NULL, owner TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (workspace, peer)
+        );
+        CREATE TABLE messages (
+            id BIGSERIAL PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL,
+            session_id TEXT NOT NULL, turn_id TEXT, role TEXT NOT NULL, content TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL, derived_at DOUBLE PRECISION
+        );
+        CREATE INDEX messages_peer ON messages (workspace, peer, thread);
+        CREATE UNIQUE INDEX messages_turn ON messages (workspace, peer, turn_id, role) WHERE turn_id IS NOT NULL;
+        CREATE TABLE observations (
+            id BIGSERIAL PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, owner TEXT NOT NULL,
+            content TEXT NOT NULL, kind TEXT NOT NULL, author TEXT NOT NULL, confidence DOUBLE PRECISION NOT NULL,
+            message_id BIGINT, source TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+            words TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
+        );
+        CREATE INDEX observations_peer ON observations (workspace, peer, created_at);
+        CREATE INDEX observations_content ON observations USING HASH (content);
+        CREATE INDEX observations_fts ON observations USING GIN (words);
+        CREATE TABLE facts (
+            id BIGSERIAL PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, subject TEXT NOT NULL,
+            predicate TEXT NOT NULL, object TEXT NOT NULL, confidence DOUBLE PRECISION NOT NULL,
+            source TEXT NOT NULL, valid_from DOUBLE PRECISION NOT NULL, valid_to DOUBLE PRECISION
+        );
+        CREATE INDEX facts_peer ON facts (workspace, peer, predicate, valid_to);
+        CREATE INDEX facts_subject ON facts (workspace, peer, subject, predicate, valid_to);
+        CREATE INDEX facts_object ON facts USING HASH (object);
+        CREATE TABLE honcho_cache (
+            workspace TEXT NOT NULL, peer TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (workspace, peer, kind)
+        );
+        CREATE TABLE honcho_sent (
+            workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL, turn_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (workspace, peer, turn_id)
+        );
+        CREATE TABLE honcho_outbox (
+            id BIGSERIAL PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL,
+            turn_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+            claimed_by TEXT, claimed_at DOUBLE PRECISION, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT
+        );
+        CREATE UNIQUE INDEX honcho_outbox_turn ON honcho_outbox (workspace, peer, turn_id, role);
+        CREATE TABLE corrections (
+            id BIGSERIAL PRIMARY KEY, at DOUBLE PRECISION NOT NULL, workspace TEXT NOT NULL, peer TEXT NOT NULL,
+            actor TEXT NOT NULL, action TEXT NOT NULL, item TEXT NOT NULL
+        );
+"""
+
+POSTGRES: list[str] = [PG001_CREATE_TABLES]

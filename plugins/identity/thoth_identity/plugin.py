@@ -1,7 +1,8 @@
 """L2 identity memory: a `user-model` block before each model call, ingest after each turn.
 
-The backend is the embedded one (SQLite in `$THOTH_HOME/identity/`) unless `[plugins.identity]`
-names a Honcho `base_url`. `HONCHO_DISABLED=true` switches the layer off (the core blocks it).
+The backend is the embedded one (SQLite in `$THOTH_HOME/identity/`, or the shared PostgreSQL of
+`[storage] url`) unless `[plugins.identity]` names a Honcho `base_url`. `HONCHO_DISABLED=true`
+switches the layer off (the core blocks it).
 """
 
 from __future__ import annotations

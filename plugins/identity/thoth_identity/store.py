@@ -1,95 +1,74 @@
-"""The identity layer's SQLite file: messages, observations (FTS5), hard facts, Honcho cache and sent turns.
+"""The identity layer's tables: messages, observations, hard facts, Honcho cache, outbox and sent turns.
 
-One file per Thoth home (`$THOTH_HOME/identity/identity.db`). Every row carries its
-(workspace, peer); observations also carry an `owner` token indexed by FTS5, so a search is
-an intersection inside the index and one peer's rows can never match another peer's query.
-Hook impls run in worker threads: one connection, `check_same_thread=False`, one lock.
+One SQLite file per Thoth home (`$THOTH_HOME/identity/identity.db`), or with `[storage] url`
+the schema `thoth_identity` of the shared PostgreSQL, so every worker serving a workspace sees
+the same facts at once (`thoth_core.database`). Every row carries its (workspace, peer).
+Read-modify-write steps (a fact superseding another, a deduplicated observation) run in one
+transaction holding the peer's lock, so workers writing about one peer at once do not race.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from thoth_core.storage import connect, migrate, scrub
+from thoth_core.config import Config
+from thoth_core.database import Database, open_database
 
-from .migrations import MIGRATIONS
+from . import erase, transfer
+from .migrations import MIGRATIONS, POSTGRES
+from .search import OBSERVATION_COLUMNS, STOPWORDS, owner_token, query_terms, search_observations
 
-_WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
-STOPWORDS = frozenset(
-    "the and for are but not you your yours with this that what when where which who whom why how was were "
-    "have has had can could would should will shall may might must our ours they them their there here from "
-    "into onto about over under than then its it's just also very much many some any all each more most "
-    "please tell know want need like does did doing done been being get got let make made say said".split()
-)
+__all__ = ["STOPWORDS", "IdentityStore", "owner_token", "query_terms"]
 
-
-def owner_token(workspace: str, peer: str) -> str:
-    """The FTS5 token that marks one peer's observations."""
-    return "o" + hashlib.sha1(f"{workspace}\x00{peer}".encode()).hexdigest()[:20]
-
-
-def query_terms(text: str, limit: int = 16) -> list[str]:
-    """Distinct content words of a message, for a full-text OR query."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(text.lower()):
-        if word not in STOPWORDS:
-            seen.setdefault(word, None)
-    return list(seen)[:limit]
+TABLES = ("peers", "messages", "observations", "facts", "honcho_cache", "honcho_sent", "honcho_outbox")
 
 
 class IdentityStore:
-    """Thread-safe access to the identity database."""
+    """Thread-safe access to the identity tables (an SQLite file, or the shared PostgreSQL)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, config: Any = None) -> None:
         self.path = path
-        self.lock = threading.RLock()
-        self.db = connect(path, rows=True)
-        migrate(self.db, MIGRATIONS)
+        self.db: Database = open_database(
+            config if config is not None else Config(),
+            "identity",
+            path=path,
+            migrations=MIGRATIONS,
+            postgres=POSTGRES,
+            rows=True,
+        )
+        self.where = self.db.where  # the file or schema, for messages
 
     def close(self) -> None:
-        """Close the connection."""
-        with self.lock:
-            self.db.close()
+        """Close the connection(s)."""
+        self.db.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Hold the lock and run the block as one transaction."""
-        with self.lock:
-            self.db.execute("BEGIN")
-            try:
-                yield self.db
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self.db.execute("COMMIT")
+    def rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        """The rows of a query, as dicts."""
+        return [dict(row) for row in self.db.execute(sql, args)]
 
-    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        with self.lock:
-            return [dict(row) for row in self.db.execute(sql, args)]
+    def lock_peer(self, tx: Database, workspace: str, peer: str) -> None:
+        """Inside a transaction: wait for other workers' transactions about this peer (SQLite's write lock does)."""
+        if tx.dialect == "postgres":
+            tx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"identity/{workspace}/{peer}",))
 
-    def _write(self, sql: str, *args: Any) -> int:
-        with self.lock:
-            cursor = self.db.execute(sql, args)
-            return int(cursor.lastrowid or 0) if sql.lstrip().upper().startswith("INSERT") else cursor.rowcount
+    def held_peers(self) -> list[tuple[str, str]]:
+        """Every (workspace, peer) the store holds anything about."""
+        sql = (
+            "SELECT workspace, peer FROM peers UNION SELECT workspace, peer FROM messages"
+            " UNION SELECT workspace, peer FROM observations UNION SELECT workspace, peer FROM facts"
+            " ORDER BY workspace, peer"
+        )
+        return [(row["workspace"], row["peer"]) for row in self.db.execute(sql)]
 
     # --- peers and messages -------------------------------------------------------------
 
     def ensure_peer(self, workspace: str, peer: str) -> None:
         """Record that a peer exists."""
-        self._write(
-            "INSERT OR IGNORE INTO peers (workspace, peer, owner, created_at) VALUES (?, ?, ?, ?)",
-            workspace,
-            peer,
-            owner_token(workspace, peer),
-            time.time(),
+        self.db.execute(
+            "INSERT INTO peers (workspace, peer, owner, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (workspace, peer, owner_token(workspace, peer), time.time()),
         )
 
     def add_message(
@@ -107,22 +86,22 @@ class IdentityStore:
         """Store one message of a peer's conversation; returns its id.
 
         A turn's message of a role is stored once: storing it again (a post-turn write replayed
-        after a crash) returns the stored one's id.
+        after a crash, or by another worker) returns the stored one's id.
         """
-        with self.lock:
+        with self.db.transaction() as tx:
             self.ensure_peer(workspace, peer)
-            cursor = self.db.execute(
+            row = tx.execute(
                 "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
                 (workspace, peer, thread, session_id, turn_id, role, content, at or time.time()),
-            )
-            if cursor.rowcount:
-                return int(cursor.lastrowid or 0)
-            return self.turn_message(workspace, peer, str(turn_id), role) or 0
+            ).fetchone()
+        if row is not None:
+            return int(row[0])
+        return self.turn_message(workspace, peer, str(turn_id), role) or 0
 
     def turn_message(self, workspace: str, peer: str, turn_id: str, role: str) -> int | None:
         """The id of a turn's stored message of this role (`user` or `assistant`), or None."""
-        rows = self._rows(
+        rows = self.rows(
             "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND turn_id = ? AND role = ?",
             workspace,
             peer,
@@ -133,12 +112,12 @@ class IdentityStore:
 
     def mark_derived(self, message_id: int) -> None:
         """Record that the deriver finished with this message (whatever it found)."""
-        self._write("UPDATE messages SET derived_at = ? WHERE id = ?", time.time(), message_id)
+        self.db.execute("UPDATE messages SET derived_at = ? WHERE id = ?", (time.time(), message_id))
 
     def derived_from(self, workspace: str, peer: str, message_id: int) -> bool:
         """Whether the deriver finished with this message, or observations or facts come from it."""
         return bool(
-            self._rows(
+            self.rows(
                 "SELECT 1 FROM messages WHERE id = ? AND derived_at IS NOT NULL"
                 " UNION ALL SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND message_id = ?"
                 " UNION ALL SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND source = ? LIMIT 1",
@@ -156,18 +135,18 @@ class IdentityStore:
 
     def mark_sent(self, workspace: str, peer: str, thread: str, turn_ids: list[str]) -> None:
         """Remember that these turns' messages reached Honcho."""
-        with self.lock:
-            self.db.executemany(
-                "INSERT OR IGNORE INTO honcho_sent (workspace, peer, thread, turn_id, at) VALUES (?, ?, ?, ?, ?)",
-                [(workspace, peer, thread, turn_id, time.time()) for turn_id in turn_ids],
-            )
+        self.db.executemany(
+            "INSERT INTO honcho_sent (workspace, peer, thread, turn_id, at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            [(workspace, peer, thread, turn_id, time.time()) for turn_id in turn_ids],
+        )
 
     def sent(self, workspace: str, peer: str, turn_ids: list[str]) -> set[str]:
         """Which of these turns' messages already reached Honcho."""
         if not turn_ids:
             return set()
         marks = ",".join("?" * len(turn_ids))
-        rows = self._rows(
+        rows = self.rows(
             f"SELECT turn_id FROM honcho_sent WHERE workspace = ? AND peer = ? AND turn_id IN ({marks})",
             workspace,
             peer,
@@ -194,63 +173,54 @@ class IdentityStore:
         content = content.strip()
         if not content:
             return None
-        with self.lock:
-            if self.db.execute(
+        with self.db.transaction() as tx:
+            self.lock_peer(tx, workspace, peer)
+            if tx.execute(
                 "SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND content = ?",
                 (workspace, peer, content),
             ).fetchone():
                 return None
             self.ensure_peer(workspace, peer)
-            return self._write(
+            row = tx.execute(
                 "INSERT INTO observations"
                 " (workspace, peer, owner, content, kind, author, confidence, message_id, source, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                workspace,
-                peer,
-                owner_token(workspace, peer),
-                content,
-                kind,
-                author,
-                max(0.0, min(1.0, float(confidence))),
-                message_id,
-                source,
-                at or time.time(),
-            )
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    workspace,
+                    peer,
+                    owner_token(workspace, peer),
+                    content,
+                    kind,
+                    author,
+                    max(0.0, min(1.0, float(confidence))),
+                    message_id,
+                    source,
+                    at or time.time(),
+                ),
+            ).fetchone()
+            return int(row[0])
 
     def search_observations(self, workspace: str, peer: str, text: str, *, limit: int) -> list[dict[str, Any]]:
-        """The peer's observations most relevant to a message (BM25, weighted by confidence)."""
-        terms = query_terms(text)
-        if not terms:
-            return []
-        match = f'owner : "{owner_token(workspace, peer)}" AND content : (' + " OR ".join(f'"{t}"' for t in terms) + ")"
-        with self.lock:  # rank inside the index first, then read only the winners' rows
-            ranked = dict(
-                self.db.execute(
-                    "SELECT rowid, bm25(observations_fts, 0.0, 1.0) AS score FROM observations_fts"
-                    " WHERE observations_fts MATCH ? ORDER BY score LIMIT ?",
-                    (match, limit * 3),
-                ).fetchall()
-            )
-            marks = ",".join("?" * len(ranked))
-            rows = [
-                dict(row)
-                for row in self.db.execute(
-                    f"SELECT * FROM observations WHERE id IN ({marks}) AND workspace = ? AND peer = ?",
-                    (*ranked, workspace, peer),
-                )
-            ]
-        for row in rows:
-            row["rank"] = ranked[row["id"]]
-        rows.sort(key=lambda r: r["rank"] * (0.5 + r["confidence"] / 2))
-        return rows[:limit]
+        """The peer's observations most relevant to a message (full-text rank, weighted by confidence)."""
+        return search_observations(self.db, workspace, peer, text, limit=limit)
 
     def recent_observations(self, workspace: str, peer: str, *, limit: int) -> list[dict[str, Any]]:
         """The peer's most recent observations."""
-        return self._rows(
-            "SELECT * FROM observations WHERE workspace = ? AND peer = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+        return self.rows(
+            f"SELECT {OBSERVATION_COLUMNS} FROM observations WHERE workspace = ? AND peer = ?"
+            " ORDER BY created_at DESC, id DESC LIMIT ?",
             workspace,
             peer,
             limit,
+        )
+
+    def delete_observation(self, workspace: str, peer: str, observation_id: int) -> bool:
+        """Delete one of the peer's observations (a correction); whether there was one."""
+        return bool(
+            self.db.execute(
+                "DELETE FROM observations WHERE id = ? AND workspace = ? AND peer = ?",
+                (observation_id, workspace, peer),
+            ).rowcount
         )
 
     # --- hard facts ---------------------------------------------------------------------
@@ -274,10 +244,11 @@ class IdentityStore:
         """
         at = at or time.time()
         subject = subject or peer
-        with self.lock:
-            current = self._rows(
+        with self.db.transaction() as tx:
+            self.lock_peer(tx, workspace, peer)
+            current = self.rows(
                 "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND subject = ? AND predicate = ?"
-                " AND valid_to IS NULL",
+                " AND valid_to IS NULL ORDER BY id",
                 workspace,
                 peer,
                 subject,
@@ -287,38 +258,48 @@ class IdentityStore:
             if same:
                 return {"fact": same[0], "superseded": [], "unchanged": True}
             superseded = [] if multi_valued else current
-            with self.transaction():
-                for old in superseded:
-                    self.db.execute("UPDATE facts SET valid_to = ? WHERE id = ?", (at, old["id"]))
-                    old["valid_to"] = at
-                fact_id = self._write(
-                    "INSERT INTO facts"
-                    " (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                    workspace,
-                    peer,
-                    subject,
-                    predicate,
-                    value,
-                    confidence,
-                    source,
-                    at,
-                )
+            for old in superseded:
+                tx.execute("UPDATE facts SET valid_to = ? WHERE id = ?", (at, old["id"]))
+                old["valid_to"] = at
+            fact = tx.execute(
+                "INSERT INTO facts"
+                " (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) RETURNING *",
+                (workspace, peer, subject, predicate, value, confidence, source, at),
+            ).fetchone()
             self.ensure_peer(workspace, peer)
-            fact = self._rows("SELECT * FROM facts WHERE id = ?", fact_id)[0]
-            return {"fact": fact, "superseded": superseded, "unchanged": False}
+        return {"fact": dict(fact), "superseded": superseded, "unchanged": False}
+
+    def current_fact(self, workspace: str, peer: str, fact_id: int) -> dict[str, Any] | None:
+        """One of the peer's current facts by id, or None."""
+        rows = self.rows(
+            "SELECT * FROM facts WHERE id = ? AND workspace = ? AND peer = ? AND valid_to IS NULL",
+            fact_id,
+            workspace,
+            peer,
+        )
+        return rows[0] if rows else None
+
+    def delete_fact(self, workspace: str, peer: str, fact_id: int) -> bool:
+        """Delete one of the peer's facts (a correction); whether there was one."""
+        return bool(
+            self.db.execute(
+                "DELETE FROM facts WHERE id = ? AND workspace = ? AND peer = ?", (fact_id, workspace, peer)
+            ).rowcount
+        )
 
     def current_facts(self, workspace: str, peer: str) -> list[dict[str, Any]]:
         """Facts about a peer that hold now."""
-        return self._rows(
-            "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL ORDER BY predicate, valid_from",
+        return self.rows(
+            "SELECT * FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL"
+            " ORDER BY predicate, valid_from, id",
             workspace,
             peer,
         )
 
     def fact_history(self, workspace: str, peer: str) -> list[dict[str, Any]]:
         """Every fact ever held about a peer, superseded ones included."""
-        return self._rows(
+        return self.rows(
             "SELECT * FROM facts WHERE workspace = ? AND peer = ? ORDER BY predicate, valid_from, id", workspace, peer
         )
 
@@ -326,18 +307,15 @@ class IdentityStore:
 
     def cache_put(self, workspace: str, peer: str, kind: str, text: str) -> None:
         """Keep the last good Honcho answer (`dialectic`) or representation for fallbacks."""
-        self._write(
-            "INSERT OR REPLACE INTO honcho_cache (workspace, peer, kind, text, at) VALUES (?, ?, ?, ?, ?)",
-            workspace,
-            peer,
-            kind,
-            text,
-            time.time(),
+        self.db.execute(
+            "INSERT INTO honcho_cache (workspace, peer, kind, text, at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (workspace, peer, kind) DO UPDATE SET text = excluded.text, at = excluded.at",
+            (workspace, peer, kind, text, time.time()),
         )
 
     def cache_get(self, workspace: str, peer: str, kind: str) -> dict[str, Any] | None:
         """A cached Honcho answer, with its time, or None."""
-        rows = self._rows(
+        rows = self.rows(
             "SELECT text, at FROM honcho_cache WHERE workspace = ? AND peer = ? AND kind = ?", workspace, peer, kind
         )
         return rows[0] if rows else None
@@ -346,150 +324,30 @@ class IdentityStore:
 
     def counts(self, workspace: str, peer: str) -> dict[str, int]:
         """How many observations, current facts and messages are held about a peer."""
-        with self.lock:
 
-            def one(sql: str) -> int:
-                return int(self.db.execute(sql, (workspace, peer)).fetchone()[0])
+        def one(sql: str) -> int:
+            return int(self.db.execute(sql, (workspace, peer)).fetchone()[0])
 
-            return {
-                "observations": one("SELECT count(*) FROM observations WHERE workspace = ? AND peer = ?"),
-                "facts": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL"),
-                "fact_history": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ?"),
-                "messages": one("SELECT count(*) FROM messages WHERE workspace = ? AND peer = ?"),
-            }
+        return {
+            "observations": one("SELECT count(*) FROM observations WHERE workspace = ? AND peer = ?"),
+            "facts": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL"),
+            "fact_history": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ?"),
+            "messages": one("SELECT count(*) FROM messages WHERE workspace = ? AND peer = ?"),
+        }
 
     def export_rows(self, workspace: str, peer: str) -> dict[str, list[dict[str, Any]]]:
         """Every row held about a peer, by table."""
-        key = (workspace, peer)
-        return {
-            "facts": self.fact_history(*key),
-            "observations": self._rows(
-                "SELECT id, content, kind, author, confidence, message_id, source, created_at FROM observations"
-                " WHERE workspace = ? AND peer = ? ORDER BY id",
-                *key,
-            ),
-            "messages": self._rows(
-                "SELECT id, thread, session_id, turn_id, role, content, at FROM messages"
-                " WHERE workspace = ? AND peer = ? ORDER BY id",
-                *key,
-            ),
-            "honcho_cache": self._rows(
-                "SELECT kind, text, at FROM honcho_cache WHERE workspace = ? AND peer = ?", *key
-            ),
-        }
+        return transfer.export_rows(self, workspace, peer)
 
     def import_rows(self, workspace: str, peer: str, rows: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
-        """Add exported rows to a peer (skipping what is already held); returns counts added."""
-        added = {"facts": 0, "observations": 0, "messages": 0}
-        with self.transaction():  # a failure half-way leaves nothing behind
-            message_ids: dict[int, int] = {}
-            for m in rows.get("messages", []):
-                exists = self.db.execute(
-                    "SELECT id FROM messages WHERE workspace = ? AND peer = ? AND role = ? AND content = ? AND at = ?",
-                    (workspace, peer, m["role"], m["content"], m["at"]),
-                ).fetchone()
-                known = exists[0] if exists else None
-                if known is None and m.get("turn_id"):  # the same turn's message, stored under another text
-                    known = self.turn_message(workspace, peer, m["turn_id"], m["role"])
-                if known is not None:
-                    message_ids[m.get("id", -1)] = known
-                    continue
-                message_ids[m.get("id", -1)] = self.add_message(
-                    workspace,
-                    peer,
-                    thread=m.get("thread", "imported"),
-                    session_id=m.get("session_id", "imported"),
-                    turn_id=m.get("turn_id"),
-                    role=m["role"],
-                    content=m["content"],
-                    at=m["at"],
-                )
-                added["messages"] += 1
-            for o in rows.get("observations", []):
-                new = self.add_observation(
-                    workspace,
-                    peer,
-                    o["content"],
-                    kind=o.get("kind", "explicit"),
-                    author=o.get("author", "imported"),
-                    confidence=o.get("confidence", 0.5),
-                    source=o.get("source", "import"),
-                    message_id=message_ids.get(o.get("message_id") or -1),
-                    at=o.get("created_at"),
-                )
-                added["observations"] += new is not None
-            for f in rows.get("facts", []):  # the exported peer as subject (or none: an old export) is this peer
-                subject = peer if f.get("subject") in (None, "", rows.get("peer")) else f["subject"]
-                if self.db.execute(
-                    "SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND subject = ? AND predicate = ?"
-                    " AND object = ? AND valid_from = ?",
-                    (workspace, peer, subject, f["predicate"], f["object"], f["valid_from"]),
-                ).fetchone():
-                    continue
-                self._write(
-                    "INSERT INTO facts"
-                    " (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    workspace,
-                    peer,
-                    subject,
-                    f["predicate"],
-                    f["object"],
-                    f.get("confidence", 1.0),
-                    f.get("source", "import"),
-                    f["valid_from"],
-                    f.get("valid_to"),
-                )
-                added["facts"] += 1
-            self.ensure_peer(workspace, peer)
-        return added
+        """Add exported rows to a peer (skipping what is already held), all or nothing; returns counts added."""
+        return transfer.import_rows(self, workspace, peer, rows)
 
     def delete(self, workspace: str, peer: str, thread: str | None = None) -> dict[str, int]:
-        """Delete what is held about a peer (or only one thread of theirs), erasing it from the file; returns counts."""
-        with self.lock:
-            receipt = self._delete(workspace, peer, thread)
-            return {**receipt, **scrub(self.db, fts=["observations_fts"])}
+        """Delete what is held about a peer (or only one thread of theirs), erased from the store; returns counts."""
+        receipt = erase.delete_rows(self, workspace, peer, thread)
+        return {**receipt, **self.scrub()}
 
-    def _delete(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
-        key = (workspace, peer)
-        with self.transaction():
-            if thread is not None:
-                return self._delete_thread(workspace, peer, thread)
-            receipt = {
-                "facts": self.db.execute("DELETE FROM facts WHERE workspace = ? AND peer = ?", key).rowcount,
-                "observations": self.db.execute(
-                    "DELETE FROM observations WHERE workspace = ? AND peer = ?", key
-                ).rowcount,
-                "messages": self.db.execute("DELETE FROM messages WHERE workspace = ? AND peer = ?", key).rowcount,
-                "cached_answers": self.db.execute(
-                    "DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key
-                ).rowcount,
-            }
-            self.db.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ?", key)
-            self.db.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
-            return receipt
-
-    def _delete_thread(self, workspace: str, peer: str, thread: str) -> dict[str, int]:
-        """Delete one thread's messages and what was derived from them (inside a transaction)."""
-        key = (workspace, peer)
-        rows = self.db.execute(
-            "SELECT id, turn_id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
-        ).fetchall()
-        ids = [row["id"] for row in rows]
-        sources = [f"derived:message:{i}" for i in ids] + [f"reaction:{r['turn_id']}" for r in rows if r["turn_id"]]
-
-        def delete_where(sql: str, values: list[Any]) -> int:
-            if not values:
-                return 0
-            marks = ",".join("?" * len(values))
-            return int(self.db.execute(sql.format(marks=marks), (*key, *values)).rowcount)
-
-        facts = delete_where("DELETE FROM facts WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)
-        observations = delete_where(
-            "DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids
-        ) + delete_where("DELETE FROM observations WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)
-        messages = self.db.execute(
-            "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
-        ).rowcount
-        self.db.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread))
-        return {"facts": facts, "observations": observations, "messages": messages}
+    def scrub(self) -> dict[str, int]:
+        """Erase what deletes left behind (FTS5 segments and WAL; PostgreSQL's dead rows); a receipt addition."""
+        return self.db.scrub(tables=TABLES, fts=["observations_fts"])

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from thoth_core import hookimpl
@@ -10,12 +13,32 @@ def _clean_env(thoth_env):
     """No model, config or switch leaks in from the environment; cwd is the test's folder."""
 
 
+class TranscriptFiles:
+    """The working layer's two transcript hooks over JSONL files the tests write in its layout."""
+
+    def __init__(self, home: Path) -> None:
+        self.root = home / "working" / "transcripts"
+
+    @hookimpl
+    def transcript_index(self):
+        paths = sorted(self.root.glob("*/*.jsonl"))
+        return [{"session_id": p.stem, "day": p.parent.name, "started_at": 0.0} for p in paths]
+
+    @hookimpl
+    def transcript(self, session_id):
+        paths = sorted(self.root.glob(f"*/{session_id}.jsonl"))
+        return [json.loads(line) for line in paths[-1].read_text().splitlines() if line.strip()] if paths else None
+
+
 @pytest.fixture
-def make_runtime(make_runtime, tmp_path):
-    """The core's factory with the project root at the test's folder, where these tests look for persona/."""
+def make_runtime(make_runtime, tmp_path, thoth_home):
+    """The core's factory with the project root at the test's folder, where these tests look for persona/,
+    and, without the working plugin, transcripts read from files in its layout (`TranscriptFiles`)."""
 
     def factory(plugins=None, **kwargs):
         kwargs.setdefault("root", tmp_path)
+        if plugins is not None and "working" not in plugins:
+            plugins = {**plugins, "transcripts": TranscriptFiles(thoth_home)}
         return make_runtime(plugins, **kwargs)
 
     return factory

@@ -124,14 +124,12 @@ def reflect_group() -> None:
 
 
 def find_session(rt: Any, session_id: str) -> Session:
-    """A session rebuilt from the working layer's transcript file."""
-    from .nightly import read_transcript, transcripts_dir
+    """A session rebuilt from the working layer's transcript."""
+    from .nightly import transcript_of
 
-    plain = re.fullmatch(r"[\w\-]{1,100}", session_id) is not None
-    matches = sorted(transcripts_dir(rt).glob(f"*/{session_id}.jsonl")) if plain else []
-    if not matches:
-        raise ThothError(f"{transcripts_dir(rt)}: no transcript for session {session_id!r}")
-    rows = read_transcript(matches[-1])
+    rows = transcript_of(rt, session_id) if re.fullmatch(r"[\w\-]{1,100}", session_id) else []
+    if not rows:
+        raise ThothError(f"no transcript for session {session_id!r} (thoth reflect idle lists ended sessions)")
     first = next((r for r in rows if r.get("peer")), {})
     session = Session(
         str(first.get("workspace") or rt.config.get("thoth.workspace")),
@@ -227,7 +225,7 @@ def reflect_promote(record_id: str, topic: str | None, text: str | None, actor: 
         if record is None:
             raise ThothError(
                 f"no record {record_id!r}: not in {st.path(st.settings.reflexion_dir)} (reflexion) nor in "
-                f"{Path(st.dir) / 'transient'} (see `thoth reflect records`)"
+                f"{st.store.db.where if st.store.shared else Path(st.dir) / 'transient'} (see `thoth reflect records`)"
             )
         if not topic:
             raise ThothError(f"promoting transient record {record_id} needs --topic (the knowledge note's slug)")

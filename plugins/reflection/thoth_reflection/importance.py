@@ -5,7 +5,8 @@ years old it outranks a fresh note > an approved note > an absorbed session or e
 often it was confirmed (near-duplicates of one owner merge and add up their counts), halved when a
 later line of the same owner supersedes it, times recency (half of the score fades with a 30-day
 half-life, so an old important line still beats a new unimportant one).
-Kinds and counts survive between nights in `snapshot-weights.json` (keys are hashes, never text);
+Kinds and counts survive between nights in `snapshot-weights.json` (keys are hashes, never text; a
+row of the shared store's `documents` when there is one, see `documents`);
 a snapshot line it does not know is untagged (a person wrote it: `stated`) or a note. Lines cut for
 the budget, or merged away by the model, are appended with their owner tags to `snapshot-archive.md`
 (which `forget` cleans like MEMORY.md), so nothing leaves the snapshot unseen.
@@ -19,11 +20,13 @@ import math
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from thoth_core import count_tokens
 from thoth_core.owners import Owner, split_owner, tagged
-from thoth_core.storage import write_atomic
+
+if TYPE_CHECKING:
+    from .documents import Documents
 
 KIND_WEIGHT = {"stated": 5.0, "note": 2.0, "session": 1.0, "episode": 1.0}
 DUPLICATE = 0.8  # word overlap (Jaccard) at which two lines of one owner say the same thing
@@ -111,15 +114,16 @@ def parse(line: str) -> tuple[str, str, Owner | None] | None:
 class Weights:
     """Kinds and confirmation counts of snapshot lines, kept between nights."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, docs: Documents) -> None:
+        self.docs = docs
         self.known: dict[str, dict[str, object]] = {}
-        if path.exists():
-            try:
-                loaded = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"{path}: unreadable snapshot weights ({exc}); delete it to start afresh") from exc
-            self.known = loaded if isinstance(loaded, dict) else {}
+        try:
+            text = docs.read(WEIGHTS_FILE)
+            loaded = json.loads(text) if text is not None else {}
+        except (OSError, ValueError) as exc:
+            where = docs.where(WEIGHTS_FILE)
+            raise ValueError(f"{where}: unreadable snapshot weights ({exc}); delete it to start afresh") from exc
+        self.known = loaded if isinstance(loaded, dict) else {}
 
     def entry(self, line: str) -> Entry | None:
         """A snapshot line as an entry: known kind and count, else `stated` when untagged, else `note`."""
@@ -142,7 +146,7 @@ class Weights:
     def save(self, kept: list[Entry]) -> None:
         """Remember the kept lines' weights (and forget every other)."""
         self.known = {e.key: {"kind": e.kind, "seen": e.seen} for e in kept}
-        write_atomic(self.path, json.dumps(self.known, indent=1, sort_keys=True) + "\n")
+        self.docs.write(WEIGHTS_FILE, json.dumps(self.known, indent=1, sort_keys=True) + "\n")
 
 
 def merge(entries: list[Entry]) -> list[Entry]:
@@ -197,15 +201,14 @@ def render(entries: list[Entry]) -> str:
     return "\n".join(e.line for e in entries)
 
 
-def archive(path: Path, *, day: str, how: str, budget: int, gone: list[tuple[Entry, str]]) -> None:
+def archive(docs: Documents, *, day: str, how: str, budget: int, gone: list[tuple[Entry, str]]) -> None:
     """Append the lines that left the snapshot (each with why) to the archive, owner tags kept."""
     if not gone:
         return
     heading = f"## {day} nightly ({how}): {len(gone)} line(s) left the {budget}-token snapshot"
     lines = [tagged(f"- [{e.day}] {e.text} ({why}; {e.kind}, seen {e.seen}×)", e.owner) for e, why in gone]
-    current = (
-        path.read_text(encoding="utf-8")
-        if path.exists()
-        else "# Snapshot archive\n\nLines nightly consolidation removed from the memory snapshot.\n"
-    )
-    write_atomic(path, current.rstrip("\n") + f"\n\n{heading}\n\n" + "\n".join(lines) + "\n")
+    def appended(current: str | None) -> str:
+        current = current or "# Snapshot archive\n\nLines nightly consolidation removed from the memory snapshot.\n"
+        return current.rstrip("\n") + f"\n\n{heading}\n\n" + "\n".join(lines) + "\n"
+
+    docs.update(ARCHIVE_FILE, appended)

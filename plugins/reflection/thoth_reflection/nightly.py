@@ -15,12 +15,10 @@ each owner's lines apart from the others' and its lines get that owner's tag bac
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, count_tokens
@@ -30,11 +28,12 @@ from thoth_core.owners import Owner, split_owner, tagged
 from thoth_core.redact import Redactor, redactor_of
 
 from . import firewall, tiers
+from .claims import claimed
+from .documents import documents
 from .importance import (
     ARCHIVE_FILE,
     KIND_WEIGHT,
     SUPERSEDED,
-    WEIGHTS_FILE,
     Entry,
     Weights,
     archive,
@@ -52,6 +51,7 @@ from .settings import State, state
 logger = logging.getLogger(__name__)
 
 LINE_TOKENS = 48
+NIGHTLY_CLAIM_SECONDS = 3600.0  # a worker that died in the nightly job keeps others off it this long
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 COMPRESS = """You maintain an AI agent's long-term memory snapshot. Compress the numbered lines into fewer,
@@ -93,22 +93,10 @@ class Material:
             self.kinds.append(kind)
 
 
-def transcripts_dir(runtime: Any) -> Path:
-    """Where the working layer keeps transcripts."""
-    return Path(runtime.home) / "working" / "transcripts"
-
-
-def read_transcript(path: Path) -> list[dict[str, Any]]:
-    """The records of one transcript file (unreadable lines skipped)."""
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+def transcript_of(runtime: Any, session_id: str) -> list[dict[str, Any]]:
+    """A stored session's transcript entries, from the working layer (files or the shared store)."""
+    rows = runtime.pm.hook.transcript(session_id=session_id, runtime=runtime)
+    return [r for r in rows or [] if isinstance(r, dict)]
 
 
 def gist(rows: list[dict[str, Any]]) -> str:
@@ -129,11 +117,12 @@ def _finished(rows: list[dict[str, Any]], now: float, idle_seconds: float) -> bo
 def gather(st: State, material: Material, now: float) -> None:
     """Add the finished, not yet absorbed sessions of every transcript day."""
     idle = float(st.runtime.config.get("thoth.idle_minutes")) * 60
-    for path in sorted(transcripts_dir(st.runtime).glob("*/*.jsonl")):
-        key = f"session:{path.parent.name}/{path.stem}"
+    index = [found for lists in st.runtime.pm.hook.transcript_index(runtime=st.runtime) for found in lists or []]
+    for stored in sorted(index, key=lambda s: (s["day"], s["session_id"])):
+        key = f"session:{stored['day']}/{stored['session_id']}"
         if st.store.is_consolidated(key):
             continue
-        rows = read_transcript(path)
+        rows = transcript_of(st.runtime, stored["session_id"])
         if not _finished(rows, now, idle):
             continue
         material.sessions.append(key)
@@ -142,7 +131,7 @@ def gather(st: State, material: Material, now: float) -> None:
             first = next((r for r in rows if r.get("peer")), {})
             peer = str(first.get("peer", "someone"))
             owner = (peer, str(first.get("workspace") or "default")) if first else None
-            material.add(path.parent.name, f"{peer}: {summary}", owner, kind="session")
+            material.add(stored["day"], f"{peer}: {summary}", owner, kind="session")
 
 
 async def gather_episodes(st: State, material: Material, now: float) -> None:
@@ -211,7 +200,7 @@ async def compress(st: State, snapshot: str, material: Material, day: str) -> Ou
     """The new snapshot: the model merges each owner's lines (when there is one; lines a person wrote are
     left as they are), then importance decides the cut."""
     budget = st.settings.snapshot_tokens
-    weights = Weights(st.dir / WEIGHTS_FILE)
+    weights = Weights(documents(st))
     old, new = _snapshot_entries(snapshot, weights, day), _entries(material)
     kept, gone = rank(old + new, budget, day)
     try:
@@ -304,9 +293,21 @@ async def _rewrite(st: State, model: Any, inputs: list[Entry], day: str) -> tupl
 
 
 async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, Any]:
-    """Run the nightly job once; returns a summary (`changed` False when there was nothing new)."""
+    """Run the nightly job once; returns a summary (`changed` False when there was nothing new).
+
+    One worker at a time: another worker's run in progress makes this one a no-op (`skipped` says so).
+    """
     st = state(runtime)
     now = time.time() if now is None else now
+    async with claimed(st.store, "nightly", seconds=NIGHTLY_CLAIM_SECONDS) as mine:
+        if not mine:
+            logger.warning("reflection nightly: another worker is running it; skipped")
+            return {"day": utc_day(now), "changed": False, "skipped": "another worker is running the nightly job"}
+        return await _nightly(st, runtime, now)
+
+
+async def _nightly(st: State, runtime: Any, now: float) -> dict[str, Any]:
+    """The nightly job, while this worker holds its claim."""
     day = utc_day(now)
     memory = MemoryFile(st.path(st.settings.memory_file))
     material = Material(redactor=redactor_of(st))
@@ -327,15 +328,15 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
     if material.lines or count_tokens(current) > st.settings.snapshot_tokens:
         outcome = await compress(st, current, material, day)
         # archived first: should that write fail, the snapshot still holds every line
-        archive(st.dir / ARCHIVE_FILE, day=day, how=outcome.how, budget=st.settings.snapshot_tokens, gone=outcome.gone)
+        archive(documents(st), day=day, how=outcome.how, budget=st.settings.snapshot_tokens, gone=outcome.gone)
         memory.replace_section("snapshot", outcome.snapshot)
-        Weights(st.dir / WEIGHTS_FILE).save(outcome.kept)
+        Weights(documents(st)).save(outcome.kept)
         summary.update(changed=True, method=outcome.how, snapshot_tokens=count_tokens(outcome.snapshot))
         summary.update(lines=len(outcome.kept), removed=len(outcome.gone))
         if outcome.why:
             summary["why"] = outcome.why
         if outcome.gone:
-            summary["archive"] = str(st.dir / ARCHIVE_FILE)
+            summary["archive"] = documents(st).where(ARCHIVE_FILE)
             summary["removed_lines"] = [f"- [{e.day}] {e.text} ({why})" for e, why in outcome.gone]
     if material.notes:
         memory.drop_notes(material.notes)

@@ -9,9 +9,9 @@ from typing import Any
 
 from thoth_core import Session, hookimpl
 from thoth_core.runtime import Command
-from thoth_core.storage import scrub
 
 from . import reflexion  # queue, reflect and writers load when first needed: not before a turn's reply
+from .documents import documents
 from .importance import ARCHIVE_FILE
 from .memory import MemoryFile
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
@@ -21,6 +21,7 @@ from .transient import records_of
 logger = logging.getLogger(__name__)
 
 LAYER = "reflection"
+SCRUBBED = ("items", "check_ins", "runs", "audit", "peers", "documents", "transient")  # what a forget changes
 
 
 @hookimpl
@@ -97,34 +98,20 @@ async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) ->
     to_edit = queue.approved_lines(st, [i for i in doomed if i["status"] == "approved"])
     for path, line in to_edit:  # the humans approved these files: a person edits them, forget does not
         logger.warning("%s:%d: approved text derived from forgotten peer %s; edit it by hand", path, line, peer)
-    with store.lock:
-        for item_id in items:
-            store.execute("DELETE FROM items WHERE id = ?", item_id)
-        check_ins = store.execute(f"DELETE FROM check_ins WHERE {scope}", *args)
-        for session_id in sessions:
-            store.execute("UPDATE runs SET error = NULL WHERE session_id = ?", session_id)
-        blanked = sum(
-            store.execute("UPDATE audit SET payload = '{\"forgotten\": true}' WHERE session_id = ?", s)
-            for s in sessions
-        ) + sum(  # items without a session (knowledge promotions) are audited under their id
-            store.execute(
-                "UPDATE audit SET payload = '{\"forgotten\": true}' WHERE json_extract(payload, '$.item') = ?", i
-            )
-            for i in items
-        )
-        store.execute(f"UPDATE runs SET peer = '(forgotten)' WHERE {scope}", *args)
-        if thread is None:
-            store.execute("DELETE FROM peers WHERE peer = ?", peer)
+    scope = {"workspace": workspace, "peer": peer, **({"thread": thread} if thread else {})}
+    check_ins, blanked = store.forget_rows(scope, sessions=sessions, items=items, whole_peer=thread is None)
     store.audit("forget", {"sessions": len(sessions), "items": len(items), "check_ins": check_ins, "at": time.time()})
-    with store.lock:
-        erased = scrub(store.db)  # the deleted rows' old pages stay in the WAL until then
+    archived = documents(st).forget(ARCHIVE_FILE, (peer, workspace))
+    transient = records(st).delete_sessions(sessions)
+    with store.lock:  # the deleted rows' old pages stay in the WAL (SQLite) or as dead tuples (PostgreSQL) until then
+        erased = store.db.scrub(tables=SCRUBBED)
     receipt = {
         "memory lines": MemoryFile(st.path(st.settings.memory_file)).forget((peer, workspace)),
-        "archived memory lines": MemoryFile(st.dir / ARCHIVE_FILE).forget((peer, workspace)),
+        "archived memory lines": archived,
         "queued items": len(items),
         "check-ins": check_ins,
         "audit entries blanked": blanked,
-        "transient records": records(st).delete_sessions(sessions),
+        "transient records": transient,
         "approved files to edit": len({path for path, _ in to_edit}),
         **erased,
     }

@@ -212,7 +212,7 @@ def _queue(
     announce: bool = True,
     tier: str = "",
 ) -> str:
-    with st.store.lock:
+    with st.store.lock, st.store.db.lock("queue"):  # one twin check at a time, across every worker
         twin = _twin(st, kind=kind, text=text, source=source, payload=payload)
         if twin is None:
             st.store.add_item(
@@ -284,44 +284,47 @@ async def decide(
     if item is None:
         return None
     if item["status"] != "pending":
-        raise ThothError(f"{item_id} was already {item['status']} by {item['decided_by']}")
+        raise _already(st, item_id)
     if st.founders and actor not in st.founders:
         raise ThothError(f"only founders ({', '.join(st.founders)}) may decide {item_id}; {actor!r} is not one")
+    if decision not in ("approve", "edit", "reject"):
+        raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
     audit = {"item": item_id, "decision": decision, "reason": reason}
+    where_from = {"run_id": item["source"].get("run"), "session_id": item["source"].get("session"), "actor": actor}
     if decision == "edit":
         if not text or not text.strip():
             raise ThothError(f"editing {item_id} needs the new text")
         _keep_proposed(st, item)
-        st.store.edit(item_id, redactor_of(st).redact(text.strip()))
-        st.store.audit(
-            "decision",
-            dict(audit, text=redactor_of(st).redact(text.strip())),
-            run_id=item["source"].get("run"),
-            session_id=item["source"].get("session"),
-            actor=actor,
-        )
+        if not st.store.edit(item_id, redactor_of(st).redact(text.strip())):
+            raise _already(st, item_id)
+        st.store.audit("decision", dict(audit, text=redactor_of(st).redact(text.strip())), **where_from)
         return {"id": item_id, "status": "pending", "message": f"edited {item_id}; approve it to apply"}
     if decision == "reject":
-        st.store.settle(item_id, "rejected", actor=actor, reason=reason)
-        st.store.audit(
-            "decision", audit, run_id=item["source"].get("run"), session_id=item["source"].get("session"), actor=actor
-        )
+        if not st.store.settle(item_id, "rejected", actor=actor, reason=reason):
+            raise _already(st, item_id)
+        st.store.audit("decision", audit, **where_from)
         return {"id": item_id, "status": "rejected", "message": f"rejected {item_id}"}
-    if decision != "approve":
-        raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
     final = redactor_of(st).redact((text or item["text"]).strip())
-    where = await _apply(st, item, final, actor)
+    if not st.store.settle(item_id, "approved", actor=actor, reason=reason):  # only the one winner applies it
+        raise _already(st, item_id)
+    try:
+        where = await _apply(st, item, final, actor)
+    except BaseException:
+        st.store.reopen(item_id, actor=actor)  # not applied: it waits for a decision again
+        raise
     if normalized(final) != normalized(item["text"]):
-        _keep_proposed(st, item)
-    st.store.settle(item_id, "approved", actor=actor, reason=reason, text=final)
-    st.store.audit(
-        "decision",
-        dict(audit, text=final, applied_to=where),
-        run_id=item["source"].get("run"),
-        session_id=item["source"].get("session"),
-        actor=actor,
-    )
+        _keep_proposed(st, st.store.item(item_id) or item)
+    st.store.set_text(item_id, final)
+    st.store.audit("decision", dict(audit, text=final, applied_to=where), **where_from)
     return {"id": item_id, "status": "approved", "message": f"approved {item_id}: {where}"}
+
+
+def _already(st: State, item_id: str) -> ThothError:
+    """The one-line refusal of a decision on an item decided already (by another worker, maybe)."""
+    item = st.store.item(item_id)
+    if item is None:
+        return ThothError(f"{item_id} is no longer queued (forgotten meanwhile)")
+    return ThothError(f"{item_id} was already {item['status']} by {item['decided_by']}")
 
 
 def _keep_proposed(st: State, item: dict[str, Any]) -> None:

@@ -28,10 +28,14 @@ from thoth_core.redact import Redactor, redactor_of
 from thoth_core.types import new_id
 
 from . import firewall, queue, reflexion, schema, spans, tiers
+from .claims import claimed
 from .settings import State, state
-from .transient import TransientRecords
+from .transient import StoredRecords, TransientRecords
 
 logger = logging.getLogger(__name__)
+
+CLAIM_SECONDS = 1800.0  # a worker that died reflecting on a session keeps others off it this long
+CLAIM_WAIT = 120.0  # how long a second worker ending the same session waits for the first to finish
 
 INSTRUCTIONS = """You review a finished conversation between an AI agent and a person, so the agent can learn from it.
 Answer with one JSON object (a `reflection`) and nothing else: what_worked, what_didnt, skill, memory_notes,
@@ -87,6 +91,17 @@ async def reflect(session: Session, reason: str, *, runtime: Any, again: bool = 
     if not turns_of(session):
         logger.info("reflection: session %s has no turns; skipped", session.id)
         return None
+    key = f"reflect:{session.id}"
+    async with claimed(st.store, key, seconds=CLAIM_SECONDS, wait=CLAIM_WAIT) as mine:
+        if not mine:
+            logger.warning("reflection: session %s: another worker kept reflecting on it; skipped", session.id)
+            st.store.audit("run_skipped", {"reason": "another worker is reflecting on it"}, session_id=session.id)
+            return None
+        return await _reflect_claimed(st, session, reason, again=again)
+
+
+async def _reflect_claimed(st: State, session: Session, reason: str, *, again: bool) -> dict[str, Any] | None:
+    """The run itself, once this worker holds the session's claim (so the turns it finds new are new)."""
     whole = session
     session = spans.span_session(whole, list(whole.transcript) if again else spans.unreflected(st.store, whole))
     if not turns_of(session):
@@ -184,9 +199,9 @@ def _record_invalid(st: State, session: Session, run_id: str, attempts: list[Att
     )
 
 
-def records(st: State) -> TransientRecords:
-    """The transient record folder."""
-    return TransientRecords(st.dir / "transient")
+def records(st: State) -> TransientRecords | StoredRecords:
+    """The transient records: a folder, or the shared store's `transient` table."""
+    return StoredRecords(st.store) if st.store.shared else TransientRecords(st.dir / "transient")
 
 
 def finalize(

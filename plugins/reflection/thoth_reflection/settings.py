@@ -119,7 +119,7 @@ class State:
         self.runtime = runtime
         self.settings = Settings.from_runtime(runtime)
         self.dir = Path(runtime.home) / NAME
-        self.store = Store(self.dir / "reflection.db")
+        self.store = Store(self.dir / "reflection.db", runtime.config)  # or the shared store: `[storage] url`
         self._model: Model | None = None
 
     def model(self) -> Model:

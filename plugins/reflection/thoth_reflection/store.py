@@ -1,20 +1,26 @@
-"""Reflection's own SQLite database under `$THOTH_HOME/reflection/`: audit log, runs, queue, check-ins, progress.
+"""Reflection's own database: audit log, runs, queue, check-ins, progress, claims and (shared) documents.
 
-The audit log is append-only and permanent (only `forget` blanks a person's payloads). One
-connection shared across threads (`check_same_thread=False`) behind a lock, because plain
-hook implementations run in worker threads.
+The SQLite file `$THOTH_HOME/reflection/reflection.db`, or the schema `thoth_reflection` of the
+shared PostgreSQL when `[storage] url` is set (`thoth_core.database`), so every worker sees one
+queue and one audit log. The audit log is append-only and permanent (only `forget` blanks a
+person's payloads). Decisions and claims are conditional writes, so of several processes racing
+for the same item or session exactly one wins.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from thoth_core.storage import connect, migrate
+from thoth_core.config import Config
+from thoth_core.database import open_database
 
 MIGRATIONS = [
     """
@@ -42,27 +48,68 @@ MIGRATIONS = [
     """
     CREATE TABLE reflexion_tried (turn_id TEXT PRIMARY KEY, session_id TEXT, at REAL NOT NULL);
     """,
+    """
+    CREATE TABLE claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, at REAL NOT NULL);
+    CREATE TABLE documents (name TEXT PRIMARY KEY, text TEXT NOT NULL, at REAL NOT NULL);
+    CREATE TABLE transient (id TEXT PRIMARY KEY, kind TEXT NOT NULL, day TEXT NOT NULL, session_id TEXT NOT NULL,
+                            run_id TEXT NOT NULL, text TEXT NOT NULL, at REAL NOT NULL);
+    """,
 ]
+POSTGRES = [  # the schema of every SQLite migration above, in one step
+    """
+    CREATE TABLE audit (id BIGSERIAL PRIMARY KEY, at DOUBLE PRECISION NOT NULL, event TEXT NOT NULL, run_id TEXT,
+                        session_id TEXT, actor TEXT, payload TEXT NOT NULL);
+    CREATE INDEX audit_run ON audit(run_id);
+    CREATE TABLE runs (run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, workspace TEXT, peer TEXT, thread TEXT,
+                       started_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION, status TEXT NOT NULL,
+                       error TEXT);
+    CREATE INDEX runs_session ON runs(session_id);
+    CREATE TABLE items (id TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL,
+                        source TEXT NOT NULL, flags TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL,
+                        created_at DOUBLE PRECISION NOT NULL, decided_at DOUBLE PRECISION, decided_by TEXT,
+                        reason TEXT, tier TEXT NOT NULL DEFAULT '');
+    CREATE TABLE check_ins (id TEXT PRIMARY KEY, workspace TEXT, peer TEXT, thread TEXT, at DOUBLE PRECISION NOT NULL,
+                            text TEXT NOT NULL, session_id TEXT, run_id TEXT, delivered_at DOUBLE PRECISION);
+    CREATE TABLE consolidated (key TEXT PRIMARY KEY, kind TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);
+    CREATE TABLE peers (peer TEXT PRIMARY KEY, last_seen DOUBLE PRECISION NOT NULL);
+    CREATE TABLE reflected (session_id TEXT PRIMARY KEY, last_turn_id TEXT NOT NULL, turns INTEGER NOT NULL,
+                            at DOUBLE PRECISION NOT NULL);
+    CREATE TABLE reflexion_tried (turn_id TEXT PRIMARY KEY, session_id TEXT, at DOUBLE PRECISION NOT NULL);
+    CREATE TABLE claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);
+    CREATE TABLE documents (name TEXT PRIMARY KEY, text TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);
+    CREATE TABLE transient (id TEXT PRIMARY KEY, kind TEXT NOT NULL, day TEXT NOT NULL, session_id TEXT NOT NULL,
+                            run_id TEXT NOT NULL, text TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);
+    """,
+]
+FORGOTTEN = '{"forgotten": true}'  # an audit payload after forget
+ME = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # who holds a claim taken by this process
 
 
 class Store:
     """The reflection database."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, config: Any = None) -> None:
         self.path = path
-        self.lock = threading.RLock()
-        self.db = connect(path, rows=True)
-        migrate(self.db, MIGRATIONS)
+        self.lock = threading.RLock()  # groups statements of this process; `db.lock` excludes other processes
+        self.db = open_database(
+            config if config is not None else Config(),
+            "reflection",
+            path=path,
+            migrations=MIGRATIONS,
+            postgres=POSTGRES,
+            rows=True,
+        )
+        self.shared = self.db.dialect == "postgres"
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection(s)."""
         with self.lock:
             self.db.close()
 
     def query(self, sql: str, *args: Any) -> list[dict[str, Any]]:
         """Rows of a SELECT as dicts."""
         with self.lock:
-            return [dict(row) for row in self.db.execute(sql, args).fetchall()]
+            return [dict(zip(row.keys(), row, strict=True)) for row in self.db.execute(sql, args).fetchall()]
 
     def execute(self, sql: str, *args: Any) -> int:
         """Run one statement; returns the number of rows changed."""
@@ -102,7 +149,8 @@ class Store:
     def start_run(self, run_id: str, session: Any) -> None:
         """Record a run as started."""
         self.execute(
-            "INSERT INTO runs (run_id, session_id, workspace, peer, thread, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')",
+            "INSERT INTO runs (run_id, session_id, workspace, peer, thread, started_at, status)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'running')",
             run_id,
             session.id,
             session.workspace,
@@ -110,7 +158,12 @@ class Store:
             session.thread,
             time.time(),
         )
-        self.execute("INSERT OR REPLACE INTO peers (peer, last_seen) VALUES (?, ?)", session.peer, time.time())
+        self.execute(
+            "INSERT INTO peers (peer, last_seen) VALUES (?, ?)"
+            " ON CONFLICT (peer) DO UPDATE SET last_seen = excluded.last_seen",
+            session.peer,
+            time.time(),
+        )
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         """Record how a run ended: ok, failed or skipped."""
@@ -135,7 +188,8 @@ class Store:
     def mark_reflected(self, session_id: str, last_turn_id: str, turns: int) -> None:
         """Remember that a session is reflected up to this turn (the first `turns` turns)."""
         self.execute(
-            "INSERT OR REPLACE INTO reflected (session_id, last_turn_id, turns, at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO reflected (session_id, last_turn_id, turns, at) VALUES (?, ?, ?, ?) ON CONFLICT (session_id)"
+            " DO UPDATE SET last_turn_id = excluded.last_turn_id, turns = excluded.turns, at = excluded.at",
             session_id,
             last_turn_id,
             turns,
@@ -190,17 +244,37 @@ class Store:
             _item(row) for row in self.query("SELECT * FROM items WHERE status = 'pending' ORDER BY created_at, id")
         ]
 
-    def settle(self, item_id: str, status: str, *, actor: str, reason: str = "", text: str | None = None) -> None:
-        """Record a decision on an item (and its final text when edited)."""
-        self.execute(
-            "UPDATE items SET status = ?, decided_at = ?, decided_by = ?, reason = ?, text = COALESCE(?, text) WHERE id = ?",
-            status,
-            time.time(),
-            actor,
-            reason,
-            text,
-            item_id,
+    def settle(self, item_id: str, status: str, *, actor: str, reason: str = "", text: str | None = None) -> bool:
+        """Decide a pending item (and set its final text); False when it was decided already, here or elsewhere.
+
+        One conditional UPDATE, so of several processes deciding one item at once exactly one gets True.
+        """
+        return (
+            self.execute(
+                "UPDATE items SET status = ?, decided_at = ?, decided_by = ?, reason = ?, text = COALESCE(?, text)"
+                " WHERE id = ? AND status = 'pending'",
+                status,
+                time.time(),
+                actor,
+                reason,
+                text,
+                item_id,
+            )
+            == 1
         )
+
+    def reopen(self, item_id: str, *, actor: str) -> None:
+        """Put back to pending an item this actor's decision could not be applied to."""
+        self.execute(
+            "UPDATE items SET status = 'pending', decided_at = NULL, decided_by = NULL, reason = NULL"
+            " WHERE id = ? AND decided_by = ? AND status <> 'pending'",
+            item_id,
+            actor,
+        )
+
+    def set_text(self, item_id: str, text: str) -> None:
+        """Replace an item's text, whatever its status (the final text of an approval)."""
+        self.execute("UPDATE items SET text = ? WHERE id = ?", text, item_id)
 
     def items_of_kind(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one kind (any status), oldest first."""
@@ -210,15 +284,15 @@ class Store:
         """Replace an item's source (where it came from)."""
         self.execute("UPDATE items SET source = ? WHERE id = ?", json.dumps(source), item_id)
 
-    def edit(self, item_id: str, text: str) -> None:
-        """Replace a pending item's text."""
-        self.execute("UPDATE items SET text = ? WHERE id = ?", text, item_id)
+    def edit(self, item_id: str, text: str) -> bool:
+        """Replace a pending item's text; False when it was decided meanwhile."""
+        return self.execute("UPDATE items SET text = ? WHERE id = ? AND status = 'pending'", text, item_id) == 1
 
     def claim_reflexion(self, turn_id: str, session_id: str) -> bool:
         """Claim a failed turn for one reflexion draft; False when some process tried it already."""
         return (
             self.execute(
-                "INSERT OR IGNORE INTO reflexion_tried (turn_id, session_id, at) VALUES (?, ?, ?)",
+                "INSERT INTO reflexion_tried (turn_id, session_id, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 turn_id,
                 session_id,
                 time.time(),
@@ -230,12 +304,37 @@ class Store:
         """Give a claimed failed turn back (its draft failed), so a later attempt may draft it."""
         self.execute("DELETE FROM reflexion_tried WHERE turn_id = ?", turn_id)
 
+    def claim(self, key: str, *, seconds: float) -> bool:
+        """Take the claim `key` (a session's reflection, the nightly job) for `seconds`; False while another holds it.
+
+        A claim its holder did not release (a dead worker) lapses after `seconds`.
+        """
+        now = time.time()
+        return (
+            self.execute(
+                "INSERT INTO claims (key, owner, at) VALUES (?, ?, ?) ON CONFLICT (key)"
+                " DO UPDATE SET owner = excluded.owner, at = excluded.at WHERE claims.at < ?",
+                key,
+                ME,
+                now,
+                now - seconds,
+            )
+            == 1
+        )
+
+    def release(self, key: str) -> None:
+        """Give back a claim this process holds."""
+        self.execute("DELETE FROM claims WHERE key = ? AND owner = ?", key, ME)
+
     # --- check-ins --------------------------------------------------------------------
 
     def add_check_in(self, check_in_id: str, *, at: float, text: str, session: Any, run_id: str) -> None:
         """Store a check-in durably."""
         self.execute(
-            "INSERT OR REPLACE INTO check_ins (id, workspace, peer, thread, at, text, session_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO check_ins (id, workspace, peer, thread, at, text, session_id, run_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace,"
+            " peer = excluded.peer, thread = excluded.thread, at = excluded.at, text = excluded.text,"
+            " session_id = excluded.session_id, run_id = excluded.run_id, delivered_at = NULL",
             check_in_id,
             session.workspace,
             session.peer,
@@ -249,13 +348,21 @@ class Store:
     def take_due_check_ins(
         self, now: float, accept: Callable[[dict[str, Any]], bool] = lambda _row: True
     ) -> list[dict[str, Any]]:
-        """Undelivered check-ins due by `now` that `accept` takes, marked delivered as they are taken."""
+        """Undelivered check-ins due by `now` that `accept` takes, marked delivered as they are taken.
+
+        Each is taken by one conditional UPDATE, so a check-in two workers find due is delivered once.
+        """
         with self.lock:
             due = self.query("SELECT * FROM check_ins WHERE delivered_at IS NULL AND at <= ? ORDER BY at", now)
-            rows = [row for row in due if accept(dict(row))]
-            for row in rows:
-                self.execute("UPDATE check_ins SET delivered_at = ? WHERE id = ?", now, row["id"])
-        return rows
+            return [
+                row
+                for row in due
+                if accept(dict(row))
+                and self.execute(
+                    "UPDATE check_ins SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL", now, row["id"]
+                )
+                == 1
+            ]
 
     # --- nightly bookkeeping ----------------------------------------------------------
 
@@ -265,11 +372,55 @@ class Store:
 
     def mark_consolidated(self, keys: list[str], kind: str) -> None:
         """Remember records the nightly job absorbed."""
-        with self.lock:
+        with self.lock, self.db.transaction():
             for key in keys:
                 self.execute(
-                    "INSERT OR IGNORE INTO consolidated (key, kind, at) VALUES (?, ?, ?)", key, kind, time.time()
+                    "INSERT INTO consolidated (key, kind, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    key,
+                    kind,
+                    time.time(),
                 )
+
+    # --- forget -----------------------------------------------------------------------
+
+    def forget_rows(
+        self, scope: dict[str, str], *, sessions: set[str], items: list[str], whole_peer: bool
+    ) -> tuple[int, int]:
+        """Delete and blank what concerns a peer (`scope`: workspace, peer[, thread]), in one transaction;
+        returns (check-ins deleted, audit entries blanked). `db.scrub` afterwards erases the old pages."""
+        where = " AND ".join(f"{column} = ?" for column in scope)
+        args = list(scope.values())
+        with self.lock, self.db.transaction():
+            for item_id in items:
+                self.execute("DELETE FROM items WHERE id = ?", item_id)
+            check_ins = self.execute(f"DELETE FROM check_ins WHERE {where}", *args)
+            for session_id in sessions:
+                self.execute("UPDATE runs SET error = NULL WHERE session_id = ?", session_id)
+            blanked = sum(
+                self.execute("UPDATE audit SET payload = ? WHERE session_id = ?", FORGOTTEN, s) for s in sessions
+            )
+            for item_id in items:  # items without a session (knowledge promotions) are audited under their id
+                blanked += sum(
+                    self.execute("UPDATE audit SET payload = ? WHERE id = ?", FORGOTTEN, n)
+                    for n in self._audit_of(item_id)
+                )
+            self.execute(f"UPDATE runs SET peer = '(forgotten)' WHERE {where}", *args)
+            if whole_peer:
+                self.execute("DELETE FROM peers WHERE peer = ?", scope["peer"])
+        return check_ins, blanked
+
+    def _audit_of(self, item_id: str) -> list[int]:
+        """Ids of the audit entries whose payload names this item (portable: no JSON functions in SQL)."""
+        rows = self.query("SELECT id, payload FROM audit WHERE payload LIKE ?", f"%{item_id}%")
+        return [row["id"] for row in rows if _payload_item(row["payload"]) == item_id]
+
+
+def _payload_item(payload: str) -> Any:
+    try:
+        loaded = json.loads(payload)
+    except ValueError:
+        return None
+    return loaded.get("item") if isinstance(loaded, dict) else None
 
 
 def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from thoth_working import plugin as working
-from thoth_working import read_transcript, record_tool, scratch, transcript_path
+from thoth_working import record_tool, scratch, transcript_path
 
 from thoth_core import ConfigError, ModelError, Session, hookimpl
 from thoth_core.budget import block_tokens, trim_history
@@ -32,18 +32,30 @@ class BrokenProvider:
         register("broken", lambda runtime, options: BrokenModel())
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def dialect(request):
+    """Where the store lives: SQLite files in the home, or the shared PostgreSQL (`[storage] url`)."""
+    return request.param
+
+
 @pytest.fixture
-def runtime_at(make_runtime, tmp_path):
-    """Runtimes sharing one THOTH_HOME and project root, as successive processes would."""
+def runtime_at(make_runtime, tmp_path, dialect, request):
+    """Runtimes sharing one THOTH_HOME (and store) and project root, as successive processes would."""
+    storage = {"storage": {"url": request.getfixturevalue("storage_url")}} if dialect == "postgres" else {}
+    made = []
 
-    def make(**kwargs):
-        return make_runtime({"working": working}, root=tmp_path, **kwargs)
+    def make(config=None, **kwargs):
+        runtime = make_runtime({"working": working}, root=tmp_path, config={**storage, **(config or {})}, **kwargs)
+        made.append(runtime)
+        return runtime
 
-    return make
+    yield make
+    for runtime in made:
+        runtime.writes.close()  # its journal (and, with PostgreSQL, the writer lock's connection)
 
 
 def lines_of(runtime, session):
-    return read_transcript(transcript_path(runtime.home / "working", session.id, session.started_at))
+    return working.state(runtime).store.entries(session.id, session.started_at)
 
 
 async def test_session_continues_after_a_restart(runtime_at):
@@ -208,16 +220,20 @@ async def test_a_session_another_runtime_holds_and_used_lately_is_not_taken(runt
     assert await holder.reap_idle(now=time.time() + 31 * 60) == [held]  # its own reaper still ends it
 
 
-async def test_transcript_lines_carry_the_contract_fields(runtime_at):
+async def test_transcript_lines_carry_the_contract_fields(runtime_at, dialect):
     runtime = runtime_at(replies=[{"reply": "Paris."}])
     result = await runtime.turn("Capital of France?", peer="ann", thread="t", workspace="acme")
     record_tool(result.session, name="search", input={"q": "france"}, output="Paris is the capital")
     await runtime.end_session(result.session, "done")
     await runtime.drain()
     path = transcript_path(runtime.home / "working", result.session.id, result.session.started_at)
-    day = time.strftime("%Y-%m-%d", time.gmtime(result.session.started_at))
-    assert path.parent.name == day and path.parent.parent == runtime.home / "working" / "transcripts"
-    start, turn, tool, end = [json.loads(line) for line in path.read_text().splitlines()]
+    if dialect == "sqlite":
+        day = time.strftime("%Y-%m-%d", time.gmtime(result.session.started_at))
+        assert path.parent.name == day and path.parent.parent == runtime.home / "working" / "transcripts"
+        assert [json.loads(line) for line in path.read_text().splitlines()] == lines_of(runtime, result.session)
+    else:
+        assert not (runtime.home / "working").exists()  # the shared store holds index and transcripts
+    start, turn, tool, end = lines_of(runtime, result.session)
     common = {"session_id": result.session.id, "workspace": "acme", "peer": "ann", "thread": "t"}
     for entry in (start, turn, tool, end):
         assert entry.items() >= common.items() and isinstance(entry["at"], float)
@@ -292,6 +308,7 @@ async def test_a_resumed_session_gets_its_transcript_back_without_writing_it_twi
     assert [e["user"] for e in session.transcript] == users
 
 
+@pytest.mark.parametrize("dialect", ["sqlite"])  # no store involved
 async def test_memory_shows_untagged_lines_and_only_the_peers_own_tagged_ones(runtime_at, tmp_path):
     memory = tmp_path / "persona" / "MEMORY.md"
     memory.parent.mkdir()
@@ -324,6 +341,7 @@ async def test_history_is_trimmed_to_the_budget_by_the_core(runtime_at):
     assert sent[0].role == "user" and sent[-1].content == "and now?"
 
 
+@pytest.mark.parametrize("dialect", ["sqlite"])  # no store involved
 async def test_memory_file_is_read_once_per_session_start(runtime_at, tmp_path):
     memory = tmp_path / "persona" / "MEMORY.md"
     memory.parent.mkdir()
@@ -339,6 +357,7 @@ async def test_memory_file_is_read_once_per_session_start(runtime_at, tmp_path):
     assert "Fridays" in [b for b in new_session.blocks if b.plugin == "working"][0].text
 
 
+@pytest.mark.parametrize("dialect", ["sqlite"])  # no store involved
 async def test_memory_over_budget_keeps_the_newest_lines(runtime_at, tmp_path):
     (tmp_path / "persona").mkdir()
     (tmp_path / "persona" / "MEMORY.md").write_text("\n".join(f"- note {i} about the project" for i in range(60)))
@@ -349,6 +368,7 @@ async def test_memory_over_budget_keeps_the_newest_lines(runtime_at, tmp_path):
     assert block_tokens(block) <= 60 and not assembly.cuts
 
 
+@pytest.mark.parametrize("dialect", ["sqlite"])  # no store involved
 async def test_no_memory_file_means_no_block_and_unreadable_is_a_clear_error(runtime_at, tmp_path, caplog):
     runtime = runtime_at()
     assert not [b for b in (await context_for(runtime, "hi", peer="ann", thread="t")).blocks if b.plugin == "working"]
@@ -364,6 +384,7 @@ def test_bad_settings_name_the_key(make_runtime):
         working.Settings.of(runtime)
 
 
+@pytest.mark.parametrize("dialect", ["sqlite"])  # no store involved
 async def test_scratch_store_set_get_list_clear(runtime_at):
     runtime = runtime_at()
     session = await runtime.session(peer="ann", thread="t")
@@ -383,7 +404,7 @@ async def test_scratch_store_set_get_list_clear(runtime_at):
         pad.set(3, "x")  # type: ignore[arg-type]
 
 
-async def test_forget_deletes_sessions_and_transcripts(runtime_at):
+async def test_forget_deletes_sessions_and_transcripts(runtime_at, dialect):
     runtime = runtime_at()
     kept = (await runtime.turn("hi", peer="bob", thread="t")).session
     for thread in ("t1", "t2"):
@@ -394,8 +415,13 @@ async def test_forget_deletes_sessions_and_transcripts(runtime_at):
     assert await runtime.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 1, "plugin": "working"}]
     rest = await runtime.forget(peer="ann")
     assert rest["working"] == {"sessions": 1, "transcripts": 1}
-    remaining = [p.stem for p in (runtime.home / "working" / "transcripts").glob("*/*.jsonl")]
-    assert remaining == [kept.id]
+    store = working.state(runtime).store
+    assert [s.session_id for s in store.every()] == [kept.id] and lines_of(runtime, kept)
+    if dialect == "sqlite":
+        remaining = [p.stem for p in (runtime.home / "working" / "transcripts").glob("*/*.jsonl")]
+        assert remaining == [kept.id]
+    else:
+        assert store._db.execute("SELECT DISTINCT session_id FROM transcript_entries").fetchall() == [(kept.id,)]
     assert await runtime.forget(peer="ann") == {}
 
 
@@ -453,6 +479,7 @@ async def test_a_replayed_turn_already_written_is_not_written_or_counted_twice(r
     ]
 
 
+@pytest.mark.parametrize("dialect", ["sqlite"])  # a half-written line is a file's matter
 async def test_a_replay_after_a_kill_mid_line_starts_a_line_of_its_own(runtime_at):
     runtime = runtime_at()
     session = await runtime.session(peer="ann", thread="t")

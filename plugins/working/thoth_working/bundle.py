@@ -9,7 +9,7 @@ from typing import Any
 
 from thoth_core import ThothError, hookimpl
 
-from .store import FIELDS, StoredSession, read_transcript, transcript_path
+from .store import FIELDS, StoredSession
 
 SECTION = "working"
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # it names the transcript file
@@ -26,15 +26,14 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
 
     def records() -> Iterator[dict[str, Any]]:
         for row in sessions:
-            path = transcript_path(store.root, row.session_id, row.started_at)
-            yield {"session": dataclasses.asdict(row), "transcript": read_transcript(path)}
+            yield {"session": dataclasses.asdict(row), "transcript": store.entries(row.session_id, row.started_at)}
 
     return {"name": SECTION, "version": VERSION, "count": len(sessions), "records": records()}
 
 
 @hookimpl
 def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
-    """Add the sessions not held yet (by id), each with its transcript file."""
+    """Add the sessions not held yet (by id), each with its transcript."""
     from thoth_core.bundle import own_section
 
     if not own_section(section, SECTION, VERSION):

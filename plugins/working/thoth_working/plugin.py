@@ -1,4 +1,4 @@
-"""L1 working memory: sessions survive restarts, turns and errors land in JSONL, MEMORY.md is read per session.
+"""L1 working memory: sessions survive restarts, turns and errors land in transcripts, MEMORY.md is read per session.
 
 A session resumes (same id, history restored from its transcript) when its key was not seen yet
 in this runtime, its stored record has not closed and it was active within `[thoth]
@@ -7,6 +7,8 @@ down), so `/done` or the idle timeout start the thread afresh while a restart co
 A stored session idle past the limit that no live session holds goes to the core through
 `idle_sessions` (claimed once across processes), which ends it as `idle`.
 History trimming to `[budget] history` is the core's; this plugin only supplies the history.
+With a shared store (`[storage] url`) several workers may answer one thread in turn: before each
+turn a live session takes in the turns other workers stored since (`SessionStore.catch_up`).
 Sessions belong to the runtime's agent (`[thoth] agent`): agents sharing a home neither resume,
 reap nor count each other's sessions; forgetting a peer removes its sessions with every agent.
 """
@@ -23,6 +25,7 @@ from thoth_core import ContextBlock, Session, ThothError, count_tokens, hookimpl
 from thoth_core.owners import split_owner
 
 from .store import SessionStore
+from .transcripts import day_of
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ class WorkingState:
 def state(runtime: Any) -> WorkingState:
     """This runtime's working-memory state."""
     return runtime.plugin_state(
-        NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working"))
+        NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working", runtime.config))
     )
 
 
@@ -149,6 +152,7 @@ def session_start(session: Session) -> None:
 def pre_spawn_context(session: Session) -> ContextBlock | None:
     working = state(session.runtime)
     working.store.flush(session)  # the errors of a failed previous turn reach the transcript now
+    working.store.catch_up(session, turns=working.settings.restore_turns)  # turns other workers answered since
     text = working.memory.get(session.id)
     return memory_block(session.runtime, text) if text else None
 
@@ -198,6 +202,23 @@ def last_thread(peer: str, workspace: str, runtime: Any) -> dict[str, Any] | Non
 
 
 @hookimpl
+def transcript_index(runtime: Any) -> list[dict[str, Any]]:
+    return [
+        {"session_id": s.session_id, "day": day_of(s.started_at), "started_at": s.started_at}
+        for s in state(runtime).store.every()
+    ]
+
+
+@hookimpl
+def transcript(session_id: str, runtime: Any) -> list[dict[str, Any]] | None:
+    store = state(runtime).store
+    stored = store.get(session_id)
+    return None if stored is None else store.entries(session_id, stored.started_at)
+
+
+@hookimpl
 def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
     return {"layer": LAYER, **state(runtime).store.counts(workspace, peer, agent=runtime.agent)}
+
+
 from .bundle import bundle_export, bundle_import  # noqa: E402,F401

@@ -1,18 +1,20 @@
-"""Where sessions live between restarts: an SQLite index plus one JSONL transcript per session.
+"""Where sessions live between restarts: a session index plus each session's transcript.
 
-The index (`$THOTH_HOME/working/sessions.db`) maps (agent, workspace, peer, thread) to a session
-id, its start, last activity, turn count and, once it ended for good, the reason it closed. Agents
+The index (`$THOTH_HOME/working/sessions.db`, or the `thoth_working` schema of the shared
+PostgreSQL with `[storage] url`) maps (agent, workspace, peer, thread) to a session id, its
+start, last activity, turn count and, once it ended for good, the reason it closed. Agents
 sharing a home (`[thoth] agent`) each see only their own sessions; rows from before the agent
-column belong to the default agent. The
-transcript `$THOTH_HOME/working/transcripts/<YYYY-MM-DD>/<session_id>.jsonl` (date of the
-session start, UTC) holds every turn, tool call and error, one JSON object a line. History is
-restored from the transcript, so the conversation is stored once.
+column belong to the default agent. The transcript (a JSONL file per session, or rows of the
+shared store: see `transcripts.py`) holds every turn, tool call and error, one JSON object an
+entry. History is restored from the transcript, so the conversation is stored once.
 
 `flush(session)` appends whatever `session.transcript` gained since the last flush (turns,
-errors, tool calls), so entries reach the file in the order the core recorded them. A replayed
+errors, tool calls), so entries are stored in the order the core recorded them. A replayed
 turn (the core's stand-in session, `scratch["thoth.replay"]`, after a process was killed) goes
-through `replay(session)` instead: it appends only the turns whose `turn_id` the file lacks and
-recounts `turns` from the file, so a write that happened just before the kill is not repeated.
+through `replay(session)` instead: it appends only the turns whose `turn_id` the transcript
+lacks and recounts `turns` from it, so a write that happened just before the kill is not
+repeated. With a shared store, several workers may answer one thread in turn: `catch_up`
+brings into a live session the turns other workers stored since it last looked.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ import logging
 import threading
 import time
 from dataclasses import astuple, dataclass, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from thoth_core import Message, Session
-from thoth_core.storage import Migration, connect, migrate, scrub, write_atomic
+from thoth_core.config import Config
+from thoth_core.database import open_database
+from thoth_core.storage import Migration
 from thoth_core.types import DEFAULT_AGENT
+
+from .transcripts import TABLE_SCHEMA, FileTranscripts, TableTranscripts, read_transcript, transcript_path
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +56,26 @@ CREATE INDEX sessions_by_agent ON sessions (agent, workspace, peer, thread, last
 """
 # Files made before the migrations were numbered have the first one's tables already (IF NOT EXISTS).
 MIGRATIONS: list[Migration] = [SCHEMA, AGENT_COLUMN]
+POSTGRES = [
+    f"""
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        peer TEXT NOT NULL,
+        thread TEXT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        last_active DOUBLE PRECISION NOT NULL,
+        turns INTEGER NOT NULL DEFAULT 0,
+        closed TEXT,
+        agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}'
+    );
+    CREATE INDEX sessions_by_agent ON sessions (agent, workspace, peer, thread, last_active);
+    {TABLE_SCHEMA}
+    """
+]
 
 RECORDED = ("turn", "error", "tool")  # what the core puts in `session.transcript`
-KEY_FIELDS = ("session_id", "agent", "workspace", "peer", "thread")  # added to each line on disk
+KEY_FIELDS = ("session_id", "agent", "workspace", "peer", "thread")  # added to each stored entry
 
 
 @dataclass(frozen=True)
@@ -72,89 +94,64 @@ class StoredSession:
 
 
 FIELDS = [f.name for f in fields(StoredSession)]
-
-
-def transcript_path(root: Path, session_id: str, started_at: float) -> Path:
-    """The JSONL file of a session: dated by its start (UTC)."""
-    day = datetime.fromtimestamp(started_at, tz=UTC).strftime("%Y-%m-%d")
-    return root / "transcripts" / day / f"{session_id}.jsonl"
+COLUMNS = ", ".join(FIELDS)
+UPSERT = (
+    "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent) "
+    "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
+)
 
 
 def _plain(entry: dict[str, Any]) -> dict[str, Any]:
-    """An entry as it reads back from its line: JSON round-tripped, without the key fields."""
+    """An entry as it reads back: JSON round-tripped, without the key fields."""
     return {k: v for k, v in json.loads(json.dumps(entry, default=str)).items() if k not in KEY_FIELDS}
 
 
-def _end_line(path: Path) -> None:
-    """End the file's last line if it is unfinished, so the next append starts a line of its own."""
-    try:
-        with path.open("rb+") as file:
-            if file.seek(0, 2) == 0:
-                return
-            file.seek(-1, 2)
-            if file.read(1) != b"\n":
-                file.write(b"\n")
-    except FileNotFoundError:
-        return
-
-
-def read_transcript(path: Path) -> list[dict[str, Any]]:
-    """The entries of a transcript file; unparsable lines are skipped with a warning."""
-    entries: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return entries
-    for number, line in enumerate(lines, start=1):
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
-            logger.warning("%s:%d: not a JSON line; skipped", path, number)
-    return entries
-
-
 class SessionStore:
-    """The session index and transcripts of one Thoth home; safe to use from worker threads."""
+    """The session index and transcripts of one Thoth home (or shared store); safe to use from worker threads."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, config: Any = None) -> None:
         self.root = root
         self._lock = threading.RLock()
-        self._db = connect(root / "sessions.db")
-        migrate(self._db, MIGRATIONS)
-        self._written: dict[str, int] = {}
+        config = config if config is not None else Config(data={})
+        path = root / "sessions.db"
+        self._db = open_database(config, "working", path=path, migrations=MIGRATIONS, postgres=POSTGRES)
+        self.shared = self._db.dialect == "postgres"
+        self.transcripts = TableTranscripts(self._db) if self.shared else FileTranscripts(root)
+        self._written: dict[str, int] = {}  # session id -> entries of its `transcript` stored
+        self._seen: dict[str, int] = {}  # session id -> last transcript row read (shared store)
+        self._mine: dict[str, set[int]] = {}  # session id -> rows this process stored since then (shared store)
 
     def path_of(self, session: Session) -> Path:
-        """The transcript file of a live session."""
+        """The transcript file of a live session (SQLite mode)."""
         return transcript_path(self.root, session.id, session.started_at)
 
-    def _row(self, row: tuple[Any, ...] | None) -> StoredSession | None:
+    def entries(self, session_id: str, started_at: float) -> list[dict[str, Any]]:
+        """Every stored transcript entry of a session, in order (from its file or the shared store)."""
+        return self.transcripts.read(session_id, started_at)
+
+    def _one(self, sql: str, params: tuple[Any, ...]) -> StoredSession | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {COLUMNS} FROM sessions WHERE {sql}", params).fetchone()
         return StoredSession(*row) if row else None
 
     def latest_open(
         self, workspace: str, peer: str, thread: str, *, agent: str = DEFAULT_AGENT
     ) -> StoredSession | None:
         """The most recent session of this agent's key that has not closed for good."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM sessions WHERE agent=? AND workspace=? AND peer=? AND thread=? AND closed IS NULL "
-                "ORDER BY last_active DESC LIMIT 1",
-                (agent, workspace, peer, thread),
-            ).fetchone()
-        return self._row(row)
+        return self._one(
+            "agent=? AND workspace=? AND peer=? AND thread=? AND closed IS NULL ORDER BY last_active DESC LIMIT 1",
+            (agent, workspace, peer, thread),
+        )
 
     def last_active(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> StoredSession | None:
         """The most recently active session of a peer with this agent in a workspace, any thread, open or closed."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM sessions WHERE agent=? AND workspace=? AND peer=? ORDER BY last_active DESC LIMIT 1",
-                (agent, workspace, peer),
-            ).fetchone()
-        return self._row(row)
+        return self._one(
+            "agent=? AND workspace=? AND peer=? ORDER BY last_active DESC LIMIT 1", (agent, workspace, peer)
+        )
 
     def get(self, session_id: str) -> StoredSession | None:
         """One stored session by id."""
-        with self._lock:
-            return self._row(self._db.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchone())
+        return self._one("session_id=?", (session_id,))
 
     @staticmethod
     def history(entries: list[dict[str, Any]], *, turns: int) -> list[Message]:
@@ -178,21 +175,53 @@ class SessionStore:
     def restore(self, session: Session, stored: StoredSession, *, turns: int) -> None:
         """Give a session object a stored one's id, times, history and transcript (counted as written)."""
         session.id, session.started_at = stored.session_id, stored.started_at
-        entries = read_transcript(transcript_path(self.root, stored.session_id, stored.started_at))
+        numbered = self.transcripts.since(stored.session_id, 0)  # files number no rows: none
+        entries = [e for _, e in numbered] if self.shared else self.entries(stored.session_id, stored.started_at)
         session.history = self.history(entries, turns=turns)
         restored = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in entries if e.get("type") in RECORDED]
         session.transcript[:0] = restored
         with self._lock:
             self._written[session.id] = len(restored)
+            if numbered:
+                self._seen[session.id] = numbered[-1][0]
+
+    def catch_up(self, session: Session, *, turns: int) -> int:
+        """Bring into a live session what other workers stored since it last looked (shared store); how many entries.
+
+        Call it right after `flush`: the new entries go after the session's own, counted as written.
+        """
+        if not self.shared:
+            return 0
+        with self._lock:
+            mine = self._mine.pop(session.id, set())
+            found = self.transcripts.since(session.id, self._seen.get(session.id, 0))
+            if found:
+                self._seen[session.id] = found[-1][0]
+            known = {e.get("turn_id") for e in session.transcript if e.get("type") == "turn"}
+            foreign = [
+                {k: v for k, v in e.items() if k not in KEY_FIELDS}
+                for seq, e in found
+                if seq not in mine
+                and e.get("type") in RECORDED
+                and not (e.get("type") == "turn" and e.get("turn_id") in known)
+            ]
+            if not foreign:
+                return 0
+            session.transcript += foreign
+            self._written[session.id] = self._written.get(session.id, 0) + len(foreign)
+            history = session.history + self.history(foreign, turns=len(foreign))
+            session.history = history[-2 * turns :] if turns > 0 else []
+            session.last_active = max(session.last_active, max(float(e.get("at") or 0) for e in foreign))
+        return len(foreign)
 
     def claim_idle(self, before: float, *, held: set[str], agent: str = DEFAULT_AGENT) -> list[StoredSession]:
         """Close as `idle` this agent's open sessions last active before `before`, except `held` ids; each once."""
         # one UPDATE claims them: of two processes reaping at once, each row goes to exactly one
-        marks = ",".join("?" * len(held))
+        unheld = f" AND session_id NOT IN ({','.join('?' * len(held))})" if held else ""
         with self._lock:
             rows = self._db.execute(
-                "UPDATE sessions SET closed='idle' WHERE closed IS NULL AND agent=? AND last_active < ? "
-                f"AND session_id NOT IN ({marks}) RETURNING *",
+                f"UPDATE sessions SET closed='idle' WHERE closed IS NULL AND agent=? AND last_active < ?{unheld} "
+                f"RETURNING {COLUMNS}",
                 (agent, before, *held),
             ).fetchall()
         return sorted((StoredSession(*r) for r in rows), key=lambda s: s.last_active)
@@ -203,7 +232,7 @@ class SessionStore:
             self._db.execute("UPDATE sessions SET closed=? WHERE session_id=?", (reason, session_id))
 
     def flush(self, session: Session) -> int:
-        """Append the session's transcript entries not yet on disk; returns how many."""
+        """Append the session's transcript entries not yet stored; returns how many."""
         if session.scratch.get("thoth.replay"):
             return self.replay(session)
         with self._lock:
@@ -215,87 +244,93 @@ class SessionStore:
             self._written[session.id] = done + len(entries)
             turns = sum(1 for e in entries if e.get("type") == "turn")
             self._db.execute(
-                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent) "
-                "VALUES (?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(session_id) DO UPDATE SET last_active=excluded.last_active, turns=turns+?",
+                UPSERT + "last_active=excluded.last_active, turns=sessions.turns+?",
                 (session.id, *session.key, session.started_at, session.last_active, turns, session.agent, turns),
             )
             return len(entries)
 
     def replay(self, session: Session) -> int:
-        """Append a replayed session's turns the transcript file lacks (by `turn_id`); returns how many.
+        """Append a replayed session's turns the transcript lacks (by `turn_id`); returns how many.
 
         The stand-in session holds only the replayed turn, so the flush count of the live session
-        with the same id (if any) is left alone, and `turns` is recounted from the file: a process
-        killed between appending a turn and counting it leaves both right after the replay.
+        with the same id (if any) is left alone, and `turns` is recounted from the transcript: a
+        process killed between appending a turn and counting it leaves both right after the replay.
         """
-        with self._lock:
-            path = self.path_of(session)
-            on_disk = read_transcript(path)
-            turn_ids = {e.get("turn_id") for e in on_disk if e.get("type") == "turn"}
-            others = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in on_disk if e.get("type") != "turn"]
+        with self._lock, self.transcripts.guard(session.id):
+            stored = self.entries(session.id, session.started_at)
+            turn_ids = {e.get("turn_id") for e in stored if e.get("type") == "turn"}
+            others = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in stored if e.get("type") != "turn"]
             entries = [
                 e
                 for e in session.transcript
                 if (e.get("turn_id") not in turn_ids if e.get("type") == "turn" else _plain(e) not in others)
             ]
             if entries:
-                _end_line(path)  # a process killed mid-write may have left half a line
-                self._append(session, entries)
+                self._append(session, entries, mend=True, own=False)
             turns = len(turn_ids | {e.get("turn_id") for e in entries if e.get("type") == "turn"})
             self._db.execute(
-                "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent) "
-                "VALUES (?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(session_id) DO UPDATE SET last_active=max(last_active, excluded.last_active), "
-                "turns=excluded.turns",
+                UPSERT + "last_active=CASE WHEN excluded.last_active > sessions.last_active "
+                "THEN excluded.last_active ELSE sessions.last_active END, turns=excluded.turns",
                 (session.id, *session.key, session.started_at, session.last_active, turns, session.agent),
             )
             return len(entries)
 
     def end(self, session: Session, reason: str, *, resumable: bool) -> None:
-        """Flush, write the `session_end` line and close the session unless it may resume."""
+        """Flush, store the `session_end` entry and close the session unless it may resume."""
         with self._lock:
             self.flush(session)
             self._written.pop(session.id, None)
-            if not self.path_of(session).exists():
+            self._seen.pop(session.id, None)
+            self._mine.pop(session.id, None)
+            if not self.transcripts.exists(session.id, session.started_at):
                 return
-            self._append(session, [{"type": "session_end", "at": time.time(), "reason": reason}])
+            self._append(session, [{"type": "session_end", "at": time.time(), "reason": reason}], exists=True)
             if not resumable:
                 self.mark_closed(session.id, reason)
 
-    def _append(self, session: Session, entries: list[dict[str, Any]]) -> None:
-        path = self.path_of(session)
-        lines = []
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            lines.append(self._line(session, {"type": "session_start", "at": session.started_at}))
-        lines += [self._line(session, e) for e in entries]
-        with path.open("a", encoding="utf-8") as out:
-            out.write("".join(lines))
+    def _append(
+        self,
+        session: Session,
+        entries: list[dict[str, Any]],
+        *,
+        mend: bool = False,
+        own: bool = True,
+        exists: bool | None = None,
+    ) -> None:
+        """Store entries (with the key fields), after a `session_start` if the session has nothing stored yet.
+
+        `own` rows are the live session's: `catch_up` does not bring them in again (a replay's are not).
+        """
+        with self.transcripts.guard(session.id):
+            if exists is None:
+                exists = self.transcripts.exists(session.id, session.started_at)
+            lines = [] if exists else [self._line(session, {"type": "session_start", "at": session.started_at})]
+            lines += [self._line(session, e) for e in entries]
+            rows = self.transcripts.append(session.id, session.started_at, lines, mend=mend)
+        if rows and own:
+            self._mine.setdefault(session.id, set()).update(rows)
 
     @staticmethod
-    def _line(session: Session, entry: dict[str, Any]) -> str:
+    def _line(session: Session, entry: dict[str, Any]) -> dict[str, Any]:
         base = {"type": entry.get("type", "note"), "at": entry.get("at", time.time()), "session_id": session.id}
         base.update(agent=session.agent, workspace=session.workspace, peer=session.peer, thread=session.thread)
-        return json.dumps({**base, **entry}, ensure_ascii=False, default=str) + "\n"
+        return {**base, **entry}
 
     def forget(self, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
         """Delete the stored sessions and transcripts of a peer (or one thread), with every agent."""
         with self._lock:
-            query = "SELECT * FROM sessions WHERE workspace=? AND peer=?" + (
+            query = f"SELECT {COLUMNS} FROM sessions WHERE workspace=? AND peer=?" + (
                 " AND thread=?" if thread is not None else ""
             )
             params = (workspace, peer) + ((thread,) if thread is not None else ())
             rows = [StoredSession(*r) for r in self._db.execute(query, params).fetchall()]
             files = 0
             for row in rows:
-                path = transcript_path(self.root, row.session_id, row.started_at)
-                if path.exists():
-                    path.unlink()
-                    files += 1
-                self._written.pop(row.session_id, None)
+                files += self.transcripts.delete(row.session_id, row.started_at)
+                for known in (self._written, self._seen, self._mine):
+                    known.pop(row.session_id, None)
                 self._db.execute("DELETE FROM sessions WHERE session_id=?", (row.session_id,))
-            erased = scrub(self._db) if rows else {}
+            erased = self._db.scrub(tables=["sessions", "transcript_entries"] if self.shared else []) if rows else {}
         return {"sessions": len(rows), "transcripts": files, **erased}
 
     def counts(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> dict[str, int]:
@@ -310,24 +345,27 @@ class SessionStore:
     def every(self) -> list[StoredSession]:
         """Every stored session of every agent, oldest first."""
         with self._lock:
-            rows = self._db.execute(f"SELECT {', '.join(FIELDS)} FROM sessions ORDER BY started_at, session_id")
+            rows = self._db.execute(f"SELECT {COLUMNS} FROM sessions ORDER BY started_at, session_id")
             return [StoredSession(*row) for row in rows.fetchall()]
 
     def add(self, row: StoredSession, entries: list[dict[str, Any]]) -> bool:
         """Add a session made elsewhere (its index row and transcript) unless its id is held; True if added."""
+        values = astuple(row)
         with self._lock:
             if self.get(row.session_id) is not None:
                 return False
-            path = transcript_path(self.root, row.session_id, row.started_at)
-            if entries and not path.exists():
-                write_atomic(path, "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in entries))
-            values = astuple(row)
-            self._db.execute(
-                f"INSERT INTO sessions ({', '.join(FIELDS)}) VALUES ({', '.join('?' for _ in values)})", values
-            )
-        return True
+            self.transcripts.put(row.session_id, row.started_at, entries)
+            added = self._db.execute(
+                f"INSERT INTO sessions ({COLUMNS}) VALUES ({', '.join('?' for _ in values)}) "
+                "ON CONFLICT (session_id) DO NOTHING",
+                values,
+            ).rowcount
+        return bool(added)
 
     def close(self) -> None:
         """Close the index."""
         with self._lock:
             self._db.close()
+
+
+__all__ = ["FIELDS", "SessionStore", "StoredSession", "read_transcript", "transcript_path"]
