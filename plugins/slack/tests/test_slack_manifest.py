@@ -48,6 +48,7 @@ def test_manifest_scopes_cover_every_api_call_the_bridge_makes(make_slack):
 
 def test_thoth_slack_manifest_prints_the_packaged_manifest(monkeypatch):
     from click.testing import CliRunner
+
     from thoth_core.cli import ThothGroup
 
     monkeypatch.setenv("THOTH_LOAD_PLUGINS", "slack")

@@ -88,17 +88,23 @@ def test_a_channel_message_with_a_mention_is_answered_once(make_slack):
     assert len(slack.fake.calls_to("chat.postMessage")) == 1
 
 
-def test_slack_retries_are_not_answered_twice(make_slack):
+def test_slack_retries_are_answered_once_and_a_retry_of_a_lost_delivery_is_answered(make_slack):
     import json
 
-    from thoth_slack.testing import event_body, signed
+    from thoth_slack.testing import again, event_body, signed
 
-    slack = make_slack()
-    request = signed(json.dumps(event_body(mention("hello"))))
-    request.headers["x-slack-retry-num"] = ["1"]
-    assert slack.bridge.app.dispatch(request).status == 200
-    slack.bridge.loop.join()
-    assert slack.fake.calls_to("chat.postMessage") == []
+    slack = make_slack(replies=[{"reply": "hi"}])
+    first = signed(json.dumps(event_body(mention("hello", ts="1700000000.000100"))))
+    assert slack.dispatch(first).status == 200
+    retry = again(first)
+    retry.headers["x-slack-retry-num"] = ["1"]  # Slack did not see our ack in time and sends it again
+    assert slack.dispatch(retry).status == 200
+    assert slack.replies("CGENERAL", "1700000000.000100") == ["hi"]
+
+    lost = signed(json.dumps(event_body(mention("anyone?", ts="1700000000.000200"))))
+    lost.headers["x-slack-retry-num"] = ["1"]  # its first delivery died with the worker that got it
+    assert slack.dispatch(lost).status == 200
+    assert slack.replies("CGENERAL", "1700000000.000200") == ["hi"]
 
 
 def test_model_errors_show_in_the_thread(make_slack):

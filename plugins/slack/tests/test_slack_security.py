@@ -136,7 +136,8 @@ def test_a_literal_token_in_the_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as error:
         _settings_from(tmp_path, text)
     message = str(error.value)
-    assert message.startswith(f"{tmp_path / 'thoth.toml'}:5: plugins.slack.bot_token: secrets are references, not values")
+    where = f"{tmp_path / 'thoth.toml'}:5: plugins.slack.bot_token"
+    assert message.startswith(f"{where}: secrets are references, not values")
     assert "xoxb-1234-abcd" not in message
 
 

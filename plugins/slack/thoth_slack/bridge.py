@@ -2,8 +2,10 @@
 
 A Slack thread is a session (`thread` = `CHANNEL:THREAD_TS`, or `CHANNEL` for a DM's top
 level), the Slack user is the peer and the Slack team the workspace. Bolt calls listeners on
-its own threads; they only filter and hand work to the runtime's loop (`LoopThread`), so a
-slow turn in one thread never holds up another. Turns in the same thread run one at a time.
+its own threads; they only filter, record the message in the durable inbox (before Slack is
+acked) and hand work to the runtime's loop (`LoopThread`), so a slow turn in one thread never
+holds up another. Turns in the same thread run one at a time, in order, on whichever worker
+sharing the store holds the thread (`drain.py`, `inbox.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import asyncio
 import logging
 import re
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,8 @@ from thoth_core.types import FEEDBACK_KINDS, Session
 from thoth_core.writes import unsaved_message
 
 from .cards import APPROVE, REJECT, decided_card
+from .drain import ThreadDrain
+from .inbox import Inbox, Pending, digest
 from .loop import LoopThread
 from .mrkdwn import escape
 from .outbound import Ledger, Outbox, Posted, Streamer, parse_thread_key, thread_key
@@ -85,13 +88,15 @@ class SlackBridge:
         self.settings = settings
         self.client = WebClient(token=settings.bot_token, base_url=settings.api_url)
         self.client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
-        self.ledger = Ledger(Path(runtime.home) / "slack" / "ledger.db")
+        self.ledger = Ledger(Path(runtime.home) / "slack" / "ledger.db", config=runtime.config)
+        assert self.ledger.db is not None
+        self.inbox = Inbox(self.ledger.db, settings.claim_seconds)
         self.outbox = Outbox(self.client, self.ledger)
         self.loop = LoopThread()
+        self.drain = ThreadDrain(self.inbox, self.answer, self.loop.submit)
         self.bot_user = str(slack_call(self.client.auth_test, "plugins.slack.bot_token")["user_id"])
-        self.threads: set[str] = set()
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._ticker: Any = None
+        self._sweeper: Any = None
         self._stopped = False
         self.app = App(
             client=self.client,
@@ -108,14 +113,16 @@ class SlackBridge:
         """Start the runtime's loop and the once-a-minute tick (idle sessions, check-ins)."""
         self.loop.start()
         self._ticker = asyncio.run_coroutine_threadsafe(self._tick_forever(), self.loop.loop)
+        self._sweeper = asyncio.run_coroutine_threadsafe(self._sweep_forever(), self.loop.loop)
 
     def stop(self, wait_seconds: float = STOP_WAIT_SECONDS) -> None:
         """Finish pending turns (cancel any past `wait_seconds`), end every open session (`exit`), close the runtime."""
         if self._stopped:
             return
         self._stopped = True
-        if self._ticker is not None:
-            self._ticker.cancel()
+        for repeating in (self._ticker, self._sweeper):
+            if repeating is not None:
+                repeating.cancel()
         try:
             if not self.loop.join(wait_seconds):
                 cancelled = self.loop.cancel_pending()
@@ -137,6 +144,15 @@ class SlackBridge:
                 await self.tick()
             except Exception:  # noqa: BLE001 - the tick must survive a bad minute
                 logger.exception("slack: tick failed")
+
+    async def _sweep_forever(self) -> None:
+        every = min(5.0, max(0.2, self.settings.claim_seconds / 5))
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.drain.sweep()
+            except Exception as exc:  # noqa: BLE001 - e.g. the store unreachable for a moment
+                logger.warning("slack: sweeping the inbox failed: %s: %s", type(exc).__name__, exc)
 
     async def tick(self, now: float | None = None) -> None:
         """End sessions idle past `[thoth] idle_minutes`; post check-ins that are due."""
@@ -161,14 +177,13 @@ class SlackBridge:
         app.action(REJECT)(self._on_button)
 
     def _gate(self, req: Any, context: Any, next: Any) -> BoltResponse | None:  # noqa: A002 - Bolt's name
-        """Drop Slack's retries, requests already handled (replays) and foreign workspaces or channels.
+        """Drop requests already handled (replays, retries, redeliveries) and foreign workspaces or channels.
 
         Bolt has checked the signature and timestamp before this runs, so a forged request is
-        never recorded as seen.
+        never recorded as seen. Messages are deduplicated by the inbox instead (a retry of one
+        whose first delivery died with its worker must still be answered), so Slack's retries
+        (`X-Slack-Retry-Num`) go through like any delivery.
         """
-        retry = (req.headers.get("x-slack-retry-num") or ["0"])[0]
-        if retry.isdigit() and int(retry) > 0:  # Socket Mode sends "0" on a first delivery
-            return BoltResponse(status=200, body="")
         if not self.settings.allows(context.team_id, context.channel_id):
             logger.info(
                 "slack: ignored a request from workspace %s, channel %s (not allowed)",
@@ -177,26 +192,45 @@ class SlackBridge:
             )
             return BoltResponse(status=200, body="")
         key = request_key(req.body)
-        if key is not None and not self.ledger.first_time(key):
+        message = (req.body.get("event") or {}).get("type") in ("message", "app_mention")
+        if key is not None and not message and not self.ledger.first_time(key):
             logger.info("slack: ignored a request already handled (%s)", key.partition("|")[0])
             return BoltResponse(status=200, body="")
         next()
         return None
 
-    def _on_mention(self, event: dict[str, Any], context: Any) -> None:
+    def _on_mention(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> None:
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts") or event.get("ts"))
         if inbound is not None:
-            self.threads.add(inbound.thread)
-            self.loop.submit(self.answer(inbound))
+            self.inbox.join(inbound.thread)
+            self._receive(inbound, event, body)
 
-    def _on_message(self, event: dict[str, Any], context: Any) -> None:
+    def _on_message(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> None:
         direct = event.get("channel_type") == "im"
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts"))
         if inbound is None or (
-            not direct and (inbound.thread not in self.threads or f"<@{self.bot_user}>" in event.get("text", ""))
+            not direct and (f"<@{self.bot_user}>" in event.get("text", "") or not self.inbox.joined(inbound.thread))
         ):
             return  # channel messages are answered as mentions, or inside a thread the agent is in
-        self.loop.submit(self.answer(inbound))
+        self._receive(inbound, event, body)
+
+    def _receive(self, inbound: Inbound, event: dict[str, Any], body: dict[str, Any]) -> None:
+        """Record the message in the inbox (before Slack is acked), then drain its thread."""
+        ts = str(event.get("ts") or "")
+        key = digest(request_key(body) or f"message {inbound.channel} {ts}")
+        kept = redactor_of(self.runtime).redact(inbound.text)  # the store keeps what `[privacy]` allows
+        pending = Pending(key, inbound.team, inbound.user, inbound.channel, inbound.thread_ts, kept, inbound.thread)
+        self.drain.remember(key, inbound.text)  # before the insert: a drain running here may take it at once
+        try:
+            waiting = self.inbox.receive(pending, ts)
+        except self.inbox.db.errors as exc:  # answer it rather than drop it: better out of order than never
+            logger.warning("slack: could not record a message in the inbox (%s); answering it unrecorded", exc)
+            self.loop.submit(self.answer(replace(pending, text=inbound.text), recorded=False))
+            return
+        if not waiting:
+            logger.info("slack: ignored a request already handled (%s)", (request_key(body) or "").partition("|")[0])
+            return
+        self.loop.submit(self.drain.drain(inbound.thread))
 
     def _inbound(self, event: dict[str, Any], context: Any, *, thread_ts: str | None) -> Inbound | None:
         """The message as an Inbound, or None for bots, edits, the agent itself and empty text."""
@@ -209,26 +243,35 @@ class SlackBridge:
         team = context.team_id or event.get("team") or self.runtime.config.get("thoth.workspace")
         return Inbound(team=team, user=user, channel=event["channel"], thread_ts=thread_ts, text=text)
 
-    async def answer(self, inbound: Inbound) -> None:
-        """Run one turn and stream the reply into a placeholder in the thread."""
-        lock = self._locks.setdefault(inbound.thread, asyncio.Lock())
-        async with lock:
+    async def answer(self, pending: Pending, *, recorded: bool = True) -> None:
+        """Run one turn and stream the reply into a placeholder in the thread (the one already posted, if any)."""
+        text = self.drain.raw.pop(pending.key, pending.text)
+        inbound = Inbound(pending.team, pending.peer, pending.channel, pending.thread_ts, text)
+        ts = pending.reply_ts
+        if ts is None:
             ts = await asyncio.to_thread(self.outbox.post, inbound.channel, PLACEHOLDER, thread_ts=inbound.thread_ts)
-            streamer = Streamer(
-                self.outbox, inbound.channel, ts, self.settings.stream_interval, thread_ts=inbound.thread_ts
-            )
-            session, turn_id = None, None
+            if recorded:
+                await asyncio.to_thread(self.inbox.placed, pending.key, ts)
+        streamer = Streamer(
+            self.outbox, inbound.channel, ts, self.settings.stream_interval, thread_ts=inbound.thread_ts
+        )
+        session, turn_id = None, None
+        try:
+            text, session, turn_id = await self._turn(inbound, streamer)
+        except ThothError as exc:
+            text = f":warning: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
+            logger.exception("slack: turn in %s failed", inbound.thread)
+            text = f":warning: the turn failed: {type(exc).__name__}"
+        key = dict(zip(("workspace", "peer", "thread"), session.key, strict=True)) if session else {}
+        kept = redactor_of(self.runtime).redact(text)  # the ledger keeps what the runtime's `[privacy]` allows
+        for piece_ts in await streamer.finish(text):
             try:
-                text, session, turn_id = await self._turn(inbound, streamer)
-            except ThothError as exc:
-                text = f":warning: {exc}"
-            except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
-                logger.exception("slack: turn in %s failed", inbound.thread)
-                text = f":warning: the turn failed: {type(exc).__name__}"
-            key = dict(zip(("workspace", "peer", "thread"), session.key, strict=True)) if session else {}
-            kept = redactor_of(self.runtime).redact(text)  # the ledger keeps what the runtime's `[privacy]` allows
-            for piece_ts in await streamer.finish(text):
                 self.ledger.add(Posted(inbound.channel, piece_ts, inbound.thread_ts, kept, turn_id=turn_id, **key))
+            except self.inbox.db.errors as exc:  # the reply is shown; only reactions on it will not be traced
+                logger.warning("slack: could not record reply %s in the ledger: %s", piece_ts, exc)
+        if recorded:
+            await asyncio.to_thread(self.inbox.finish, pending.key, turn_id)
 
     async def _turn(self, inbound: Inbound, streamer: Streamer) -> tuple[str, Any, str | None]:
         """The reply text, session and turn id (None for commands); `/new` is this frontend's own command."""

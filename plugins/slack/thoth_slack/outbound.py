@@ -9,6 +9,8 @@ The same file remembers which inbound requests were already handled (`Ledger.fir
 event or a button press delivered twice (a replay of a signed request inside Slack's 5-minute
 window, a redelivery, a second worker sharing the home) is answered once. It keeps only a hash
 of each request's ids, for `SEEN_KEEP_SECONDS`: no text and no peer, so `forget` leaves it alone.
+With `[storage] url` set, the ledger (and the inbox beside it, see `inbox.py`) lives in the
+shared PostgreSQL instead, so every worker serving the app sees the same messages and requests.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import asyncio
 import hashlib
 import logging
 import re
-import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -28,9 +29,12 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from thoth_core.storage import connect, migrate, scrub
+from thoth_core.database import Database, SqliteDatabase, open_database
 
 from .cards import pending_card
+from .inbox import POSTGRES_SCHEMA as INBOX_POSTGRES
+from .inbox import SQLITE_SCHEMA as INBOX_SCHEMA
+from .inbox import Inbox
 from .mrkdwn import split, to_mrkdwn
 
 logger = logging.getLogger(__name__)
@@ -79,6 +83,19 @@ SEEN_SCHEMA = """
 CREATE TABLE seen (key TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
 CREATE INDEX seen_at ON seen (at)
 """
+POSTGRES = f"""
+CREATE TABLE posted (channel TEXT NOT NULL, ts TEXT NOT NULL, thread_ts TEXT, text TEXT, turn_id TEXT,
+    workspace TEXT, peer TEXT, thread TEXT, item_id TEXT, title TEXT, card INTEGER,
+    at DOUBLE PRECISION NOT NULL, PRIMARY KEY (channel, ts));
+CREATE INDEX posted_at ON posted (at);
+CREATE TABLE seen (key TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
+CREATE INDEX seen_at ON seen (at);
+{INBOX_POSTGRES}
+"""
+UPSERT = (
+    f"INSERT INTO posted VALUES ({', '.join('?' * (len(COLUMNS) + 1))}) ON CONFLICT (channel, ts) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in [*COLUMNS[2:], "at"])
+)
 
 
 class Ledger:
@@ -87,15 +104,19 @@ class Ledger:
     Also the inbound requests already handled (hashed ids, kept SEEN_KEEP_SECONDS), see `first_time`.
     """
 
-    def __init__(self, path: Path | None = None, size: int = 10_000) -> None:
+    def __init__(self, path: Path | None = None, size: int = 10_000, *, config: Any = None) -> None:
         self._items: OrderedDict[tuple[str, str], Posted] = OrderedDict()
         self._seen: dict[str, float] = {}  # hashed request key -> when, without a file
         self._size = size
         self._lock = threading.Lock()
-        self._db = None if path is None else connect(path)
+        self._db: Database | None = None
+        migrations = [SCHEMA, SEEN_SCHEMA, INBOX_SCHEMA]
+        if config is not None and path is not None:  # the shared store when `[storage] url` is set
+            self._db = open_database(config, "slack", path=path, migrations=migrations, postgres=[POSTGRES])
+        elif path is not None:
+            self._db = SqliteDatabase(path, migrations)
         self._pruned = 0.0
         if self._db is not None:
-            migrate(self._db, [SCHEMA, SEEN_SCHEMA])
             self._db.execute("DELETE FROM posted WHERE at < ?", (time.time() - KEEP_DAYS * 86400,))
         with self._lock:
             self._prune(time.time())
@@ -114,8 +135,11 @@ class Ledger:
                 self._prune(now)
             if self._db is not None:
                 try:
-                    return self._db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (digest, now)).rowcount == 1
-                except sqlite3.Error as exc:  # answer it rather than drop it: Slack would not send it again
+                    inserted = self._db.execute(
+                        "INSERT INTO seen VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (digest, now)
+                    ).rowcount
+                    return inserted == 1
+                except self._db.errors as exc:  # answer it rather than drop it: Slack would not send it again
                     logger.warning("slack: could not record a request as handled (%s); handling it", exc)
                     return True
             if digest in self._seen:
@@ -131,7 +155,8 @@ class Ledger:
         if self._db is not None:
             try:
                 self._db.execute("DELETE FROM seen WHERE at < ?", (cutoff,))
-            except sqlite3.Error as exc:
+                Inbox(self._db, 0).prune(cutoff)
+            except self._db.errors as exc:
                 logger.warning("slack: could not prune handled requests: %s", exc)
 
     def add(self, posted: Posted) -> None:
@@ -141,8 +166,8 @@ class Ledger:
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
             if self._db is not None:
-                marks = ", ".join("?" * (len(COLUMNS) + 1))
-                self._db.execute(f"INSERT OR REPLACE INTO posted VALUES ({marks})", (*astuple(posted), time.time()))
+                values = [*astuple(posted)[:-1], int(posted.card)]  # `card` is an INTEGER column in PostgreSQL
+                self._db.execute(UPSERT, (*values, time.time()))
 
     def get(self, channel: str, ts: str) -> Posted | None:
         """The posted message at (channel, ts), if it is the agent's."""
@@ -170,9 +195,15 @@ class Ledger:
             where = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread is not None else "")
             params = (workspace, peer) + ((thread,) if thread is not None else ())
             stored = self._db.execute(f"DELETE FROM posted WHERE {where}", params).rowcount
-            if stored:
-                scrub(self._db)
-            return max(stored, len(gone))
+            waiting = Inbox(self._db, 0).forget(workspace, peer, thread)
+            if stored or waiting:
+                self._db.scrub(tables=["posted", "inbox"])
+            return max(stored, len(gone)) + waiting
+
+    @property
+    def db(self) -> Database | None:
+        """The store (None without a file), which the inbox shares."""
+        return self._db
 
     def close(self) -> None:
         """Close the file."""

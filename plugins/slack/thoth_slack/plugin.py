@@ -54,14 +54,16 @@ def forget(peer, thread, workspace, runtime):  # type: ignore[no-untyped-def]
     """Delete the ledger's record of messages posted to or about the peer (the bridge's, or the file's)."""
     from pathlib import Path
 
+    from thoth_core.database import shared
+
     from .bridge import running_bridge
     from .outbound import Ledger
 
     bridge = running_bridge(runtime)
     path = Path(runtime.home) / "slack" / "ledger.db"
-    if bridge is None and not path.exists():
+    if bridge is None and not path.exists() and not shared(runtime.config):
         return None
-    ledger = bridge.ledger if bridge is not None else Ledger(path)
+    ledger = bridge.ledger if bridge is not None else Ledger(path, config=runtime.config)
     try:
         count = ledger.forget(workspace, peer, thread)
     finally:

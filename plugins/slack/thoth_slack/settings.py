@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "approvals_channel": None,
     "stream_interval": 0.8,
     "api_url": DEFAULT_API_URL,
+    "claim_seconds": 15.0,
 }
 CONFIG_DEFAULTS = {"plugins.slack": DEFAULTS}
 
@@ -45,6 +46,7 @@ class SlackSettings:
     founders: list[str] = field(default_factory=list)
     stream_interval: float = 0.8
     api_url: str = DEFAULT_API_URL
+    claim_seconds: float = 15.0  # a worker's hold on a thread lapses this long after it stopped renewing (died)
 
     def allows(self, team: str | None, channel: str | None) -> bool:
         """True if a request from this workspace and channel may be answered."""
@@ -79,6 +81,9 @@ def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
     founders = _strings(config, "thoth.founders", config.get("thoth.founders") or [], where="thoth.founders")
     interval = raw.get("stream_interval", DEFAULTS["stream_interval"])
     interval = config.number("plugins.slack.stream_interval", interval, high=60)  # seconds between message edits
+    claim = config.number(
+        "plugins.slack.claim_seconds", raw.get("claim_seconds", DEFAULTS["claim_seconds"]), low=1, high=3600
+    )
     for key in ("approvals_channel", "api_url"):
         if key in raw and not isinstance(raw[key], str):
             raise config.error(f"plugins.slack.{key}", f"expected a string, got {raw[key]!r}")
@@ -92,6 +97,7 @@ def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
         approvals_channel=raw.get("approvals_channel"),
         allow_dms=raw.get("allow_dms", True),
         stream_interval=interval,
+        claim_seconds=claim,
         api_url=raw.get("api_url", DEFAULT_API_URL),
         **lists,
     )

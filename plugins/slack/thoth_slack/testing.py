@@ -196,8 +196,17 @@ class FakeSocketMode:
         except Exception:  # noqa: BLE001 - the client hung up without a close frame
             pass
 
-    def push(self, payload: dict[str, Any], kind: str = "events_api") -> str:
-        """Send one envelope to the connected client; returns its envelope_id."""
+    def wait_for_connections(self, count: int, timeout: float = 60) -> bool:
+        """Whether `count` clients are connected (several workers each open their own), waiting for them."""
+        deadline = time.monotonic() + timeout
+        while len(self._sockets) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def push(self, payload: dict[str, Any], kind: str = "events_api", *, connection: int = -1) -> str:
+        """Send one envelope to a connected client (the newest, or the `connection`-th); returns its envelope_id."""
         envelope_id = uuid.uuid4().hex
         envelope = {
             "envelope_id": envelope_id,
@@ -208,7 +217,8 @@ class FakeSocketMode:
             "retry_reason": "",
         }
         assert self.connected.wait(30), "the Socket Mode client never connected"
-        asyncio.run_coroutine_threadsafe(self._sockets[-1].send(json.dumps(envelope)), self.loop).result(10)
+        socket = self._sockets[connection]
+        asyncio.run_coroutine_threadsafe(socket.send(json.dumps(envelope)), self.loop).result(10)
         return envelope_id
 
     def wait_for_ack(self, envelope_id: str, timeout: float = 30) -> dict[str, Any]:

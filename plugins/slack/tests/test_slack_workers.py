@@ -1,0 +1,255 @@
+"""Several workers on one store: the inbox (both dialects), bridges sharing a PostgreSQL, a dead worker's thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from thoth_slack.cards import APPROVE, REJECT
+from thoth_slack.inbox import DONE, FAILED, MAX_ATTEMPTS, Inbox, Pending, digest
+from thoth_slack.outbound import Ledger
+from thoth_slack.testing import button_press, event_body, mention, signed
+
+from thoth_core import hookimpl
+from thoth_core.config import Config
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """The ledger's store in each dialect (the PostgreSQL one only when asked, so SQLite runs need no server)."""
+    data = {"storage": {"url": request.getfixturevalue("storage_url")}} if request.param == "postgres" else {}
+    ledger = Ledger(tmp_path / "ledger.db", config=Config(data=data))
+    assert ledger.db is not None and ledger.db.dialect == request.param
+    yield ledger
+    ledger.close()
+
+
+def _pending(n: int, thread: str = "CGENERAL:1.1", peer: str = "UANN") -> Pending:
+    return Pending(digest(f"event Ev{n}"), "T1", peer, "CGENERAL", "1.1", f"message {n}", thread)
+
+
+def test_a_delivery_is_recorded_once_and_needs_answering_until_finished(store):
+    inbox = Inbox(store.db, 10)
+    assert inbox.receive(_pending(1), "1.2")
+    assert inbox.receive(_pending(1), "1.2")  # a retry while still pending: still to be answered (once)
+    assert inbox.claim("CGENERAL:1.1")
+    first = inbox.next("CGENERAL:1.1")
+    assert first is not None and first.text == "message 1" and first.attempts == 0
+    inbox.finish(first.key, "turn-1")
+    assert not inbox.receive(_pending(1), "1.2")  # answered: a later redelivery adds nothing
+    assert inbox.next("CGENERAL:1.1") is None
+    [(state, text, turn)] = store.db.execute("SELECT state, text, turn_id FROM inbox").fetchall()
+    assert (state, text, turn) == (DONE, "", "turn-1")  # the text goes once answered
+
+
+def test_pending_messages_come_oldest_first_and_a_hopeless_one_is_given_up(store):
+    inbox = Inbox(store.db, 10)
+    inbox.receive(_pending(3), "1.30")
+    inbox.receive(_pending(1), "1.10")
+    inbox.receive(_pending(2), "1.20")
+    assert [inbox.next("CGENERAL:1.1").text for _ in range(1)] == ["message 1"]
+    for _ in range(MAX_ATTEMPTS - 1):
+        assert inbox.next("CGENERAL:1.1").text == "message 1"  # never finished: each start counts
+    assert inbox.next("CGENERAL:1.1").text == "message 2"
+    states = dict(store.db.execute("SELECT text, state FROM inbox").fetchall())
+    assert states["message 2"] == "pending" and FAILED in states.values()
+
+
+def test_one_worker_holds_a_thread_until_it_lets_go_or_stops_renewing(store):
+    one, other = Inbox(store.db, 10, owner="one"), Inbox(store.db, 10, owner="other")
+    now = time.time()
+    one.receive(_pending(1), "1.2", now=now)
+    assert one.claim("CGENERAL:1.1", now=now) and one.claim("CGENERAL:1.1", now=now)  # its own again
+    assert not other.claim("CGENERAL:1.1", now=now + 5)
+    assert one.orphans(now=now + 5) == []
+    one.renew(now=now + 8)
+    assert not other.claim("CGENERAL:1.1", now=now + 15)  # renewed until now + 18
+    assert other.orphans(now=now + 19) == ["CGENERAL:1.1"]  # one stopped renewing: it died
+    assert other.claim("CGENERAL:1.1", now=now + 19)
+    one.release("CGENERAL:1.1")  # a late release by the old holder does not free the new one's claim
+    assert not one.claim("CGENERAL:1.1", now=now + 20)
+    other.release("CGENERAL:1.1")
+    assert one.claim("CGENERAL:1.1", now=now + 20)
+
+
+def test_joined_threads_and_forget_are_shared(store):
+    inbox, elsewhere = Inbox(store.db, 10), Inbox(store.db, 10)
+    inbox.join("CGENERAL:1.1")
+    assert elsewhere.joined("CGENERAL:1.1") and not elsewhere.joined("CGENERAL:9.9")
+    inbox.receive(_pending(1), "1.2")
+    inbox.receive(_pending(2, peer="UBOB"), "1.3")
+    assert store.forget("T1", "UANN") == 1
+    assert [row[0] for row in store.db.execute("SELECT peer FROM inbox").fetchall()] == ["UBOB"]
+
+
+def _shared(make_slack, storage_url, **kwargs):
+    return make_slack(config={"storage": {"url": storage_url}}, slack={"claim_seconds": 1}, **kwargs)
+
+
+def test_two_bridges_on_one_postgresql_answer_a_thread_in_order_once(make_slack, storage_url):
+    replies = [{"match": f"q{i}\\b", "reply": f"a{i}"} for i in range(8)]
+    workers = [_shared(make_slack, storage_url, replies=replies) for _ in range(2)]
+    root = "1700000000.000100"
+    bodies = [json.dumps(event_body(mention("q0", ts=root)))]
+    for i in range(1, 8):
+        follow = {"type": "message", "channel_type": "channel", "user": "UANN", "text": f"q{i}", "channel": "CGENERAL"}
+        bodies.append(json.dumps(event_body({**follow, "ts": f"1700000000.{(i + 1) * 100:06d}", "thread_ts": root})))
+    for body in bodies:  # every delivery reaches both workers at once; the next is sent once both acked
+        pair = [threading.Thread(target=w.dispatch, args=(signed(body),), kwargs={"wait": False}) for w in workers]
+        for thread in pair:
+            thread.start()
+        for thread in pair:
+            thread.join(30)
+    for worker in workers:
+        worker.bridge.loop.join()
+    deadline = time.monotonic() + 30
+    while len(workers[0].replies("CGENERAL", root)) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers[0].replies("CGENERAL", root) == [f"a{i}" for i in range(8)]
+
+
+def test_a_dead_workers_thread_is_taken_over_and_its_placeholder_updated(make_slack, storage_url):
+    slack = _shared(make_slack, storage_url, replies=[{"reply": "answered after all"}])
+    dead = Inbox(slack.bridge.inbox.db, 1, owner="dead-worker")
+    pending = Pending(digest("event EvDEAD"), "T1", "UANN", "CGENERAL", "1.1", "hello?", "CGENERAL:1.1")
+    with dead.db.transaction():  # what the dead worker left, seen by the live one's sweep all at once
+        dead.receive(pending, "1.2", now=time.time() - 5)
+        dead.claim("CGENERAL:1.1", now=time.time() - 5)  # expired: it stopped renewing 4 s ago
+        dead.placed(pending.key, "1700000099.000001")  # it had posted its placeholder, then died
+    update = slack.fake.wait_for("chat.update", lambda p: p["text"] == "answered after all", timeout=20)
+    slack.bridge.loop.join()
+    assert update["ts"] == "1700000099.000001"
+    assert slack.fake.calls_to("chat.postMessage") == []  # no second reply
+    row = slack.bridge.inbox.db.execute("SELECT state, turn_id FROM inbox").fetchone()
+    assert row[0] == DONE and row[1]
+
+
+class SharedQueue:
+    """A toy approval queue in the shared store whose first decision wins, as the reflection queue's does."""
+
+    def __init__(self, runtime_config):
+        from thoth_core.database import open_database
+
+        sql = "CREATE TABLE items (id TEXT PRIMARY KEY, status TEXT NOT NULL, actor TEXT)"
+        self.db = open_database(runtime_config, "toy_queue", path=None, migrations=[sql], postgres=[sql])
+        self.db.execute("INSERT INTO items VALUES ('skill:x', 'pending', NULL) ON CONFLICT (id) DO NOTHING")
+
+    @hookimpl
+    def decide(self, item_id, decision, actor):
+        from thoth_core import ThothError
+
+        won = self.db.execute(
+            "UPDATE items SET status = ?, actor = ? WHERE id = ? AND status = 'pending' RETURNING id",
+            (decision, actor, item_id),
+        ).fetchone()
+        if won is None:
+            raise ThothError(f"{item_id} was already decided")
+        return {"message": f"{decision}d"}
+
+
+def test_a_card_clicked_on_two_workers_at_once_is_decided_once(make_slack, storage_url):
+    config = Config(data={"storage": {"url": storage_url}})
+    queues = [SharedQueue(config), SharedQueue(config)]
+    workers = [
+        _shared(make_slack, storage_url, plugins={"queue": queue}, founders=["UBOSS", "UCTO"]) for queue in queues
+    ]
+    clicks = [(APPROVE, "UBOSS"), (REJECT, "UCTO")]
+    start = threading.Barrier(2)
+
+    def click(worker, action, user):
+        start.wait()
+        worker.dispatch(button_press(action, "skill:x", user=user, channel="CAPPROVALS", ts="1700000050.000001"))
+
+    pressers = [threading.Thread(target=click, args=(w, *c)) for w, c in zip(workers, clicks, strict=True)]
+    for presser in pressers:
+        presser.start()
+    for presser in pressers:
+        presser.join(30)
+    fake = workers[0].fake
+    [status, actor] = queues[0].db.execute("SELECT status, actor FROM items").fetchone()
+    [update] = fake.calls_to("chat.update")  # the card shows one decision: the winner's
+    assert update["ts"] == "1700000050.000001" and f"<@{actor}>" in update["text"]
+    [told] = fake.calls_to("chat.postEphemeral")  # the other founder is told, privately
+    loser = {"UBOSS", "UCTO"} - {actor}
+    assert told["user"] in loser and "skill:x was already decided" in told["text"]
+    assert status == {"UBOSS": "approve", "UCTO": "reject"}[actor]
+    for queue in queues:
+        queue.db.close()
+
+
+def test_socket_mode_with_two_worker_processes_answers_once_in_order(tmp_path, fake_slack, storage_url):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from thoth_slack.testing import FakeSocketMode
+
+    socket_server = FakeSocketMode()
+    fake_slack.socket_url = socket_server.url
+    rules = ", ".join(f'{{ match = "q{i}\\\\b", reply = "a{i}" }}' for i in range(4))
+    (tmp_path / "thoth.toml").write_text(
+        f'[thoth]\nmodel = "replay"\n\n[storage]\nurl = "{storage_url}"\n\n[models.replay]\nrules = [{rules}]\n\n'
+        '[plugins.slack]\nbot_token = { "$env" = "SLACK_BOT_TOKEN" }\napp_token = { "$env" = "SLACK_APP_TOKEN" }\n'
+        f'api_url = "{fake_slack.url}"\nstream_interval = 0\n'
+    )
+    command = [sys.executable, "-c", "from thoth_core.cli import main; main()", "slack"]
+    workers = []
+    for i in range(2):  # each with its own data folder: only the store is shared
+        env = dict(os.environ, THOTH_HOME=str(tmp_path / f"data-{i}"), THOTH_LOAD_PLUGINS="slack")
+        env["THOTH_CONFIG"] = str(tmp_path / "thoth.toml")
+        workers.append(subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True))
+    try:
+        assert socket_server.wait_for_connections(2), "the workers did not both connect"
+        root = "1700000000.000100"
+        for i in range(4):
+            event = mention(f"q{i}", ts=root if i == 0 else f"1700000000.000{i + 1}00", thread_ts=root)
+            payload = event_body(event)
+            acked = [socket_server.push(payload, connection=c) for c in ((0, 1) if i % 2 == 0 else (1,))]
+            for envelope in acked:  # even ones reach both connections (a redelivery); the next waits for the acks
+                socket_server.wait_for_ack(envelope)
+        fake_slack.wait_for("chat.update", lambda p: p["text"] == "a3", timeout=30)
+        posts = [p for p in fake_slack.calls_to("chat.postMessage") if p.get("thread_ts") == root]
+        finals = [[u["text"] for u in fake_slack.calls_to("chat.update") if u["ts"] == p["_ts"]][-1] for p in posts]
+        assert finals == ["a0", "a1", "a2", "a3"]
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        errors = [worker.communicate(timeout=60)[1] for worker in workers]
+        socket_server.close()
+    assert [worker.returncode for worker in workers] == [0, 0], errors
+
+
+def test_a_waiting_message_is_stored_redacted_and_answered_from_the_text_received(make_slack):
+    from thoth_slack.testing import dm
+
+    from thoth_core.redact import find_secrets
+
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    assert find_secrets(token), "the control: the redactor takes this for a secret"
+    slack = make_slack(slack={"claim_seconds": 1}, replies=[{"reply": "checked"}])
+    busy = Inbox(slack.bridge.inbox.db, 60, owner="busy-worker")
+    assert busy.claim("DANN")  # another worker is answering this DM right now
+    slack.send(dm(f"is {token} still valid?"))
+    [(stored,)] = slack.bridge.inbox.db.execute("SELECT text FROM inbox").fetchall()
+    assert token not in stored and "[REDACTED:" in stored
+    busy.release("DANN")  # it finished; this worker's sweep finds the message waiting
+    slack.fake.wait_for("chat.update", lambda p: p["text"] == "checked", timeout=20)
+    slack.bridge.loop.join()
+    assert token in slack.runtime.model().requests[-1].messages[-1].content
+    assert slack.bridge.inbox.db.execute("SELECT text FROM inbox").fetchone()[0] == ""
+
+
+def test_a_message_the_inbox_cannot_record_is_still_answered_and_the_failure_logged(make_slack, caplog):
+    import logging
+
+    from thoth_slack.testing import dm
+
+    slack = make_slack(replies=[{"reply": "still here"}])
+    slack.bridge.inbox.db.execute("PRAGMA query_only = ON")  # as a full or read-only disk refuses the insert
+    with caplog.at_level(logging.WARNING, logger="thoth_slack.bridge"):
+        slack.send(dm("hello"))
+    assert slack.replies("DANN") == ["still here"]
+    assert "could not record a message in the inbox" in caplog.text
