@@ -12,7 +12,8 @@ SIGKILLed mid-run: deliveries it does not answer are retried on the others, as S
 Measured from the fake Slack server's chat.postMessage / chat.update calls: replies_lost (events
 without a complete reply), duplicate_replies (events with more than one), out_of_order (threads
 whose replies were posted in another order than their events), stuck_placeholders; and from
-the store: episodes_lost (answered turns without their episode in the shared store).
+the store: episodes_lost (answered turns without their episode in the shared store) and
+episodes_stored_twice (events whose turn has two current episodes, e.g. re-run after a kill).
 
     .venv/bin/python bench/scale_workers.py [--events 200] [--threads 20] [--workers 3] [--json]
 """
@@ -292,6 +293,10 @@ def episodes_lost(storage_url: str, homes: list[Path]) -> tuple[int, int | None,
         shared = db.execute("SELECT to_regclass('thoth_episodic.thoth_episodes')").fetchone()[0]
         if shared is not None:
             kept = {r[0] for r in db.execute("SELECT DISTINCT turn_id FROM thoth_episodic.thoth_episodes")}
+            COUNTS["episodes_stored_twice"] = db.execute(  # each event's text is unique: q-NNNN
+                "SELECT count(*) FROM (SELECT user_text FROM thoth_episodic.thoth_episodes "
+                "WHERE superseded_at IS NULL GROUP BY user_text HAVING count(*) > 1) twice"
+            ).fetchone()[0]
             return len(turns), len(turns - kept), "shared store (thoth_episodic.thoth_episodes)"
     import sqlite3
 

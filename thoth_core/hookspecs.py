@@ -81,6 +81,11 @@ def session_start(session: Session) -> None:
     """A session was opened (new, or resumed after a restart); restore state into it."""
 
 
+@hookspec(firstresult=True)
+def session_closed(session: Session) -> bool | None:
+    """Whether another process sharing the store ended this open session for good (the runtime then opens a fresh one)."""
+
+
 @hookspec
 def session_end(session: Session, reason: str) -> None:
     """A session ended, once per session, in the background.

@@ -171,6 +171,10 @@ class Runtime:
             await self.recover()
         key = (workspace or self.config.get("thoth.workspace"), peer, thread)
         session = self.sessions.get(key)
+        if session is not None and self.pm.hook.session_closed(session=session):
+            session.ended = True  # another worker ended it and fired `session_end`
+            del self.sessions[key]
+            session = None
         if session is None:
             session = Session(*key, home=self.home, runtime=self, agent=self.agent)
             self.sessions[key] = session
@@ -265,10 +269,16 @@ class Runtime:
         thread: str,
         workspace: str | None = None,
         on_delta: Callable[[str], Any] | None = None,
+        turn_id: str | None = None,
     ) -> TurnResult:
-        """One whole turn: command or model reply; post-turn writes start after it returns."""
+        """One whole turn: command or model reply; post-turn writes start after it returns.
+
+        `turn_id` is a frontend's own id for the message (Slack's event), so a turn run again after
+        a worker died is stored once; by default a new id.
+        """
         session = await self.session(peer=peer, thread=thread, workspace=workspace)
         turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace, agent=session.agent)
+        turn.id = turn_id or turn.id
         session.last_active = time.time()
         if text.startswith("/"):
             name, _, args = text[1:].partition(" ")

@@ -257,7 +257,7 @@ class SlackBridge:
         )
         session, turn_id = None, None
         try:
-            text, session, turn_id = await self._turn(inbound, streamer)
+            text, session, turn_id = await self._turn(inbound, streamer, f"slack-{pending.key[:32]}")
         except ThothError as exc:
             text = f":warning: {exc}"
         except Exception as exc:  # noqa: BLE001 - the placeholder must not be left "thinking"
@@ -273,8 +273,12 @@ class SlackBridge:
         if recorded:
             await asyncio.to_thread(self.inbox.finish, pending.key, turn_id)
 
-    async def _turn(self, inbound: Inbound, streamer: Streamer) -> tuple[str, Any, str | None]:
-        """The reply text, session and turn id (None for commands); `/new` is this frontend's own command."""
+    async def _turn(self, inbound: Inbound, streamer: Streamer, turn_id: str) -> tuple[str, Any, str | None]:
+        """The reply text, session and turn id (None for commands); `/new` is this frontend's own command.
+
+        The turn id comes from the message's inbox key, so a worker re-running a message another one
+        answered before it died stores the turn once (layers keep one turn per id).
+        """
         command = inbound.text.split(maxsplit=1)[0]
         if command == "/new":
             session = self.runtime.sessions.get((inbound.team, inbound.user, inbound.thread))
@@ -282,7 +286,12 @@ class SlackBridge:
                 await self.runtime.end_session(session, "new")
             return "Started a new session: the next message begins fresh.", None, None
         result = await self.runtime.turn(
-            inbound.text, peer=inbound.user, thread=inbound.thread, workspace=inbound.team, on_delta=streamer.add
+            inbound.text,
+            peer=inbound.user,
+            thread=inbound.thread,
+            workspace=inbound.team,
+            on_delta=streamer.add,
+            turn_id=turn_id,
         )
         if result.reply.model == "command":
             extra = f"\n/new - {NEW_HELP}" if command == "/help" and "new" not in self.runtime.commands else ""

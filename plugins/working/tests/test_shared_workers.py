@@ -69,6 +69,28 @@ async def test_a_thread_ended_by_one_worker_is_reaped_once_and_its_transcript_st
         await two.aclose()
 
 
+async def test_a_session_one_worker_ended_is_not_continued_by_another(tmp_path, storage_url):
+    one, two = workers(tmp_path, storage_url)
+    try:
+        old = (await one.turn("the old topic", peer="ann", thread="t")).session
+        await one.drain()
+        assert (await two.turn("more on it", peer="ann", thread="t")).session.id == old.id
+        await two.drain()
+        await one.end_session(one.sessions[old.key], "done")  # e.g. /new on the first worker
+        await one.drain()
+        fresh = (await two.turn("a new topic", peer="ann", thread="t")).session
+        await two.drain()
+        assert fresh.id != old.id and old.ended
+        assert [m.content for m in two.model().requests[-1].messages] == ["a new topic"]
+        assert (await one.turn("and then", peer="ann", thread="t")).session.id == fresh.id  # resumed, not a third
+        assert [m.content for m in one.model().requests[-1].messages] == ["a new topic", "w1", "and then"]
+        ended = [e for e in working.state(one).store.entries(old.id, old.started_at) if e["type"] == "session_end"]
+        assert len(ended) == 1  # the second worker did not end it again
+    finally:
+        for runtime in (one, two):
+            await runtime.aclose()
+
+
 @pytest.mark.parametrize("source", ["sqlite", "postgres"])
 async def test_a_bundle_carries_sessions_and_transcripts_between_the_dialects(tmp_path, storage_url, source):
     shared = {"storage": {"url": storage_url}}

@@ -1,8 +1,7 @@
 """L1 working memory: sessions survive restarts, turns and errors land in transcripts, MEMORY.md is read per session.
 
-A session resumes (same id, history restored from its transcript) when its key was not seen yet
-in this runtime, its stored record has not closed and it was active within `[thoth]
-idle_minutes`. It closes for good on any `session_end` except `exit` (a frontend shutting
+A session resumes (same id, history restored from its transcript) when its stored record has
+not closed, this runtime is not ending it, and it was active within `[thoth] idle_minutes`. It closes for good on any `session_end` except `exit` (a frontend shutting
 down), so `/done` or the idle timeout start the thread afresh while a restart continues it.
 A stored session idle past the limit that no live session holds goes to the core through
 `idle_sessions` (claimed once across processes), which ends it as `idle`.
@@ -55,11 +54,10 @@ class Settings:
 
 @dataclass
 class WorkingState:
-    """Per-runtime state: settings, the session store, keys seen, MEMORY.md as read per session."""
+    """Per-runtime state: settings, the session store, live sessions, MEMORY.md as read per session."""
 
     settings: Settings
     store: SessionStore
-    seen: set[tuple[str, str, str]] = field(default_factory=set)
     memory: dict[str, str] = field(default_factory=dict)
     live: dict[str, Session] = field(default_factory=dict)
 
@@ -132,20 +130,30 @@ def configure(runtime: Any) -> None:
 def session_start(session: Session) -> None:
     runtime = session.runtime
     working = state(runtime)
-    if session.key not in working.seen:
-        stored = working.store.latest_open(*session.key, agent=session.agent)
-        if stored is not None:
-            idle_limit = float(runtime.config.get("thoth.idle_minutes")) * 60
-            if time.time() - stored.last_active < idle_limit:
-                working.store.resume(session, stored, turns=working.settings.restore_turns)
-            # else: left open for the idle reaper (`idle_sessions`), which ends it and so has it reflected on
-    working.seen.add(session.key)
+    stored = working.store.latest_open(*session.key, agent=session.agent)
+    ending = working.live.get(stored.session_id) if stored is not None else None
+    if stored is not None and not (ending is not None and ending.ended):  # not the one `session_end` is closing
+        idle_limit = float(runtime.config.get("thoth.idle_minutes")) * 60
+        if time.time() - stored.last_active < idle_limit:
+            working.store.resume(session, stored, turns=working.settings.restore_turns)
+        # else: left open for the idle reaper (`idle_sessions`), which ends it and so has it reflected on
     working.live[session.id] = session
     try:
         text = read_memory(working.settings.memory_file)
         working.memory[session.id] = visible_memory(text, peer=session.peer, workspace=session.workspace)
     except ThothError as exc:
         logger.error("%s", exc)
+
+
+@hookimpl
+def session_closed(session: Session) -> bool | None:
+    working = state(session.runtime)
+    stored = working.store.get(session.id)
+    if stored is None or stored.closed is None:
+        return None
+    working.live.pop(session.id, None)
+    working.memory.pop(session.id, None)
+    return True
 
 
 @hookimpl
