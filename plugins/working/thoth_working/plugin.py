@@ -2,7 +2,8 @@
 
 A session resumes (same id, history restored from its transcript) when its stored record has
 not closed, this runtime is not ending it, and it was active within `[thoth] idle_minutes`. It
-closes for good on any `session_end` except `exit` (a frontend shutting down), so `/done` or the idle timeout start the thread afresh while a restart continues it.
+closes for good on any `session_end` except `exit` (a frontend shutting down), so `/done` or the
+idle timeout start the thread afresh while a restart continues it.
 A stored session idle past the limit that no live session holds goes to the core through
 `idle_sessions` (claimed once across processes), which ends it as `idle`.
 History trimming to `[budget] history` is the core's; this plugin only supplies the history.
