@@ -25,14 +25,18 @@ def config_with(url: str | None) -> Config:
 @pytest.fixture(params=["sqlite", "postgres"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     url = request.getfixturevalue("storage_url") if request.param == "postgres" else None
-    db = open_database(config_with(url), "notes", path=tmp_path / "notes.db", migrations=SQLITE, postgres=POSTGRES, rows=True)
+    db = open_database(
+        config_with(url), "notes", path=tmp_path / "notes.db", migrations=SQLITE, postgres=POSTGRES, rows=True
+    )
     yield db
     db.close()
 
 
 def test_the_url_chooses_the_dialect(tmp_path: Path, storage_url: str) -> None:
     sqlite = open_database(config_with(None), "notes", path=tmp_path / "n.db", migrations=SQLITE, postgres=POSTGRES)
-    shared = open_database(config_with(storage_url), "notes", path=tmp_path / "m.db", migrations=SQLITE, postgres=POSTGRES)
+    shared = open_database(
+        config_with(storage_url), "notes", path=tmp_path / "m.db", migrations=SQLITE, postgres=POSTGRES
+    )
     assert isinstance(sqlite, SqliteDatabase) and (tmp_path / "n.db").exists()
     assert isinstance(shared, PostgresDatabase) and not (tmp_path / "m.db").exists()
     assert shared.execute("SELECT current_schema()").fetchone()[0] == "thoth_notes"
@@ -42,7 +46,9 @@ def test_the_url_chooses_the_dialect(tmp_path: Path, storage_url: str) -> None:
 
 def test_statements_read_and_write_alike(database: Any) -> None:
     inserted = database.execute("INSERT INTO notes (body, at) VALUES (?, ?) RETURNING id", ("50% off", 1.5)).fetchone()
-    again = database.execute("INSERT INTO notes (body, at) VALUES (?, ?) ON CONFLICT (body) DO NOTHING", ("50% off", 2.0))
+    again = database.execute(
+        "INSERT INTO notes (body, at) VALUES (?, ?) ON CONFLICT (body) DO NOTHING", ("50% off", 2.0)
+    )
     assert again.rowcount == 0
     row = database.execute("SELECT id, body, at FROM notes WHERE body LIKE '50%' AND body <> ?", ("?",)).fetchone()
     assert database.execute("SELECT count(*) FROM notes WHERE body LIKE '%off'").fetchone()[0] == 1
@@ -93,7 +99,9 @@ def test_workers_starting_at_once_migrate_once(dialect: str, tmp_path: Path, req
     for w in workers:
         w.join(60)
     assert [w.exitcode for w in workers] == [0] * 4
-    db = open_database(config_with(url or None), "notes", path=tmp_path / "notes.db", migrations=SQLITE, postgres=POSTGRES)
+    db = open_database(
+        config_with(url or None), "notes", path=tmp_path / "notes.db", migrations=SQLITE, postgres=POSTGRES
+    )
     assert sorted(r[0] for r in db.execute("SELECT body FROM notes")) == ["w0", "w1", "w2", "w3"]
     db.close()
 
