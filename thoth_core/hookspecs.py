@@ -83,7 +83,10 @@ def session_start(session: Session) -> None:
 
 @hookspec(firstresult=True)
 def session_closed(session: Session) -> bool | None:
-    """Whether another process sharing the store ended this open session (the runtime then opens a fresh one)."""
+    """Whether another process sharing the store ended this open session (the runtime then opens a fresh one).
+
+    An implementation may also raise `session.last_active` to when another process last answered in it.
+    """
 
 
 @hookspec

@@ -1,8 +1,7 @@
 """The turn pipeline: open a session, gather context, call the model, write in the background.
 
-One `Runtime` per process (tests make many). It owns the plugin manager, the open sessions,
-per-plugin state (`plugin_state`) and the background tasks of post-turn writes and session
-ends, which `drain()` waits for.
+One `Runtime` per process (tests make many) owns the plugin manager, the open sessions, per-plugin
+state (`plugin_state`) and the background tasks of post-turn writes and session ends (`drain()`).
 """
 
 from __future__ import annotations
@@ -171,9 +170,7 @@ class Runtime:
             await self.recover()
         key = (workspace or self.config.get("thoth.workspace"), peer, thread)
         session = self.sessions.get(key)
-        if session is not None and self.pm.hook.session_closed(session=session):
-            session.ended = True  # another worker ended it and fired `session_end`
-            del self.sessions[key]
+        if session is not None and await self._closed_elsewhere(session):
             session = None
         if session is None:
             session = Session(*key, home=self.home, runtime=self, agent=self.agent)
@@ -194,11 +191,24 @@ class Runtime:
             )
         )
 
+    async def _closed_elsewhere(self, session: Session) -> bool:
+        """Drop a held session another worker ended (`session_closed`); a failing check counts as open."""
+        try:
+            closed = bool(await asyncio.to_thread(lambda: self.pm.hook.session_closed(session=session)))
+        except Exception as exc:  # noqa: BLE001 - a store blip must not fail the turn
+            logger.warning("session %s: could not check whether it was ended elsewhere: %s", session.id, exc)
+            return False
+        if closed:
+            session.ended = True  # the other worker fired `session_end`
+            self.sessions.pop(session.key, None)
+        return closed
+
     async def reap_idle(self, now: float | None = None) -> list[Session]:
         """End sessions idle longer than `[thoth] idle_minutes`, also those exited processes left; returns them."""
         limit = float(self.config.get("thoth.idle_minutes")) * 60
         now = time.time() if now is None else now
-        idle = [s for s in list(self.sessions.values()) if now - s.last_active >= limit]
+        held = [s for s in list(self.sessions.values()) if now - s.last_active >= limit]
+        idle = [s for s in held if not await self._closed_elsewhere(s) and now - s.last_active >= limit]
         kwargs = {"before": now - limit, "runtime": self}
         outcomes = await call_each(self.pm, "idle_sessions", kwargs, deadline_for=self.background_deadline)
         idle += [s for _, found, _ in outcomes for s in found or [] if isinstance(s, Session)]
@@ -271,11 +281,7 @@ class Runtime:
         on_delta: Callable[[str], Any] | None = None,
         turn_id: str | None = None,
     ) -> TurnResult:
-        """One whole turn: command or model reply; post-turn writes start after it returns.
-
-        `turn_id` is a frontend's own id for the message (Slack's event), so a turn run again after
-        a worker died is stored once; by default a new id.
-        """
+        """One whole turn (command or model reply; writes start after); `turn_id` keeps a re-run message's turn once."""
         session = await self.session(peer=peer, thread=thread, workspace=workspace)
         turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace, agent=session.agent)
         turn.id = turn_id or turn.id

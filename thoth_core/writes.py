@@ -94,6 +94,14 @@ class TurnWriter:
         if failed:
             self.report(turn, failed if unjournaled is None else {"journal": unjournaled, **failed})
 
+    async def written(self, turn_id: str, *, timeout: float | None = None) -> bool:
+        """Wait until the post-turn writes of this turn have finished; False if they still run after `timeout` s."""
+        tasks = [task for task, turn in self.running.items() if turn.id == turn_id]
+        if not tasks:
+            return True
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        return not pending
+
     def report(self, turn: Turn, failed: dict[str, str]) -> None:
         """Tell the frontends (and `thoth ask`) that a replied turn is not saved everywhere yet."""
         entry = {"turn_id": turn.id, "peer": turn.peer, "thread": turn.thread, "failed": failed}

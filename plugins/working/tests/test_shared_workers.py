@@ -91,6 +91,22 @@ async def test_a_session_one_worker_ended_is_not_continued_by_another(tmp_path, 
             await runtime.aclose()
 
 
+async def test_a_worker_does_not_reap_a_session_another_worker_is_still_answering(tmp_path, storage_url):
+    one, two = workers(tmp_path, storage_url)
+    try:
+        held = (await one.turn("first", peer="ann", thread="t")).session
+        await one.drain()
+        later = (await two.turn("second", peer="ann", thread="t")).session
+        later.last_active = held.last_active + 25 * 60  # the second worker answered 25 minutes on
+        working.state(two).store.flush(later)
+        assert await one.reap_idle(now=held.last_active + 31 * 60) == []  # idle here, but not in the store
+        assert one.sessions[held.key] is held and not held.ended
+        assert [s.id for s in await one.reap_idle(now=held.last_active + 56 * 60)] == [held.id]
+    finally:
+        for runtime in (one, two):
+            await runtime.aclose()
+
+
 @pytest.mark.parametrize("source", ["sqlite", "postgres"])
 async def test_a_bundle_carries_sessions_and_transcripts_between_the_dialects(tmp_path, storage_url, source):
     shared = {"storage": {"url": storage_url}}

@@ -151,6 +151,8 @@ def session_closed(session: Session) -> bool | None:
     working = state(session.runtime)
     stored = working.store.get(session.id)
     if stored is None or stored.closed is None:
+        if stored is not None:
+            session.last_active = max(session.last_active, stored.last_active)  # another worker answered since
         return None
     working.live.pop(session.id, None)
     working.memory.pop(session.id, None)
