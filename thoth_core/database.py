@@ -33,6 +33,7 @@ from .storage import connect, migrate, scrub
 
 URL_ENV = "THOTH_STORAGE_URL"
 POOL_SIZE = 4  # connections per store and process; a turn's writes rarely overlap more
+LOCK_CONNECT_SECONDS = 10  # a lock's own connection: a server that does not answer fails the lock, not hangs it
 VERSION_TABLE = "thoth_schema_version"
 
 PgMigration = str | Callable[["Database"], object]
@@ -324,7 +325,7 @@ class PostgresDatabase(Database):
         """An advisory lock on a connection of its own (not the pool's): a dead holder's lock goes with it."""
         import psycopg
 
-        with psycopg.connect(self.url, autocommit=True) as conn:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=LOCK_CONNECT_SECONDS) as conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"{self.schema}:{key}",))
             yield
 
