@@ -8,7 +8,8 @@ import time
 
 import pytest
 from thoth_slack.cards import APPROVE, REJECT
-from thoth_slack.inbox import DONE, FAILED, MAX_ATTEMPTS, Inbox, Pending, digest
+from thoth_slack.drain import ThreadDrain
+from thoth_slack.inbox import DONE, FAILED, MAX_ATTEMPTS, RETRY_FIRST_SECONDS, Inbox, Pending, digest
 from thoth_slack.outbound import Ledger
 from thoth_slack.testing import button_press, event_body, mention, signed
 
@@ -49,6 +50,7 @@ def test_pending_messages_come_oldest_first_and_a_hopeless_one_is_given_up(store
     inbox.receive(_pending(3), "1.30")
     inbox.receive(_pending(1), "1.10")
     inbox.receive(_pending(2), "1.20")
+    assert inbox.claim("CGENERAL:1.1")  # only the thread's holder takes its messages
     assert [inbox.next("CGENERAL:1.1").text for _ in range(1)] == ["message 1"]
     for _ in range(MAX_ATTEMPTS - 1):
         assert inbox.next("CGENERAL:1.1").text == "message 1"  # never finished: each start counts
@@ -82,6 +84,161 @@ def test_joined_threads_and_forget_are_shared(store):
     inbox.receive(_pending(2, peer="UBOB"), "1.3")
     assert store.forget("T1", "UANN") == 1
     assert [row[0] for row in store.db.execute("SELECT peer FROM inbox").fetchall()] == ["UBOB"]
+
+
+def test_a_holder_whose_claim_lapsed_and_was_taken_over_cannot_take_or_finish_its_messages(store):
+    slow, other = Inbox(store.db, 10, owner="slow"), Inbox(store.db, 10, owner="other")
+    slow.receive(_pending(1), "1.2")
+    slow.receive(_pending(2), "1.3")
+    assert slow.claim("CGENERAL:1.1", now=time.time() - 30)  # its renewals stalled: lapsed 20 s ago
+    first = slow.next("CGENERAL:1.1")
+    assert first is not None and first.text == "message 1"
+    assert other.claim("CGENERAL:1.1")  # the sweep of another worker takes the thread over
+    again = other.next("CGENERAL:1.1")
+    assert again is not None and again.key == first.key  # the new holder answers it (into the same placeholder)
+    assert not slow.placed(first.key, "1700000001.000001")
+    assert not slow.finish(first.key, "turn-slow")  # the late answer does not count ...
+    assert not slow.claim("CGENERAL:1.1") and slow.next("CGENERAL:1.1") is None  # ... nor does it go on
+    assert other.finish(again.key, "turn-other")
+    assert not slow.finish(first.key, "turn-slow")
+    [(state, turn, reply)] = store.db.execute("SELECT state, turn_id, reply_ts FROM inbox WHERE key = ?", (first.key,))
+    assert (state, turn, reply) == (DONE, "turn-other", None)
+    assert other.next("CGENERAL:1.1").text == "message 2"
+
+
+def test_a_drain_that_lost_its_claim_mid_answer_stops_and_the_thread_is_answered_once_in_order(store):
+    import asyncio
+
+    slow, other = Inbox(store.db, 0.5, owner="slow"), Inbox(store.db, 10, owner="other")
+    for n in (1, 2, 3):
+        slow.receive(_pending(n), f"1.{n + 1}")
+    answered, counted = [], []
+    other_started, slow_finished = asyncio.Event(), asyncio.Event()
+
+    def answering(inbox, name):
+        async def answer(pending):
+            answered.append((name, pending.text))
+            if name == "slow":  # a stalled turn, its claim not renewed (no renewer here): it lapses, is taken over
+                await asyncio.wait_for(other_started.wait(), 30)
+            else:
+                other_started.set()
+                await asyncio.wait_for(slow_finished.wait(), 30)  # the late answer comes in meanwhile
+            if await asyncio.to_thread(inbox.finish, pending.key, f"turn-{name}"):
+                counted.append((name, pending.text))
+            if name == "slow":
+                slow_finished.set()
+
+        return answer
+
+    async def scenario():
+        drains = [ThreadDrain(inbox, answering(inbox, inbox.owner), asyncio.ensure_future) for inbox in (slow, other)]
+        first = asyncio.ensure_future(drains[0].drain("CGENERAL:1.1"))
+        deadline = time.monotonic() + 20
+        while not (answered and await asyncio.to_thread(other.orphans)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # the sweep of the other worker finds the thread without a live holder
+        await asyncio.wait_for(asyncio.gather(first, drains[1].drain("CGENERAL:1.1")), 30)
+
+    asyncio.run(scenario())
+    assert answered == [("slow", "message 1"), ("other", "message 1"), ("other", "message 2"), ("other", "message 3")]
+    assert counted == [("other", "message 1"), ("other", "message 2"), ("other", "message 3")]
+    turns = store.db.execute("SELECT turn_id FROM inbox ORDER BY sent").fetchall()
+    assert [row[0] for row in turns] == ["turn-other"] * 3
+
+
+def test_claims_being_drained_are_renewed_by_a_thread_while_the_loop_is_blocked(store):
+    import asyncio
+
+    holder, other = Inbox(store.db, 1, owner="holder"), Inbox(store.db, 10, owner="other")
+    holder.receive(_pending(1), "1.2")
+    assert holder.claim("CGENERAL:9.9")  # a claim whose release failed: not drained, so not renewed
+    taken = []
+
+    async def answer(pending):
+        time.sleep(2.5)  # a turn blocking the event loop, past its 1 s claim
+        taken.extend([other.claim(pending.thread), other.claim("CGENERAL:9.9")])
+        holder.finish(pending.key, "turn-1")
+
+    drain = ThreadDrain(holder, answer, asyncio.ensure_future)
+    drain.start_renewing()
+    try:
+        asyncio.run(drain.drain("CGENERAL:1.1"))
+    finally:
+        drain.stop_renewing()
+    assert taken == [False, True]
+    assert store.db.execute("SELECT state FROM inbox").fetchone()[0] == DONE
+
+
+def test_claims_are_judged_by_the_databases_clock_not_a_skewed_host(store, monkeypatch):
+    import types
+
+    import thoth_slack.inbox
+
+    steady, fast = Inbox(store.db, 10, owner="steady"), Inbox(store.db, 10, owner="fast")
+    steady.receive(_pending(1), "1.2")
+    assert steady.claim("CGENERAL:1.1")
+    skewed = types.SimpleNamespace(time=lambda: time.time() + 3600)  # this host's clock runs an hour ahead
+    monkeypatch.setattr(thoth_slack.inbox, "time", skewed)
+    assert not fast.claim("CGENERAL:1.1")  # the live claim is not taken for expired
+    assert fast.orphans() == []
+    assert fast.claim("CGENERAL:2.2")
+    [(expires,)] = store.db.execute("SELECT expires FROM claims WHERE owner = 'fast'").fetchall()
+    assert abs(expires - (time.time() + 10)) < 5  # the claim's expiry is the database's time, not the skewed one
+    assert fast.orphans(now=expires + 1) == ["CGENERAL:1.1"]  # (an explicit time still rules, as tests use)
+
+
+def test_a_failed_try_waits_longer_each_time_and_only_a_crash_uses_up_an_attempt(store):
+    inbox = Inbox(store.db, 10)
+    inbox.receive(_pending(1), "1.2")
+    inbox.receive(_pending(2), "1.3")
+    assert inbox.claim("CGENERAL:1.1")
+    now = time.time()
+    for failures in range(4):
+        pending = inbox.next("CGENERAL:1.1", now=now)
+        assert pending is not None and pending.text == "message 1" and pending.failures == failures
+        inbox.retry_later(pending, counted=False, now=now)  # e.g. Slack down: the attempt is given back
+        wait = RETRY_FIRST_SECONDS * 2**failures
+        assert inbox.next("CGENERAL:1.1", now=now + wait - 0.1) is None  # message 2 waits behind it, in order
+        assert not inbox.ready("CGENERAL:1.1", now=now + wait - 0.1)
+        assert inbox.orphans(now=now + wait - 0.1) == [] and inbox.orphans(now=now + wait + 11) == ["CGENERAL:1.1"]
+        now += wait
+    [(attempts, failures)] = store.db.execute("SELECT attempts, failures FROM inbox WHERE text = 'message 1'")
+    assert (attempts, failures) == (0, 4)
+    pending = inbox.next("CGENERAL:1.1", now=now)
+    inbox.retry_later(pending, counted=True, now=now)  # an unexpected error: counted as a start
+    assert store.db.execute("SELECT attempts FROM inbox WHERE key = ?", (pending.key,)).fetchone()[0] == 1
+
+
+def test_an_answer_failing_with_a_slack_error_keeps_its_attempts_and_is_retried_with_a_growing_wait(make_slack):
+    from thoth_slack.testing import dm
+
+    slack = make_slack(slack={"claim_seconds": 1}, replies=[{"reply": "back again"}])
+    slack.fake.errors["chat.postMessage"] = "internal_error"  # Slack down: the placeholder cannot be posted
+    slack.send(dm("are you there?"))
+    time.sleep(3.5)  # the sweep runs every 0.2 s: without a growing wait that would be ~15 tries
+    tries = slack.fake.refused.count("chat.postMessage")
+    [(state, attempts, failures)] = slack.bridge.inbox.db.execute("SELECT state, attempts, failures FROM inbox")
+    assert 2 <= tries <= 4 and (state, attempts, failures) == ("pending", 0, tries)
+    del slack.fake.errors["chat.postMessage"]
+    slack.fake.wait_for("chat.update", lambda p: p["text"] == "back again", timeout=20)
+    slack.bridge.loop.join()
+    assert slack.replies("DANN") == ["back again"]
+    assert slack.bridge.inbox.db.execute("SELECT state FROM inbox").fetchone()[0] == DONE
+
+
+def test_forget_drops_the_texts_a_worker_holds_as_received(make_slack):
+    from thoth_slack.testing import dm
+
+    slack = make_slack(slack={"claim_seconds": 1})
+    busy = Inbox(slack.bridge.inbox.db, 60, owner="busy-worker")
+    assert busy.claim("DANN")  # another worker holds the DM: the message waits, its raw text held here
+    slack.send(dm("my number is 555-0100"))
+    [(key,)] = slack.bridge.inbox.db.execute("SELECT key FROM inbox").fetchall()
+    waiting = Pending(key, "T1", "UANN", "DANN", None, "", "DANN")
+    assert slack.bridge.drain.text_of(waiting) == "my number is 555-0100"
+    receipt = slack.call(slack.runtime.forget(peer="UANN", workspace="T1"))
+    assert receipt["slack"] == {"ledger entries": 1}
+    assert slack.bridge.drain.text_of(waiting) == ""
+    assert slack.bridge.inbox.db.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
 
 
 def _shared(make_slack, storage_url, **kwargs):

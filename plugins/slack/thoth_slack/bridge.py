@@ -112,6 +112,7 @@ class SlackBridge:
     def start(self) -> None:
         """Start the runtime's loop and the once-a-minute tick (idle sessions, check-ins)."""
         self.loop.start()
+        self.drain.start_renewing()
         self._ticker = asyncio.run_coroutine_threadsafe(self._tick_forever(), self.loop.loop)
         self._sweeper = asyncio.run_coroutine_threadsafe(self._sweep_forever(), self.loop.loop)
 
@@ -130,6 +131,7 @@ class SlackBridge:
             self.loop.call(self._close())
         finally:
             self.loop.stop()
+            self.drain.stop_renewing()
             self.ledger.close()
 
     async def _close(self) -> None:
@@ -220,7 +222,7 @@ class SlackBridge:
         key = digest(request_key(body) or f"message {inbound.channel} {ts}")
         kept = redactor_of(self.runtime).redact(inbound.text)  # the store keeps what `[privacy]` allows
         pending = Pending(key, inbound.team, inbound.user, inbound.channel, inbound.thread_ts, kept, inbound.thread)
-        self.drain.remember(key, inbound.text)  # before the insert: a drain running here may take it at once
+        self.drain.remember(pending, inbound.text)  # before the insert: a drain running here may take it at once
         try:
             waiting = self.inbox.receive(pending, ts)
         except self.inbox.db.errors as exc:  # answer it rather than drop it: better out of order than never
@@ -245,7 +247,7 @@ class SlackBridge:
 
     async def answer(self, pending: Pending, *, recorded: bool = True) -> None:
         """Run one turn and stream the reply into a placeholder in the thread (the one already posted, if any)."""
-        text = self.drain.raw.pop(pending.key, pending.text)
+        text = self.drain.text_of(pending)
         inbound = Inbound(pending.team, pending.peer, pending.channel, pending.thread_ts, text)
         ts = pending.reply_ts
         if ts is None:
@@ -270,8 +272,11 @@ class SlackBridge:
                 self.ledger.add(Posted(inbound.channel, piece_ts, inbound.thread_ts, kept, turn_id=turn_id, **key))
             except self.inbox.db.errors as exc:  # the reply is shown; only reactions on it will not be traced
                 logger.warning("slack: could not record reply %s in the ledger: %s", piece_ts, exc)
-        if recorded:
-            await asyncio.to_thread(self.inbox.finish, pending.key, turn_id)
+        if turn_id is not None:  # the thread's next message, on whichever worker, finds this turn stored
+            await self.runtime.writes.written(turn_id, timeout=self.settings.claim_seconds / 2)
+        if recorded and not await asyncio.to_thread(self.inbox.finish, pending.key, turn_id):
+            logger.warning("slack: answered a message in %s that another worker took over", inbound.thread)
+        self.drain.answered(pending.key)
 
     async def _turn(self, inbound: Inbound, streamer: Streamer, turn_id: str) -> tuple[str, Any, str | None]:
         """The reply text, session and turn id (None for commands); `/new` is this frontend's own command.

@@ -7,6 +7,14 @@ are answered in order (Slack ts, then arrival) by whichever worker holds the thr
 row with an owner and an expiry that the holder renews while it works. A worker killed mid-turn
 stops renewing; once its claim expires any worker's sweep takes the thread over, and a message
 whose placeholder was already posted gets that placeholder updated rather than a second reply.
+Claim times are the database's clock, so hosts whose clocks disagree judge expiry alike. A
+holder re-takes its claim before each message and `next`, `placed` and `finish` act only while
+it still owns the thread: a worker whose claim lapsed (a stalled loop, a store blip) and was
+taken over stops there, and the new holder's answer is the one that counts.
+
+A start that fails with a caught, retryable error (Slack or the network down, a store blip)
+gives its attempt back and waits before the next try (doubling, up to `RETRY_MAX_SECONDS`);
+`attempts` counts only starts that never ended cleanly (the worker died), up to `MAX_ATTEMPTS`.
 
 The text is stored as the runtime's `[privacy]` redactor keeps it (the receiving worker answers
 from the raw text it holds in memory; a worker that takes over answers from the stored text) and
@@ -21,6 +29,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +38,8 @@ from thoth_core.database import Database
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # a message whose turn kept killing its worker is given up after this many starts
+MAX_FAILURES = 20  # ... and one whose answer kept failing after this many tries (about a quarter of an hour)
+RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS = 1.0, 60.0  # the wait after a failed answer doubles from/up to these
 PENDING, DONE, FAILED = "pending", "done", "failed"
 
 SQLITE_SCHEMA = """
@@ -46,6 +57,17 @@ CREATE TABLE joined (thread TEXT PRIMARY KEY, at REAL NOT NULL)
 POSTGRES_SCHEMA = SQLITE_SCHEMA.replace("seq INTEGER PRIMARY KEY", "seq BIGSERIAL PRIMARY KEY").replace(
     "REAL", "DOUBLE PRECISION"
 )
+SQLITE_RETRIES = """
+ALTER TABLE inbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE inbox ADD COLUMN retry_at REAL NOT NULL DEFAULT 0
+"""
+POSTGRES_RETRIES = SQLITE_RETRIES.replace("REAL", "DOUBLE PRECISION")
+
+CLOCKS = {  # the database's time in epoch seconds (SQLite's is the host's; 3.40 has no unixepoch('subsec'))
+    "postgres": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)",
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+}
+OWNED = "EXISTS (SELECT 1 FROM claims WHERE claims.thread = inbox.thread AND claims.owner = ?)"
 
 
 @dataclass
@@ -61,9 +83,10 @@ class Pending:
     thread: str
     reply_ts: str | None = None  # the placeholder a (possibly dead) worker already posted for it
     attempts: int = 0
+    failures: int = 0
 
 
-FIELDS = "key, team, peer, channel, thread_ts, text, thread, reply_ts, attempts"
+FIELDS = "key, team, peer, channel, thread_ts, text, thread, reply_ts, attempts, failures"
 
 
 def digest(key: str) -> str:
@@ -109,68 +132,116 @@ class Inbox:
         state = self.db.execute("SELECT state FROM inbox WHERE key = ?", (pending.key,)).fetchone()
         return state is not None and state[0] == PENDING
 
+    def _clock(self, now: float | None) -> tuple[str, tuple[float, ...]]:
+        """The SQL for "now" and its parameters: the database's clock, or `now` when one is given."""
+        return ("?", (now,)) if now is not None else (CLOCKS[self.db.dialect], ())
+
     def claim(self, thread: str, now: float | None = None) -> bool:
-        """Take the thread for this worker unless another holds an unexpired claim."""
-        now = time.time() if now is None else now
+        """Take (or keep) the thread for this worker unless another holds an unexpired claim."""
+        at, clock = self._clock(now)
         row = self.db.execute(
-            "INSERT INTO claims (thread, owner, expires) VALUES (?, ?, ?) ON CONFLICT (thread) DO UPDATE "
+            f"INSERT INTO claims (thread, owner, expires) VALUES (?, ?, {at} + ?) ON CONFLICT (thread) DO UPDATE "
             "SET owner = excluded.owner, expires = excluded.expires "
-            "WHERE claims.expires < ? OR claims.owner = excluded.owner RETURNING owner",
-            (thread, self.owner, now + self.claim_seconds, now),
+            f"WHERE claims.expires < {at} OR claims.owner = excluded.owner RETURNING owner",
+            (thread, self.owner, *clock, self.claim_seconds, *clock),
         ).fetchone()
         return row is not None
 
-    def renew(self, now: float | None = None) -> None:
-        """Push back the expiry of every claim this worker holds."""
-        now = time.time() if now is None else now
-        self.db.execute("UPDATE claims SET expires = ? WHERE owner = ?", (now + self.claim_seconds, self.owner))
+    def renew(self, now: float | None = None, *, threads: Collection[str] | None = None) -> None:
+        """Push back the expiry of the claims this worker holds (of `threads` only, if given)."""
+        if threads is not None and not threads:
+            return
+        at, clock = self._clock(now)
+        among = "" if threads is None else f" AND thread IN ({', '.join('?' * len(threads))})"
+        self.db.execute(
+            f"UPDATE claims SET expires = {at} + ? WHERE owner = ?{among}",
+            (*clock, self.claim_seconds, self.owner, *(threads or ())),
+        )
 
     def release(self, thread: str) -> None:
         """Give the thread up."""
         self.db.execute("DELETE FROM claims WHERE thread = ? AND owner = ?", (thread, self.owner))
 
-    def next(self, thread: str) -> Pending | None:
-        """The thread's oldest pending message, counted as started; one started too often is given up."""
+    def next(self, thread: str, now: float | None = None) -> Pending | None:
+        """The thread's oldest pending message, counted as started; None if none is due or the thread is not ours.
+
+        A message still waiting out a failed try holds back the ones after it (they stay in order);
+        one started too often without finishing is given up.
+        """
+        at, clock = self._clock(now)
         while True:
             row = self.db.execute(
-                f"SELECT {FIELDS} FROM inbox WHERE thread = ? AND state = ? ORDER BY sent, seq LIMIT 1",
-                (thread, PENDING),
+                f"SELECT {FIELDS}, CASE WHEN retry_at > {at} THEN 1 ELSE 0 END FROM inbox "
+                "WHERE thread = ? AND state = ? ORDER BY sent, seq LIMIT 1",
+                (*clock, thread, PENDING),
             ).fetchone()
-            if row is None:
+            if row is None or row[-1]:
                 return None
-            pending = Pending(*row)
+            pending = Pending(*row[:-1])
             if pending.attempts < MAX_ATTEMPTS:
-                self.db.execute("UPDATE inbox SET attempts = attempts + 1 WHERE key = ?", (pending.key,))
-                return pending
+                started = self.db.execute(
+                    f"UPDATE inbox SET attempts = attempts + 1 WHERE key = ? AND state = ? AND {OWNED} RETURNING seq",
+                    (pending.key, PENDING, self.owner),
+                ).fetchone()
+                return pending if started is not None else None
             logger.error("slack: gave up a message in %s after %d attempts to answer it", thread, pending.attempts)
-            self.finish(pending.key, None, state=FAILED)
+            if not self.finish(pending.key, None, state=FAILED):
+                return None
 
-    def placed(self, key: str, reply_ts: str) -> None:
-        """Remember the placeholder posted for a message, so a worker taking over updates it."""
-        self.db.execute("UPDATE inbox SET reply_ts = ? WHERE key = ?", (reply_ts, key))
-
-    def finish(self, key: str, turn_id: str | None, *, state: str = DONE, now: float | None = None) -> None:
-        """Mark a message answered (its text is cleared)."""
-        now = time.time() if now is None else now
-        self.db.execute(
-            "UPDATE inbox SET state = ?, turn_id = ?, text = '', finished = ? WHERE key = ?",
-            (state, turn_id, now, key),
+    def placed(self, key: str, reply_ts: str) -> bool:
+        """Remember the placeholder posted for a message, so a worker taking over updates it; False if not ours."""
+        return (
+            self.db.execute(
+                f"UPDATE inbox SET reply_ts = ? WHERE key = ? AND state = ? AND {OWNED}",
+                (reply_ts, key, PENDING, self.owner),
+            ).rowcount
+            == 1
         )
 
-    def has_pending(self, thread: str) -> bool:
-        """Whether the thread has a message waiting."""
+    def retry_later(self, pending: Pending, *, counted: bool, now: float | None = None) -> None:
+        """After a failed try: wait (doubling) before the next; give the attempt back unless `counted`."""
+        at, clock = self._clock(now)
+        wait = min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2**pending.failures)
+        row = self.db.execute(
+            f"UPDATE inbox SET attempts = attempts - ?, failures = failures + 1, retry_at = {at} + ? "
+            f"WHERE key = ? AND state = ? AND {OWNED} RETURNING failures",
+            (0 if counted else 1, *clock, wait, pending.key, PENDING, self.owner),
+        ).fetchone()
+        if row is not None and row[0] >= MAX_FAILURES:
+            logger.error("slack: gave up a message in %s after %d failed tries to answer it", pending.thread, row[0])
+            self.finish(pending.key, None, state=FAILED)
+
+    def finish(self, key: str, turn_id: str | None, *, state: str = DONE, now: float | None = None) -> bool:
+        """Mark a message answered (its text is cleared); False if it was not pending or the thread is not ours."""
+        now = time.time() if now is None else now
         return (
-            self.db.execute("SELECT 1 FROM inbox WHERE thread = ? AND state = ? LIMIT 1", (thread, PENDING)).fetchone()
+            self.db.execute(
+                "UPDATE inbox SET state = ?, turn_id = ?, text = '', finished = ? "
+                f"WHERE key = ? AND state = ? AND {OWNED}",
+                (state, turn_id, now, key, PENDING, self.owner),
+            ).rowcount
+            == 1
+        )
+
+    def ready(self, thread: str, now: float | None = None) -> bool:
+        """Whether the thread has a message waiting that may be answered now (none is waiting out a failed try)."""
+        at, clock = self._clock(now)
+        return (
+            self.db.execute(
+                f"SELECT 1 FROM inbox WHERE thread = ? AND state = ? GROUP BY thread HAVING MAX(retry_at) <= {at}",
+                (thread, PENDING, *clock),
+            ).fetchone()
             is not None
         )
 
     def orphans(self, now: float | None = None) -> list[str]:
-        """Threads with pending messages that no live worker holds (its claim expired, or none)."""
-        now = time.time() if now is None else now
+        """Threads with messages due that no live worker holds (its claim expired, or none)."""
+        at, clock = self._clock(now)
         rows = self.db.execute(
-            "SELECT DISTINCT inbox.thread FROM inbox LEFT JOIN claims ON claims.thread = inbox.thread "
-            "WHERE inbox.state = ? AND (claims.thread IS NULL OR claims.expires < ?)",
-            (PENDING, now),
+            "SELECT inbox.thread FROM inbox LEFT JOIN claims ON claims.thread = inbox.thread "
+            f"WHERE inbox.state = ? AND (claims.thread IS NULL OR claims.expires < {at}) "
+            f"GROUP BY inbox.thread HAVING MAX(inbox.retry_at) <= {at}",
+            (PENDING, *clock, *clock),
         ).fetchall()
         return [row[0] for row in rows]
 

@@ -32,9 +32,9 @@ from slack_sdk.errors import SlackApiError
 from thoth_core.database import Database, SqliteDatabase, open_database
 
 from .cards import pending_card
+from .inbox import POSTGRES_RETRIES, SQLITE_RETRIES, Inbox
 from .inbox import POSTGRES_SCHEMA as INBOX_POSTGRES
 from .inbox import SQLITE_SCHEMA as INBOX_SCHEMA
-from .inbox import Inbox
 from .mrkdwn import split, to_mrkdwn
 
 logger = logging.getLogger(__name__)
@@ -110,9 +110,10 @@ class Ledger:
         self._size = size
         self._lock = threading.Lock()
         self._db: Database | None = None
-        migrations = [SCHEMA, SEEN_SCHEMA, INBOX_SCHEMA]
+        migrations = [SCHEMA, SEEN_SCHEMA, INBOX_SCHEMA, SQLITE_RETRIES]
         if config is not None and path is not None:  # the shared store when `[storage] url` is set
-            self._db = open_database(config, "slack", path=path, migrations=migrations, postgres=[POSTGRES])
+            postgres = [POSTGRES, POSTGRES_RETRIES]
+            self._db = open_database(config, "slack", path=path, migrations=migrations, postgres=postgres)
         elif path is not None:
             self._db = SqliteDatabase(path, migrations)
         self._pruned = 0.0

@@ -60,6 +60,8 @@ def forget(peer, thread, workspace, runtime):  # type: ignore[no-untyped-def]
     from .outbound import Ledger
 
     bridge = running_bridge(runtime)
+    if bridge is not None:
+        bridge.drain.forget(workspace, peer, thread)  # the texts it holds as received, not yet answered
     path = Path(runtime.home) / "slack" / "ledger.db"
     if bridge is None and not path.exists() and not shared(runtime.config):
         return None
