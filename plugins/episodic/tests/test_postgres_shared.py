@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from thoth_episodic import plugin
+from thoth_episodic.contract import episode
 from thoth_episodic.memory import memory_for
+from thoth_episodic.postgres_store import PostgresStore
+from thoth_episodic.sqlite_store import SQLiteStore
 
 from thoth_core import ConfigError
 from thoth_core.testing import context_for, make_test_runtime
 
 
-async def test_two_runtimes_share_episodes_through_postgres(tmp_path, pg_dsn, monkeypatch):
+@pytest.mark.parametrize("setting", ["dsn", "storage url"])
+async def test_two_runtimes_share_episodes_through_postgres(tmp_path, pg_dsn, storage_url, monkeypatch, setting):
     monkeypatch.setenv("THOTH_EPISODIC_DSN", pg_dsn)
-    config = {"plugins": {"episodic": {"backend": "postgres", "dsn": {"$env": "THOTH_EPISODIC_DSN"}}}}
+    config: dict = {"plugins": {"episodic": {"backend": "postgres", "dsn": {"$env": "THOTH_EPISODIC_DSN"}}}}
+    if setting == "storage url":
+        config = {"storage": {"url": storage_url}}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     first = make_test_runtime(tmp_path / "a", {"episodic": plugin}, config=config)
@@ -45,3 +52,32 @@ def test_postgres_without_dsn_names_the_key(tmp_path):
     )
     with pytest.raises(ConfigError, match="plugins.episodic.dsn: the postgres backend needs a dsn"):
         memory_for(runtime).store
+
+
+def test_a_storage_url_makes_postgres_the_default_backend_in_its_own_schema(tmp_path, storage_url):
+    runtime = make_test_runtime(tmp_path, {"episodic": plugin}, config={"storage": {"url": storage_url}})
+    memory = memory_for(runtime)
+    try:
+        assert isinstance(memory.store, PostgresStore) and memory.store.schema == "thoth_episodic"
+        memory.store.add([episode("stored in the shared database")])
+        with psycopg.connect(storage_url) as db:
+            assert db.execute("SELECT user_text FROM thoth_episodic.thoth_episodes").fetchall() == [
+                ("stored in the shared database",)
+            ]
+    finally:
+        memory.close()
+
+
+def test_an_explicit_sqlite_backend_wins_over_the_storage_url(tmp_path, storage_url):
+    config = {"storage": {"url": storage_url}, "plugins": {"episodic": {"backend": "sqlite"}}}
+    memory = memory_for(make_test_runtime(tmp_path, {"episodic": plugin}, config=config))
+    try:
+        assert isinstance(memory.store, SQLiteStore)
+    finally:
+        memory.close()
+
+
+def test_a_bad_ann_mode_names_the_key(tmp_path, storage_url):
+    config = {"storage": {"url": storage_url}, "plugins": {"episodic": {"ann": "faiss"}}}
+    with pytest.raises(ConfigError, match='plugins.episodic.ann: expected "auto", "exact" or "hnsw", got \'faiss\''):
+        memory_for(make_test_runtime(tmp_path, {"episodic": plugin}, config=config)).store

@@ -92,16 +92,20 @@ async def test_a_turn_written_before_the_kill_is_not_stored_again_by_the_recover
 
 
 def test_a_postgres_table_made_before_the_unique_index_keeps_the_first_episode_of_a_turn(pg_dsn):
+    import psycopg
+
     store = PostgresStore(pg_dsn)
     try:
         kept = episode("sold the old piano", turn_id="turn1")
         assert store.add([kept], np.stack([unit(1)])) == [kept]
-        store._db.execute("DROP INDEX thoth_episodes_one_per_turn")  # as an earlier release made the table
-        store._db.execute(  # and a replayed write stored the turn again
-            "INSERT INTO thoth_episodes (id, workspace, peer, thread, turn_id, user_text, occurred_at, recorded_at) "
-            "SELECT 'ep_replayed', workspace, peer, thread, turn_id, user_text, occurred_at, recorded_at "
-            "FROM thoth_episodes"
-        )
+        with psycopg.connect(pg_dsn, autocommit=True) as db:
+            db.execute("DROP INDEX thoth_episodes_one_per_turn")  # as an earlier release made the table
+            db.execute(  # and a replayed write stored the turn again
+                "INSERT INTO thoth_episodes (id, workspace, peer, thread, turn_id, user_text, occurred_at, "
+                "recorded_at) "
+                "SELECT 'ep_replayed', workspace, peer, thread, turn_id, user_text, occurred_at, recorded_at "
+                "FROM thoth_episodes"
+            )
         assert store.count() == 2
     finally:
         store.close()

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from thoth_core.database import storage_url
+
 from .embedder import Embedder, EmbedderUnavailable
 from .embedding_queue import EmbeddingQueue, batches, pipelined
 from .records import Episode, EpisodeStore, Hit, Query
@@ -38,7 +40,8 @@ NAME = "episodic"
 CONTEXT_CHARS = 300
 WARM_UP_SECONDS = 30.0  # how long closing waits for the embedder to finish loading
 LIMIT = 10_000_000  # no count of episodes or rows is this large but by mistake
-# Keys the built-in backends read from the same table (`sqlite`: the first five; `postgres`: dsn); None: no default.
+# Keys the built-in backends read from the same table (`sqlite`: the first five; `postgres`: dsn and the ann
+# keys, with its own defaults when they are not set: postgres_ann.py); None: no default.
 STORE_OPTIONS: dict[str, Any] = {
     "path": "episodic/episodes.db",
     "synchronous": "NORMAL",
@@ -90,6 +93,8 @@ class Settings:
             if key in table and not isinstance(table[key], str):
                 raise runtime.config.error(f"plugins.{NAME}.{key}", f"expected a name, got {table[key]!r}")
             setattr(settings, key, table.get(key, getattr(settings, key)))
+        if "backend" not in table and storage_url(runtime.config):  # `[storage] url`: the shared store by default
+            settings.backend = "postgres"
         if table.get("fusion", settings.fusion) not in FUSIONS:
             names = " or ".join(f'"{name}"' for name in FUSIONS)
             raise runtime.config.error(f"plugins.{NAME}.fusion", f"expected {names}, got {table['fusion']!r}")

@@ -35,7 +35,7 @@ def configure(runtime: Runtime) -> None:
 
 @hookimpl
 def register_episodic_backends(register: Callable[..., None]) -> None:
-    """The built-in backends: sqlite (default) and postgres (pgvector)."""
+    """The built-in backends: sqlite (default) and postgres (pgvector; the default when `[storage] url` is set)."""
     from .postgres_store import postgres_backend
     from .sqlite_store import sqlite_backend
 
@@ -180,4 +180,6 @@ def records_consolidated(ids: list[str], runtime: Runtime) -> None:
     memory = memory_for(runtime)
     memory.store.mark_consolidated(ids)
     memory.retire()
+
+
 from .bundle import bundle_export, bundle_import  # noqa: E402,F401

@@ -1,21 +1,27 @@
 """A shared backend: PostgreSQL with pgvector, for several Thoth processes or machines.
 
-Same bitemporal rows as the SQLite backend, in one table. Dense search is exact (`<=>`
-cosine distance, no ANN index) over the scope; the lexical signal is PostgreSQL full-text
-search (`ts_rank_cd` over a weighted tsvector of the turn, its neighbours and its date),
-reported in the `bm25` slot. A turn has at most one current episode (a unique index on
-workspace, peer and turn id, made at the first open that lacks it), so a post-turn write
-replayed after a crash stores nothing new. Reads are scoped to one agent (the `agent` column,
-added to older tables with the default agent for their rows); deletes are not. Needs
-`pip install 'thoth-episodic[postgres]'` and `[plugins.episodic] backend = "postgres"`,
-`dsn = { "$env" = "THOTH_EPISODIC_DSN" }`.
+Same bitemporal rows as the SQLite backend, in one table (`postgres_schema`), reached through
+a small pool of connections shared by the process's threads. Dense search is exact over the
+scope, or through a pgvector HNSW index for large scopes (`postgres_ann`); the lexical signal
+is PostgreSQL full-text search (`ts_rank_cd` over a weighted tsvector of the turn, its
+neighbours and its date), reported in the `bm25` slot. A turn has at most one current episode
+(a unique index on workspace, peer and turn id), so a post-turn write replayed after a crash
+stores nothing new. Reads are scoped to one agent (the `agent` column, added to older tables
+with the default agent for their rows); deletes are not.
+
+With `[storage] url` set this is the default backend, its tables in schema `thoth_episodic`
+of that database; `backend = "postgres"` with `dsn = { "$env" = "THOTH_EPISODIC_DSN" }`
+names a database of its own (tables on that connection's search path). Needs
+`pip install 'thoth-episodic[postgres]'`.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -23,54 +29,22 @@ import numpy as np
 from thoth_core import ThothError
 from thoth_core.types import DEFAULT_AGENT
 
+from .postgres_ann import ANN_MIN_ROWS, ANN_MODES, DenseSearch
+from .postgres_schema import BUILD_MEMORY, INLINE_BUILD_ROWS, build_hnsw, migrate
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, index_text, query_terms, rank
 
+logger = logging.getLogger(__name__)
+
+SCHEMA = "thoth_episodic"  # where the tables live in the `[storage] url` database
+POOL_SIZE = 4  # connections per store and process: a recall, the embedding queue and a write or two
+POOL_TIMEOUT = 30.0  # seconds a statement waits for a free connection before it fails
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user_text, assistant, summary, context, "
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
 )
 FIELDS = [c.strip() for c in COLUMNS.replace("user_text", "user").split(",")]
 AS_OF = "recorded_at <= %(as_of)s AND (superseded_at IS NULL OR superseded_at > %(as_of)s) AND occurred_at <= %(as_of)s"
-
-
-def schema(dim: int) -> str:
-    """The tables and indexes (idempotent)."""
-    return f"""
-    CREATE EXTENSION IF NOT EXISTS vector;
-    CREATE TABLE IF NOT EXISTS thoth_episodes (
-        rowid BIGSERIAL PRIMARY KEY,
-        id TEXT NOT NULL, workspace TEXT NOT NULL, peer TEXT NOT NULL, thread TEXT NOT NULL,
-        session_id TEXT NOT NULL DEFAULT '', turn_id TEXT NOT NULL DEFAULT '',
-        user_text TEXT NOT NULL, assistant TEXT NOT NULL DEFAULT '', summary TEXT NOT NULL DEFAULT '',
-        context TEXT NOT NULL DEFAULT '', body TEXT NOT NULL DEFAULT '', dates TEXT NOT NULL DEFAULT '',
-        occurred_at DOUBLE PRECISION NOT NULL, recorded_at DOUBLE PRECISION NOT NULL, superseded_at DOUBLE PRECISION,
-        cost_usd DOUBLE PRECISION, model TEXT NOT NULL DEFAULT '', consolidated BOOLEAN NOT NULL DEFAULT FALSE,
-        embedding vector({dim}),
-        tsv tsvector GENERATED ALWAYS AS (
-            setweight(to_tsvector('english', body), 'A') || setweight(to_tsvector('english', context), 'B')
-            || setweight(to_tsvector('english', dates), 'C')) STORED
-    );
-    CREATE INDEX IF NOT EXISTS thoth_episodes_scope ON thoth_episodes (workspace, peer, thread, occurred_at);
-    CREATE INDEX IF NOT EXISTS thoth_episodes_id ON thoth_episodes (id);
-    CREATE INDEX IF NOT EXISTS thoth_episodes_turn ON thoth_episodes (turn_id);
-    CREATE INDEX IF NOT EXISTS thoth_episodes_newest ON thoth_episodes (workspace, peer, occurred_at);
-    CREATE INDEX IF NOT EXISTS thoth_episodes_tsv ON thoth_episodes USING gin (tsv);
-    CREATE INDEX IF NOT EXISTS thoth_episodes_unembedded ON thoth_episodes (occurred_at)
-        WHERE embedding IS NULL AND superseded_at IS NULL;
-    ALTER TABLE thoth_episodes ADD COLUMN IF NOT EXISTS agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}';
-    """
-
-
-ONE_PER_TURN = """
-    DELETE FROM thoth_episodes WHERE id IN (
-        SELECT e.id FROM thoth_episodes e JOIN thoth_episodes kept ON kept.workspace = e.workspace
-            AND kept.peer = e.peer AND kept.turn_id = e.turn_id AND kept.superseded_at IS NULL AND kept.rowid < e.rowid
-        WHERE e.turn_id <> '' AND e.superseded_at IS NULL AND kept.id <> e.id
-    );
-    CREATE UNIQUE INDEX thoth_episodes_one_per_turn ON thoth_episodes (workspace, peer, turn_id)
-        WHERE turn_id <> '' AND superseded_at IS NULL;
-"""
 
 
 def _vector(values: np.ndarray) -> str:
@@ -82,23 +56,110 @@ def _episode(row: Sequence[Any]) -> Episode:
 
 
 class PostgresStore:
-    """Episodes in PostgreSQL + pgvector; one connection per store, guarded by a lock."""
+    """Episodes in PostgreSQL + pgvector, through a connection pool; safe to use from several threads."""
 
-    def __init__(self, dsn: str, *, dim: int = 384) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        dim: int = 384,
+        schema: str | None = None,
+        ann: str = "auto",
+        ann_min_rows: int = ANN_MIN_ROWS,
+        ef_search: int | None = None,
+        build_in_background: bool = True,
+        inline_build_rows: int = INLINE_BUILD_ROWS,
+    ) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.dim, self.dsn, self.schema = dim, dsn, schema
+        self.dense = DenseSearch(ann=ann, min_rows=ann_min_rows, ef_search=ef_search)
+        self._connect_options: dict[str, Any] = {"autocommit": True}
+        if schema is not None:
+            self._connect_options["options"] = f"-c search_path={schema},public"
+        self._bound = threading.local()
+        self._pool = ConnectionPool(
+            dsn, min_size=1, max_size=POOL_SIZE, kwargs=self._connect_options, timeout=POOL_TIMEOUT, open=False
+        )
+        self._builder: threading.Thread | None = None
+        try:
+            self._pool.open(wait=True, timeout=POOL_TIMEOUT)
+            with self._pool.connection() as conn:
+                unbuilt = migrate(
+                    conn, dim=dim, schema_name=schema, index=ann != "exact", inline_rows=inline_build_rows
+                )
+        except BaseException:
+            self._pool.close()
+            raise
+        if ann != "exact" and not unbuilt:
+            self.dense.index_built()
+        elif unbuilt and build_in_background:
+            self._builder = threading.Thread(target=self._build_quietly, name="episodic-hnsw-build", daemon=True)
+            self._builder.start()
+
+    def build_index(self, *, memory: str = BUILD_MEMORY) -> bool:
+        """Build the HNSW index if it is missing, without blocking writes; False when another worker is at it.
+
+        `memory` is the build's maintenance_work_mem: a graph that outgrows it builds several times slower.
+        """
         import psycopg
 
-        self.dim = dim
-        self._lock = threading.RLock()
-        self._db = psycopg.connect(dsn, autocommit=True)
-        with self._lock, self._db.transaction():
-            self._db.execute("SELECT pg_advisory_xact_lock(7411)")
-            self._db.execute(schema(dim))
-            if self._db.execute("SELECT to_regclass('thoth_episodes_one_per_turn')").fetchone()[0] is None:
-                self._db.execute(ONE_PER_TURN)  # tables made before it may hold a replayed write twice
+        with psycopg.connect(self.dsn, **self._connect_options) as conn:
+            built = build_hnsw(conn, memory=memory)
+        if built:
+            self.dense.index_built()
+        return built
+
+    def _build_quietly(self) -> None:
+        """`build_index` in the background: recall is exact until it is done; a failure is logged, not raised."""
+        started = time.monotonic()
+        logger.info("episodic: building the HNSW index of %s in the background", self.where)
+        try:
+            if self.build_index():
+                logger.info("episodic: HNSW index built in %.0f s", time.monotonic() - started)
+        except Exception as exc:  # the server went away, or the process is closing: the next start tries again
+            logger.warning("episodic: the HNSW index was not built (%s); recall stays exact", exc)
+
+    @property
+    def where(self) -> str:
+        """The database (and schema) for messages, without credentials."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(self.dsn)
+        place = f"{info.get('host', 'localhost')}/{info.get('dbname', '')}"
+        return f"{place} schema {self.schema}" if self.schema else place
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """This thread's transaction's connection, or one from the pool."""
+        bound = getattr(self._bound, "conn", None)
+        if bound is not None:
+            yield bound
+            return
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """A transaction on one pooled connection; statements of this thread run in it until it ends."""
+        if getattr(self._bound, "conn", None) is not None:
+            yield self._bound.conn
+            return
+        with self._pool.connection() as conn, conn.transaction():
+            self._bound.conn = conn
+            try:
+                yield conn
+            finally:
+                self._bound.conn = None
 
     def _rows(self, sql: str, params: dict[str, Any] | Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        with self._connection() as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else []
+
+    def _run(self, sql: str, params: dict[str, Any] | Sequence[Any] | None = None) -> None:
+        with self._connection() as conn:
+            conn.execute(sql, params)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -109,28 +170,28 @@ class PostgresStore:
         """
         stored = []
         now = time.time()
-        with self._lock, self._db.transaction():
+        with self._transaction():
             for i, episode in enumerate(episodes):
                 old = self._select("id = %(id)s AND superseded_at IS NULL", {"id": episode.id})
                 if (old and old[0].same_content(episode)) or self._turn_taken(episode):
                     continue
                 if old:
-                    self._db.execute(
+                    self._run(
                         "UPDATE thoth_episodes SET superseded_at = %s WHERE id = %s AND superseded_at IS NULL",
                         (now, episode.id),
                     )
                     episode.recorded_at = max(episode.recorded_at, now)
                 values = [getattr(episode, f) for f in FIELDS]
                 vector = None if vectors is None else _vector(vectors[i])
-                inserted = self._db.execute(
+                inserted = self._rows(
                     f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
                     f"VALUES ({', '.join(['%s'] * 20)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
                     [*values, index_text(episode), date_words(episode.occurred_at), vector],
-                ).fetchone()
-                if inserted is not None:
+                )
+                if inserted:
                     stored.append(episode)
                 elif old:  # another process wrote this turn meanwhile: the old version stays current
-                    self._db.execute(
+                    self._run(
                         "UPDATE thoth_episodes SET superseded_at = NULL WHERE id = %s AND superseded_at = %s",
                         (episode.id, now),
                     )
@@ -150,16 +211,15 @@ class PostgresStore:
 
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE thoth_episodes SET context = %s WHERE id = %s AND superseded_at IS NULL", (context, episode_id)
-            )
+        self._run(
+            "UPDATE thoth_episodes SET context = %s WHERE id = %s AND superseded_at IS NULL", (context, episode_id)
+        )
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the embeddings of the current versions."""
-        with self._lock, self._db.transaction():
+        with self._transaction():
             for episode_id, vector in zip(ids, vectors, strict=True):
-                self._db.execute(
+                self._run(
                     "UPDATE thoth_episodes SET embedding = %s::vector WHERE id = %s AND superseded_at IS NULL",
                     (_vector(vector), episode_id),
                 )
@@ -179,12 +239,12 @@ class PostgresStore:
 
     def _delete_where(self, where: str, params: dict[str, Any]) -> int:
         rows = self._rows(f"DELETE FROM thoth_episodes WHERE {where} RETURNING id", params)
+        self.dense.forget_estimates()
         return len({r[0] for r in rows})
 
     def mark_consolidated(self, ids: Sequence[str]) -> None:
         """Flag episodes as absorbed by the nightly job."""
-        with self._lock:
-            self._db.execute("UPDATE thoth_episodes SET consolidated = TRUE WHERE id = ANY(%s)", (list(ids),))
+        self._run("UPDATE thoth_episodes SET consolidated = TRUE WHERE id = ANY(%s)", (list(ids),))
 
     def purge(self, before: float, *, consolidated_only: bool) -> int:
         """Delete episodes that happened before `before`."""
@@ -273,7 +333,7 @@ class PostgresStore:
     # --- search -----------------------------------------------------------------------
 
     def search(self, query: Query) -> list[Hit]:
-        """Exact cosine and full-text candidates over the scope, fused by `scoring.rank`."""
+        """Cosine (`postgres_ann`) and full-text candidates over the scope, fused by `scoring.rank`."""
         visible = AS_OF if query.as_of is not None else "superseded_at IS NULL"
         mine = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s"
         scope = f"{mine} AND {visible}"
@@ -293,15 +353,8 @@ class PostgresStore:
         dense: list[tuple[int, float, float]] = []
         if query.vector is not None:
             params["v"] = _vector(query.vector)
-            dense = [
-                (r[0], float(r[1]), r[2])
-                for r in self._rows(
-                    "SELECT rowid, 1 - (embedding <=> %(v)s::vector), occurred_at FROM thoth_episodes "
-                    f"WHERE {scope} AND embedding IS NOT NULL "
-                    "ORDER BY embedding <=> %(v)s::vector LIMIT %(n)s",
-                    params,
-                )
-            ]
+            with self._connection() as conn:
+                dense = self.dense.search(conn, scope=scope, params=params, n=params["n"])
         lexical: list[tuple[int, float, float]] = []
         terms = query_terms(query.text)
         if terms:
@@ -322,22 +375,38 @@ class PostgresStore:
         return {r[0]: _episode(r[1:]) for r in rows}
 
     def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._db.close()
+        """Close the pool (an index build under way goes on on its own connection, or stops with the process)."""
+        self._pool.close()
 
 
 def postgres_backend(runtime: Any, options: dict[str, Any]) -> PostgresStore:
-    """Factory registered as `postgres`: `[plugins.episodic] dsn` names the database."""
-    dsn = options.get("dsn")
+    """Factory registered as `postgres`: `[plugins.episodic] dsn`, else the `[storage] url` database; `ann` keys."""
+    from thoth_core.database import storage_url
+
+    dsn, schema = options.get("dsn"), None
+    if not dsn:
+        dsn, schema = storage_url(runtime.config), SCHEMA
     if not dsn:
         raise runtime.config.error(
             "plugins.episodic.dsn", 'the postgres backend needs a dsn, e.g. { "$env" = "THOTH_EPISODIC_DSN" }'
         )
+    ann = options.get("ann") or "auto"
+    if ann not in ANN_MODES:
+        raise runtime.config.error("plugins.episodic.ann", f'expected "auto", "exact" or "hnsw", got {ann!r}')
+    limit, expansion = runtime.config.integer, options.get("ann_expansion")
     try:
         import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
     except ImportError as exc:
         raise ThothError(
-            "episodic: the postgres backend needs psycopg: pip install 'thoth-episodic[postgres]'"
+            "episodic: the postgres backend needs psycopg and psycopg-pool: "
+            f"pip install 'thoth-episodic[postgres]' ({exc})"
         ) from exc
-    return PostgresStore(str(dsn), dim=int(options.get("dim", 384)))
+    return PostgresStore(
+        str(dsn),
+        dim=int(options.get("dim", 384)),
+        schema=schema,
+        ann=ann,
+        ann_min_rows=limit("plugins.episodic.ann_min_rows", options.get("ann_min_rows", ANN_MIN_ROWS), high=10**9),
+        ef_search=None if expansion is None else limit("plugins.episodic.ann_expansion", expansion, low=1, high=4096),
+    )
