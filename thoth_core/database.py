@@ -20,8 +20,10 @@ import fcntl
 import hashlib
 import os
 import re
+import socket
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +49,11 @@ class Result(Protocol):
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
+
+
+def worker_id() -> str:
+    """A name for this process in claims other workers read: host, pid and a random part (a pid can be reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def storage_url(config: Any) -> str | None:
@@ -355,4 +362,5 @@ __all__ = [
     "postgres_sql",
     "shared",
     "storage_url",
+    "worker_id",
 ]

@@ -13,11 +13,10 @@ again once the lease has run out.
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-import uuid
 from typing import Any
+
+from thoth_core.database import worker_id
 
 from .store import IdentityStore
 
@@ -30,7 +29,7 @@ class Outbox:
 
     def __init__(self, store: IdentityStore) -> None:
         self.store = store
-        self.token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.token = worker_id()
 
     def put(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str, str, float]]) -> int:
         """Add (turn id, role, text, at) messages unless that turn was sent or queued already; returns how many."""

@@ -10,17 +10,14 @@ for the same item or session exactly one wins.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from thoth_core.config import Config
-from thoth_core.database import open_database
+from thoth_core.database import open_database, worker_id
 
 MIGRATIONS = [
     """
@@ -82,7 +79,7 @@ POSTGRES = [  # the schema of every SQLite migration above, in one step
     """,
 ]
 FORGOTTEN = '{"forgotten": true}'  # an audit payload after forget
-ME = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # who holds a claim taken by this process
+ME = worker_id()  # who holds a claim taken by this process
 
 
 class Store:

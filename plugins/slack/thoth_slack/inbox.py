@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from thoth_core.database import Database
+from thoth_core.database import Database, worker_id
 
 logger = logging.getLogger(__name__)
 
@@ -92,11 +89,6 @@ FIELDS = "key, team, peer, channel, thread_ts, text, thread, reply_ts, attempts,
 def digest(key: str) -> str:
     """What the inbox keeps of a request key: its hash."""
     return hashlib.sha256(key.encode()).hexdigest()
-
-
-def worker_id() -> str:
-    """This process's name in claims: host, pid and a random part (a pid can be reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Inbox:
