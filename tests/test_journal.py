@@ -31,10 +31,10 @@ class Recorder:
         self.written.append((turn.id, reply.text, session.id))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def storage(request):
-    """The `[storage]` table: none (the journal file in the home), or a fresh shared PostgreSQL."""
-    return {"url": request.getfixturevalue("storage_url")} if request.param == "postgres" else {}
+@pytest.fixture
+def storage(storage_config):
+    """The `[storage]` table of each dialect: none (the journal file in the home), or a fresh shared PostgreSQL."""
+    return storage_config.get("storage", {})
 
 
 def runtime_with(home, storage=None, **plugins):

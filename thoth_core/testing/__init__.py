@@ -9,7 +9,8 @@ no block shows them; `expect_recall=True` asserts the peer's own new thread does
 `run_thoth(*args)` runs the real `thoth` console script for CLI tests. `fake_anthropic` is a fake
 Messages API on 127.0.0.1 for the real `anthropic` SDK (see `thoth_core.testing.fake_anthropic`),
 `fake_openai` a fake Chat Completions API for the real `openai` SDK (`thoth_core.testing.fake_openai`).
-`storage_url` is a fresh database on a real PostgreSQL (`pg_server`, from the `pgserver` wheel), for `[storage] url`.
+`storage_url` is a fresh database on a real PostgreSQL (`pg_server`, from the `pgserver` wheel), for `[storage] url`;
+`storage_config` runs a test on both dialects (its value is the runtime config: `{}`, or `[storage] url`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from thoth_core.config import Config
 from thoth_core.runtime import Runtime
 from thoth_core.testing.fake_anthropic import FakeAnthropic
 from thoth_core.testing.fake_openai import FakeOpenAI
-from thoth_core.testing.postgres import pg_server, storage_url  # noqa: F401 - fixtures of this pytest plugin
+from thoth_core.testing.postgres import pg_server, storage_config, storage_url  # noqa: F401 - this plugin's fixtures
 from thoth_core.types import Turn
 
 __all__ = [

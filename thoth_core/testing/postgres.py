@@ -1,4 +1,4 @@
-"""A real PostgreSQL 16 with pgvector (the `pgserver` wheel) for tests: `pg_server`, and `storage_url`."""
+"""A real PostgreSQL 16 with pgvector (the `pgserver` wheel) for tests: `pg_server`, `storage_url`, `storage_config`."""
 
 from __future__ import annotations
 
@@ -38,6 +38,17 @@ def pg_server() -> Iterator[Any]:
 def storage_url(pg_server: Any) -> str:
     """The URL of a fresh, empty database on the session's server (for `[storage] url`)."""
     return fresh_database(pg_server)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage_config(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A runtime's config for each dialect, to run one contract on both: `{}` (SQLite files), or `[storage] url`.
+
+    The PostgreSQL server starts only when a test asks for the second.
+    """
+    if request.param == "sqlite":
+        return {}
+    return {"storage": {"url": request.getfixturevalue("storage_url")}}
 
 
 def fresh_database(server: Any) -> str:

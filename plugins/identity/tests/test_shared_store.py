@@ -26,12 +26,10 @@ from thoth_core.config import Config
 from thoth_core.testing import check_layer_plugin, context_for, make_test_runtime
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The `[storage]` part of a config: none (SQLite files), or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return {}
-    return {"storage": {"url": request.getfixturevalue("storage_url")}}
+@pytest.fixture
+def storage(storage_config: dict[str, Any]) -> dict[str, Any]:
+    """The config of each dialect (the kit's `storage_config`)."""
+    return storage_config
 
 
 @pytest.fixture

@@ -25,12 +25,10 @@ NOW = 1_772_402_400.0  # 2026-03-01 22:00 UTC
 SOURCE = {"session": "s1", "run": "r1", "workspace": "default", "peer": "ann", "thread": "t1"}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The `config` of a runtime on this dialect: {} (SQLite files) or `[storage] url` (a fresh PostgreSQL)."""
-    if request.param == "sqlite":
-        return {}
-    return {"storage": {"url": request.getfixturevalue("storage_url")}}
+@pytest.fixture
+def storage(storage_config: dict[str, Any]) -> dict[str, Any]:
+    """The config of each dialect (the kit's `storage_config`)."""
+    return storage_config
 
 
 @pytest.fixture

@@ -17,12 +17,11 @@ from thoth_core import hookimpl
 from thoth_core.config import Config
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    """The ledger's store in each dialect (the PostgreSQL one only when asked, so SQLite runs need no server)."""
-    data = {"storage": {"url": request.getfixturevalue("storage_url")}} if request.param == "postgres" else {}
-    ledger = Ledger(tmp_path / "ledger.db", config=Config(data=data))
-    assert ledger.db is not None and ledger.db.dialect == request.param
+@pytest.fixture
+def store(storage_config, tmp_path):
+    """The ledger's store in each dialect (the kit's `storage_config`)."""
+    ledger = Ledger(tmp_path / "ledger.db", config=Config(data=storage_config))
+    assert ledger.db is not None and ledger.db.dialect == ("postgres" if storage_config else "sqlite")
     yield ledger
     ledger.close()
 
