@@ -134,3 +134,16 @@ def test_doctor_says_where_the_state_lives_and_whether_the_server_answers(make_r
     )
     ok, line = shared_store(make_runtime(config={"storage": {"url": "postgresql://nobody@127.0.0.1:9/none"}}))
     assert not ok and line.startswith("storage: the shared PostgreSQL does not answer:")
+
+
+def test_a_shared_store_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
+    from thoth_core.testing import run_thoth
+
+    started = time.monotonic()
+    env = {"THOTH_STORAGE_URL": "postgresql://nobody@127.0.0.1:9/none", "THOTH_LOAD_PLUGINS": "working,identity"}
+    result = run_thoth("ask", "--peer", "ann", "hello", cwd=tmp_path, env=env)
+    assert result.returncode == 2 and time.monotonic() - started < 20
+    assert result.stderr.strip().splitlines() == [
+        "thoth: error: storage.url: the shared PostgreSQL does not answer: connection failed: connection to server "
+        'at "127.0.0.1", port 9 failed: Connection refused'
+    ]

@@ -84,7 +84,9 @@ def runtime() -> Runtime:
         from .runtime import Runtime
 
         loaded = ctx.meta.get("thoth.loaded")
-        obj["runtime"] = Runtime(loaded[0], pm=loaded[1]) if loaded else Runtime.load()
+        from .database import reachable
+
+        obj["runtime"] = Runtime(reachable(loaded[0]), pm=loaded[1]) if loaded else Runtime.load()
         if obj["runtime"].config.path is None and not os.environ.get("THOTH_HOME"):
             from .home import no_home_hint
 

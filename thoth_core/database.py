@@ -67,6 +67,31 @@ def storage_url(config: Any) -> str | None:
     return url
 
 
+_UNREACHABLE: dict[str, str] = {}  # url -> why it did not answer (each process tries once)
+
+
+def reachable(config: Any) -> Any:
+    """The config, once its shared PostgreSQL (if any) answers; else one ConfigError line, at once, not per store."""
+    url = storage_url(config)
+    if url is None or url in _REACHED:
+        return config
+    if url not in _UNREACHABLE:
+        try:
+            import psycopg
+
+            psycopg.connect(url, connect_timeout=LOCK_CONNECT_SECONDS).close()
+            _REACHED.add(url)
+            return config
+        except ImportError:
+            return config  # `open_database` says what to install
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is the finding
+            _UNREACHABLE[url] = str(exc).strip().splitlines()[0][:200]
+    raise ConfigError(f"storage.url: the shared PostgreSQL does not answer: {_UNREACHABLE[url]}")
+
+
+_REACHED: set[str] = set()
+
+
 def open_database(
     config: Any,
     name: str,
@@ -78,7 +103,7 @@ def open_database(
     **sqlite_options: Any,
 ) -> Database:
     """The store `name`: in the shared PostgreSQL when one is configured, else the SQLite file `path`."""
-    url = storage_url(config)
+    url = storage_url(reachable(config))
     if url is None:
         return SqliteDatabase(path, migrations, rows=rows, **sqlite_options)
     return PostgresDatabase(url, name, postgres, rows=rows)
@@ -359,6 +384,7 @@ __all__ = [
     "Row",
     "SqliteDatabase",
     "open_database",
+    "reachable",
     "postgres_sql",
     "shared",
     "storage_url",

@@ -20,6 +20,7 @@ import pluggy
 from ._calls import call_each, call_sync, hook_loop, in_loop_thread
 from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, agent_of, load_config
+from .database import reachable
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
 from .journal import TurnJournal
@@ -77,7 +78,7 @@ class Runtime:
     @classmethod
     def load(cls, path: Path | None = None, *, autoload: bool = True) -> Runtime:
         """A runtime from thoth.toml (or `$THOTH_CONFIG`)."""
-        return cls(load_config(path), autoload=autoload)
+        return cls(reachable(load_config(path)), autoload=autoload)  # a shared store that is down: one line
 
     def register(self, plugin: object, name: str | None = None) -> str:
         """Register a plugin object after start-up and configure it."""
@@ -100,11 +101,8 @@ class Runtime:
 
     def deadline_for(self, plugin: str) -> float:
         """Seconds a plugin's pre-spawn hook may take: its config, its DEADLINE, or the default."""
-        configured = self.config.get(f"plugins.{plugin}.deadline")
-        if configured is not None:
-            return float(configured)
-        declared = getattr(self.pm.get_plugin(plugin), "DEADLINE", None)
-        return float(declared if declared is not None else self.config.get("thoth.deadline"))
+        found = [self.config.get(f"plugins.{plugin}.deadline"), getattr(self.pm.get_plugin(plugin), "DEADLINE", None)]
+        return float(next((value for value in found if value is not None), self.config.get("thoth.deadline")))
 
     def background_deadline(self, plugin: str) -> float:
         """Seconds a plugin's background work (post-turn write, session end, notify) may take."""
