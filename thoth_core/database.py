@@ -67,7 +67,8 @@ def storage_url(config: Any) -> str | None:
     return url
 
 
-_UNREACHABLE: dict[str, str] = {}  # url -> why it did not answer (each process tries once)
+_REACHED: set[str] = set()  # each process connects once per URL before its stores open
+_UNREACHABLE: dict[str, str] = {}  # url -> why it did not answer
 
 
 def reachable(config: Any) -> Any:
@@ -87,9 +88,6 @@ def reachable(config: Any) -> Any:
         except Exception as exc:  # noqa: BLE001 - any failure to connect is the finding
             _UNREACHABLE[url] = str(exc).strip().splitlines()[0][:200]
     raise ConfigError(f"storage.url: the shared PostgreSQL does not answer: {_UNREACHABLE[url]}")
-
-
-_REACHED: set[str] = set()
 
 
 def open_database(
