@@ -16,8 +16,8 @@ from thoth_core.types import DEFAULT_AGENT
 
 MIGRATION_LOCK = 7411  # the advisory lock key the schema changes run under (one per database)
 HNSW_INDEX = "thoth_episodes_hnsw"
-HNSW_M = 16  # pgvector's defaults: graph degree and build-time candidate list
-HNSW_EF_CONSTRUCTION = 64
+HNSW_M = 24  # graph degree and build-time candidate list (pgvector defaults 16 and 64; see bench/postgres_recall.py)
+HNSW_EF_CONSTRUCTION = 80
 INLINE_BUILD_ROWS = 5_000  # below this many embedded rows the index is built at once, in the start-up transaction
 BUILD_MEMORY = "1GB"  # maintenance_work_mem of a build: a graph that outgrows it builds several times slower
 
