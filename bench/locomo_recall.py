@@ -37,7 +37,7 @@ from typing import Any
 
 from fusion_cv import Question, report
 from signals_cv import report as signals_report
-from thoth_episodic import plugin, sqlite_store
+from thoth_episodic import plugin, postgres_store, sqlite_store
 from thoth_episodic.memory import memory_for
 from thoth_episodic.scoring import FUSIONS
 
@@ -130,7 +130,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = dict(item.split("=", 1) for item in args.set)
     settings = {k: json.loads(v) if v[:1].isdigit() or v[:1] in "-[{" else v for k, v in settings.items()}
     with tempfile.TemporaryDirectory() as home:
-        runtime = make_test_runtime(Path(home), {"episodic": plugin}, config={"plugins": {"episodic": settings}})
+        config: dict[str, Any] = {"plugins": {"episodic": settings}}
+        if args.storage_url:  # the PostgreSQL backend, in that (empty) database's thoth_episodic schema
+            config["storage"] = {"url": args.storage_url}
+        runtime = make_test_runtime(Path(home), {"episodic": plugin}, config=config)
         memory = memory_for(runtime)
         memory.embed(["warm up"])
         turns, ingest_seconds, query_ms, query_ms_k10, query_ms_k10_off = 0, 0.0, [], [], []
@@ -139,13 +142,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         skipped = 0
         seen: dict[str, Any] = {}
         questions: list[Question] = []
-        real_rank = sqlite_store.rank
+        real_rank, backends = sqlite_store.rank, (sqlite_store, postgres_store)
 
         def capturing(query: Any, dense: Any, lexical: Any, load: Any, fusion: Any = None) -> Any:
             seen.update(query=query, dense=list(dense), lexical=list(lexical), load=load)
             return real_rank(query, dense, lexical, load, fusion)
 
-        sqlite_store.rank = capturing  # type: ignore[assignment]
+        for backend in backends:
+            backend.rank = capturing  # type: ignore[attr-defined]
         for sample in data:
             n, seconds = await ingest(runtime, sample)
             turns, ingest_seconds = turns + n, ingest_seconds + seconds
@@ -173,7 +177,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 questions.append(
                     Question(peer, seen["query"], seen["dense"], seen["lexical"], episodes, evidence, category)
                 )
-        sqlite_store.rank = real_rank  # type: ignore[assignment]
+        for backend in backends:
+            backend.rank = real_rank  # type: ignore[attr-defined]
         await runtime.aclose()
     everything = [row for rows in per_category.values() for row in rows]
     return {
@@ -216,6 +221,9 @@ def cli() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a [plugins.episodic] setting, e.g. fusion=score",
+    )
+    parser.add_argument(
+        "--storage-url", help="run on the PostgreSQL backend: an empty database's postgresql:// URL ([storage] url)"
     )
     parser.add_argument("--no-folds", action="store_true", help="skip the fusion grid and cross-validation")
     args = parser.parse_args()

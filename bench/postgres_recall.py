@@ -15,6 +15,9 @@ vector given (`store.search`) and with the MiniLM query embedding (`EpisodicMemo
 the dense stage alone (index and exact), and dense recall@10 of the index against exact
 search on the same backend (`dense_stage_index` and the recall@10 always ask the index, whatever the
 size; recall through the runtime uses `ann = "auto"`). `dense_paths` say how the PostgreSQL searches ran.
+The full-text stage alone is timed as the store runs it (`lexical_stage`: from `PAIRED_ROWS` rows, the
+rows holding two of the words first) and ranking every matching row (`lexical_stage_all_matches`), with
+the share of the first's top 50 that score as high as the second's (`lexical_recall_at_50_vs_all_matches`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +114,12 @@ def copy_into_postgres(url: str, episodes: list[Any], vectors: np.ndarray) -> No
 
 def postgres_numbers(url: str, home: Path, episodes: list[Any], vectors: np.ndarray, asked: list[Any]) -> dict:
     """Load, build the index, and time recall on PostgreSQL."""
-    from thoth_episodic import plugin
+    from thoth_episodic import plugin, postgres_store
     from thoth_episodic.memory import memory_for
     from thoth_episodic.postgres_ann import DenseSearch
     from thoth_episodic.postgres_store import SCHEMA, PostgresStore
     from thoth_episodic.records import Query
+    from thoth_episodic.scoring import query_terms
 
     from thoth_core.testing import make_test_runtime
 
@@ -144,18 +150,34 @@ def postgres_numbers(url: str, home: Path, episodes: list[Any], vectors: np.ndar
     exact, indexed = DenseSearch(ann="exact"), DenseSearch(ann="hnsw", ef_search=store.dense.ef_search)
     indexed.index_built()
 
+    params = {"workspace": "bench", "peer": "p", "agent": "default", "as_of": None, "newest": None, "n": 50}
+    scope = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s AND superseded_at IS NULL"
+
     def dense(search: DenseSearch, vector: np.ndarray) -> list[int]:
-        params = {"workspace": "bench", "peer": "p", "agent": "default", "as_of": None, "newest": None}
-        params["v"] = "[" + ",".join(f"{v:.7g}" for v in vector) + "]"
-        scope = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s AND superseded_at IS NULL"
+        asked = params | {"v": "[" + ",".join(f"{v:.7g}" for v in vector) + "]"}
         with store._connection() as conn:
-            return [row[0] for row in search.search(conn, scope=scope, params=params, n=50)][:10]
+            return [row[0] for row in search.search(conn, scope=scope, params=asked, n=50)][:10]
 
     truth: list[list[int]] = []  # exact search takes seconds at 1M rows: timed once, while finding the truth
     out["dense_stage_exact"] = percentiles(timed(lambda q: truth.append(dense(exact, q[1])), asked))
     overlap = [len(set(dense(indexed, q[1])) & set(top)) / 10 for q, top in zip(asked, truth, strict=True)]
     out["dense_recall_at_10_vs_exact"] = round(float(np.mean(overlap)), 4)
     out["dense_stage_index"] = percentiles(timed(lambda q: dense(indexed, q[1]), asked))
+    lexical: list[list[tuple[int, float, float]]] = []
+    out["lexical_stage"] = percentiles(timed(lambda q: lexical.append(store._lexical(q[0], scope, params)), asked))
+    everything: list[list[tuple[int, float, float]]] = []
+    with patched(postgres_store, "PAIRED_ROWS", 10**15):  # every matching row ranked, however large the table
+        out["lexical_stage_all_matches"] = percentiles(
+            timed(lambda q: everything.append(store._lexical(q[0], scope, params)), asked)
+        )
+    # as good as ranking every match: a candidate counts when it scores at least the full ranking's last (ties)
+    kept = [
+        sum(s >= full[-1][1] - 1e-6 for _, s, _ in got) / len(full) for got, full in zip(lexical, everything) if full
+    ]
+    out["lexical_recall_at_50_vs_all_matches"] = round(float(np.mean(kept)), 4)
+    matches = "SELECT count(*) FROM thoth_episodes, websearch_to_tsquery('english', %(q)s) AS q WHERE {} AND tsv @@ q"
+    counts = [store._rows(matches.format(scope), params | {"q": " or ".join(query_terms(q[0]))})[0][0] for q in asked]
+    out["lexical_matches_median"] = int(np.median(counts))  # the rows a full-text query ranks
     with store._connection() as conn:
         out["ef_search"] = store.dense.first_ef_search(
             conn, {"workspace": "bench", "peer": "p", "agent": "default"}, 50
@@ -164,6 +186,17 @@ def postgres_numbers(url: str, home: Path, episodes: list[Any], vectors: np.ndar
     out["dense_paths_index"] = dict(indexed.paths)
     memory.close()
     return out
+
+
+@contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    """`module.name` set to `value` for the block."""
+    kept = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, kept)
 
 
 def sqlite_numbers(home: Path, episodes: list[Any], vectors: np.ndarray, asked: list[Any]) -> dict:

@@ -101,7 +101,7 @@ class DenseSearch:
         """How many candidates to ask the index for first, or None to search exactly."""
         if self.ann == "exact" or params.get("newest") or not self._index_ready(conn):
             return None
-        rows = self._rows(conn) if self.ann == "auto" or self.ef_search is None else 0
+        rows = self.table_rows(conn) if self.ann == "auto" or self.ef_search is None else 0
         if self.ann == "auto" and rows < self.min_rows:
             return None
         with self._lock:
@@ -126,7 +126,7 @@ class DenseSearch:
         self._ready, self._ready_checked = hnsw_state(conn) is True, time.monotonic()
         return self._ready
 
-    def _rows(self, conn: Any) -> int:
+    def table_rows(self, conn: Any) -> int:
         """About how many rows the table has: the planner's figure, or a count up to `min_rows` before it has one."""
         with self._lock:
             rows, at = self._table_rows

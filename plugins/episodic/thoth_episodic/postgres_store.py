@@ -3,8 +3,9 @@
 Same bitemporal rows as the SQLite backend, in one table (`postgres_schema`), reached through
 a small pool of connections shared by the process's threads. Dense search is exact over the
 scope, or through a pgvector HNSW index for large scopes (`postgres_ann`); the lexical signal
-is PostgreSQL full-text search (`ts_rank_cd` over a weighted tsvector of the turn, its
-neighbours and its date), reported in the `bm25` slot. A turn has at most one current episode
+is PostgreSQL full-text search (`ts_rank` over a weighted tsvector of the turn, its
+neighbours and its date), reported in the `bm25` slot, run on a second connection while the
+dense search runs. A turn has at most one current episode
 (a unique index on workspace, peer and turn id), so a post-turn write replayed after a crash
 stores nothing new. Reads are scoped to one agent (the `agent` column, added to older tables
 with the default agent for their rows); deletes are not.
@@ -21,7 +22,9 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -32,7 +35,7 @@ from thoth_core.types import DEFAULT_AGENT
 from .postgres_ann import ANN_MIN_ROWS, ANN_MODES, DenseSearch
 from .postgres_schema import BUILD_MEMORY, INLINE_BUILD_ROWS, build_hnsw, migrate
 from .records import Episode, Hit, Query
-from .scoring import candidate_count, date_words, index_text, query_terms, rank
+from .scoring import PAIRED_ROWS, candidate_count, date_words, index_text, pairable, query_terms, rank
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,10 @@ COLUMNS = (
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
 )
 FIELDS = [c.strip() for c in COLUMNS.replace("user_text", "user").split(",")]
+LEXICAL = (  # the full-text candidates: ranked against all the words, among the rows `match` finds
+    "SELECT rowid, ts_rank(tsv, q) AS r, occurred_at FROM thoth_episodes, websearch_to_tsquery('english', %(q)s) AS q "
+    "WHERE {scope} AND tsv @@ {match} ORDER BY r DESC LIMIT %(n)s"
+)
 AS_OF = "recorded_at <= %(as_of)s AND (superseded_at IS NULL OR superseded_at > %(as_of)s) AND occurred_at <= %(as_of)s"
 
 
@@ -350,25 +357,37 @@ class PostgresStore:
             "newest": query.newest,
             "n": candidate_count(query.k),
         }
+        lexical = _LEXICAL_POOL.submit(self._lexical, query.text, scope, params)  # its own connection, meanwhile
         dense: list[tuple[int, float, float]] = []
         if query.vector is not None:
-            params["v"] = _vector(query.vector)
             with self._connection() as conn:
-                dense = self.dense.search(conn, scope=scope, params=params, n=params["n"])
-        lexical: list[tuple[int, float, float]] = []
-        terms = query_terms(query.text)
-        if terms:
-            params["q"] = " or ".join(terms)
-            lexical = [
-                (r[0], float(r[1]), r[2])
-                for r in self._rows(
-                    "SELECT rowid, ts_rank_cd(tsv, websearch_to_tsquery('english', %(q)s)) AS r, occurred_at "
-                    "FROM thoth_episodes "
-                    f"WHERE {scope} AND tsv @@ websearch_to_tsquery('english', %(q)s) ORDER BY r DESC LIMIT %(n)s",
-                    params,
-                )
-            ]
-        return rank(query, dense, lexical, self._load_rows)
+                asked = params | {"v": _vector(query.vector)}
+                dense = self.dense.search(conn, scope=scope, params=asked, n=params["n"])
+        return rank(query, dense, lexical.result(), self._load_rows)
+
+    def _lexical(self, text: str, scope: str, params: dict[str, Any]) -> list[tuple[int, float, float]]:
+        """The full-text candidates: the scope's rows matching the query's words, by `ts_rank`.
+
+        In a large table, rows matching at least two of the words are ranked first, and all
+        matching rows only when fewer than wanted match two (see `PAIRED_ROWS`).
+        """
+        terms = query_terms(text)
+        if not terms:
+            return []
+        params = params | {"q": " or ".join(terms)}
+        rows: list[tuple[Any, ...]] = []
+        if pairable(terms) and self._large_table():
+            rows = self._rows(
+                LEXICAL.format(scope=scope, match="to_tsquery('english', %(pairs)s)"),
+                params | {"pairs": any_two(terms)},
+            )
+        if len(rows) < params["n"]:
+            rows = self._rows(LEXICAL.format(scope=scope, match="q"), params)
+        return [(r[0], float(r[1]), r[2]) for r in rows]
+
+    def _large_table(self) -> bool:
+        with self._connection() as conn:
+            return self.dense.table_rows(conn) >= PAIRED_ROWS
 
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
         rows = self._rows(f"SELECT rowid, {COLUMNS} FROM thoth_episodes WHERE rowid = ANY(%(ids)s)", {"ids": rowids})
@@ -377,6 +396,15 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool (an index build under way goes on on its own connection, or stops with the process)."""
         self._pool.close()
+
+
+def any_two(terms: Sequence[str]) -> str:
+    """A `to_tsquery` text matching rows that hold at least two of the words."""
+    quoted = ["'" + term.replace("'", "''") + "'" for term in terms]
+    return " | ".join(f"({a} & {b})" for a, b in combinations(quoted, 2))
+
+
+_LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-fts")
 
 
 def postgres_backend(runtime: Any, options: dict[str, Any]) -> PostgresStore:

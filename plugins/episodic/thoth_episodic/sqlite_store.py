@@ -35,7 +35,17 @@ from thoth_core.types import DEFAULT_AGENT
 from .ann_index import AnnIndex
 from .memory import LIMIT, STORE_OPTIONS
 from .records import Episode, Hit, Query
-from .scoring import candidate_count, date_words, fts_match, index_text, rank
+from .scoring import (
+    PAIRED_ROWS,
+    candidate_count,
+    date_words,
+    fts_match,
+    fts_pairs,
+    index_text,
+    pairable,
+    query_terms,
+    rank,
+)
 from .sqlite_ann import IndexedSearch
 from .sqlite_schema import MIGRATIONS
 from .vector_cache import VectorCache
@@ -376,8 +386,9 @@ class SQLiteStore(IndexedSearch):
         return [(int(r), float(s), float(o)) for r, s, o in zip(rowids, scores, occurred, strict=True)]
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
-        match = fts_match(query.text)
-        if match is None:
+        """BM25 of the scope's rows matching any word; in a large store, of those holding two first (`PAIRED_ROWS`)."""
+        terms = query_terms(query.text)
+        if not terms:
             return []
         where = ["e.workspace = ?", "e.peer = ?", "e.agent = ?"]
         where.append("superseded_at IS NULL" if query.as_of is None else _AS_OF)
@@ -388,8 +399,12 @@ class SQLiteStore(IndexedSearch):
             "SELECT e.rowid, -f.rank, e.occurred_at FROM episodes_fts f JOIN episodes e ON e.rowid = f.rowid "
             f"WHERE f.episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY f.rank LIMIT ?"
         )
+        wanted, rows = candidate_count(query.k), []
         with self._lock:
-            rows = self._db.execute(sql, [match, *params, candidate_count(query.k)]).fetchall()
+            if pairable(terms) and self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0] >= PAIRED_ROWS:
+                rows = self._db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall()
+            if len(rows) < wanted:
+                rows = self._db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall()
         return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
 
     def _newest(self, query: Query) -> np.ndarray | None:

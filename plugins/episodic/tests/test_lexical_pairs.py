@@ -1,0 +1,71 @@
+"""The full-text stage of both backends: in a large store, rows holding two of the words are ranked first."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from thoth_episodic.contract import episode, query
+from thoth_episodic.postgres_store import any_two
+from thoth_episodic.scoring import fts_pairs, pairable
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """A store with 50 rows holding both words in their neighbours' context (a low full-text weight), 3 holding
+    one of them often in their own text (ranked above the pairs when every match is ranked), and 200 others."""
+    if request.param == "sqlite":
+        from thoth_episodic.sqlite_store import SQLiteStore
+
+        opened: object = SQLiteStore(tmp_path / "episodes.db", ann="exact")
+    else:
+        from thoth_episodic.postgres_store import SCHEMA, PostgresStore
+
+        opened = PostgresStore(request.getfixturevalue("storage_url"), schema=SCHEMA, ann="exact")
+    pairs = [episode(f"note pair {i}", context="cherry banana") for i in range(50)]
+    singles = [episode(f"cherry cherry cherry cherry cherry single {i}") for i in range(3)]
+    opened.add(pairs + singles + [episode(f"filler {i} here") for i in range(200)])
+    yield opened
+    opened.close()
+
+
+def large(store: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the store count as large."""
+    monkeypatch.setattr(sys.modules[type(store).__module__], "PAIRED_ROWS", 0)
+
+
+def top(store: object, text: str = "cherry banana") -> set[str]:
+    return {hit.episode.user.split()[-2] for hit in store.search(query(text, k=3, tau_days=0))}
+
+
+def test_a_small_store_ranks_every_row_matching_any_word(store):
+    assert top(store) == {"single"}
+
+
+def test_a_large_store_ranks_the_rows_holding_two_of_the_words(store, monkeypatch):
+    large(store, monkeypatch)
+    assert top(store) == {"pair"}
+
+
+def test_too_few_rows_holding_two_words_rank_every_row_matching_any(store, monkeypatch):
+    large(store, monkeypatch)
+    store.delete(workspace="w", ids=[hit.episode.id for hit in store.search(query("pair", k=1, tau_days=0))])
+    assert top(store) == {"single"}
+
+
+def test_a_one_word_query_ranks_every_match(store, monkeypatch):
+    large(store, monkeypatch)
+    assert top(store, "cherry") == {"single"}
+
+
+def test_quotes_stopwords_and_operators_make_a_valid_query(store, monkeypatch):
+    large(store, monkeypatch)
+    assert top(store, "o'neil's cherry banana over the (weird) & | ! :* AND NOT words") == {"pair"}
+
+
+def test_the_pair_queries():
+    assert fts_pairs(["a", "b", "c"]) == '("a" AND "b") OR ("a" AND "c") OR ("b" AND "c")'
+    assert any_two(["o'neil", "cherry"]) == "('o''neil' & 'cherry')"
+    assert not pairable(["one"]) and pairable(["one", "two"]) and not pairable([str(i) for i in range(13)])
