@@ -189,8 +189,8 @@ def test_the_candidate_list_grows_with_the_table_unless_set():
     assert [grown._ef_for(1.0, 50, rows) for rows in (20_000, 100_000, 500_000, 1_000_000, 5_000_000)] == [
         100,
         100,
-        300,
-        600,
+        200,
+        400,
         1000,
     ]
     assert fixed._ef_for(1.0, 50, 1_000_000) == 200 and fixed._ef_for(0.25, 50, 0) == 400

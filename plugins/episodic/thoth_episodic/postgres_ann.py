@@ -26,7 +26,9 @@ from .postgres_schema import hnsw_state
 ANN_MODES = ("auto", "exact", "hnsw", "usearch")  # "usearch": the sqlite backend's word for "always the index"
 ANN_MIN_ROWS = 10_000  # `auto` uses the index from here: exact costs ~1 µs a row (bench/postgres_recall.py)
 EF_SEARCH = 100  # the fewest candidates an index scan asks for, unless `ann_expansion` says otherwise
-EF_PER_100K_ROWS = 60  # and it grows with the table: at 1M rows 600 kept recall@10 >= 0.95 (400: 0.92)
+# and it grows with the table: at 1M rows (m 24) 400 kept recall@10 at 0.97-0.985 in 8-9 ms over two query
+# sets (300: 0.94-0.965; 600: 0.98-0.985 in 16-18 ms; bench/postgres_recall.py)
+EF_PER_100K_ROWS = 40
 MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search
 OVERFETCH = 2.0  # candidates asked per candidate wanted, over the scope's share of them
 ESTIMATE_SECONDS = 300.0  # how long a table size or a scope's share is trusted (a delete forgets them)
