@@ -186,6 +186,7 @@ def faiss_hnsw_peer(vectors: np.ndarray, queries: list[np.ndarray], exact: list[
 
 def ann_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
     """The usearch HNSW index on the same file: build time, latency, recall@10 of its dense stage against exact."""
+    from thoth_episodic.ann_index import CONNECTIVITY
     from thoth_episodic.records import Query
     from thoth_episodic.sqlite_store import SQLiteStore
 
@@ -209,7 +210,7 @@ def ann_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, A
     with_embedding = timed(lambda q: memory.recall(q[0], workspace="bench", peer="p", k=10), asked)
     memory._store = exact_store
     out = {
-        "library": "usearch (HNSW, f16, connectivity 16)",
+        "library": f"usearch (HNSW, f16, connectivity {CONNECTIVITY})",
         "build_seconds": round(build, 1),
         "file_mb": round(indexed._index.path.stat().st_size / 2**20, 1),
         "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),

@@ -401,7 +401,8 @@ class SQLiteStore(IndexedSearch):
         )
         wanted, rows = candidate_count(query.k), []
         with self._lock:
-            if pairable(terms) and self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0] >= PAIRED_ROWS:
+            stored = self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
+            if pairable(terms) and stored >= PAIRED_ROWS:
                 rows = self._db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall()
             if len(rows) < wanted:
                 rows = self._db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall()
