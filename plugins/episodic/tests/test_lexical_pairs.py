@@ -63,6 +63,7 @@ def test_a_one_word_query_ranks_every_match(store, monkeypatch):
 def test_quotes_stopwords_and_operators_make_a_valid_query(store, monkeypatch):
     large(store, monkeypatch)
     assert top(store, "o'neil's cherry banana over the (weird) & | ! :* AND NOT words") == {"pair"}
+    assert top(store, "___ cherry 123 ünïcödé banana _x_ now") == {"pair"}
 
 
 def test_the_pair_queries():

@@ -19,6 +19,7 @@ names a database of its own (tables on that connection's search path). Needs
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -376,10 +377,11 @@ class PostgresStore:
             return []
         params = params | {"q": " or ".join(terms)}
         rows: list[tuple[Any, ...]] = []
-        if pairable(terms) and self._large_table():
+        words = [term for term in terms if term not in UNSTOPPED and _LETTER.search(term)]
+        if pairable(words) and self._large_table():
             rows = self._rows(
                 LEXICAL.format(scope=scope, match="to_tsquery('english', %(pairs)s)"),
-                params | {"pairs": any_two(terms)},
+                params | {"pairs": any_two(words)},
             )
         if len(rows) < params["n"]:
             rows = self._rows(LEXICAL.format(scope=scope, match="q"), params)
@@ -396,6 +398,12 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool (an index build under way goes on on its own connection, or stops with the process)."""
         self._pool.close()
+
+
+# Words PostgreSQL's english configuration drops would turn their pairs into single words: its one stopword that
+# `scoring.STOPWORDS` lacks, and words of underscores alone.
+UNSTOPPED = frozenset({"now"})
+_LETTER = re.compile(r"[^\W_]")
 
 
 def any_two(terms: Sequence[str]) -> str:
