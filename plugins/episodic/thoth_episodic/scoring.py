@@ -43,8 +43,9 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"[\w']+")
 
 
-# Ranking reads every row matching any word: at 1M episodes a query's four words matched 7,500 rows (22 ms in
-# PostgreSQL); the rows holding two of them were 290 (2 ms) and held the whole top 50 (bench/postgres_recall.py).
+# Ranking reads every row matching any word: at 1M episodes a query's four words matched 7,100 rows (34 ms in
+# PostgreSQL); the rows holding two of them were about 300 (2 ms) and held the whole top 50 (bench/postgres_recall.py).
+# With 12 words, pairs took 33 ms against 70; with 20 they cost more than ranking every match.
 PAIRED_ROWS = 100_000  # from this many rows in a store, rows holding two of the query's words are ranked first
 PAIRED_TERMS = 12  # for queries of up to this many words (66 pairs); a longer one ranks every row matching any
 
