@@ -17,7 +17,8 @@ reference only), and leave-one-conversation-out cross-validation folds: the rule
 conversations, scored on the held-out third. Likewise `signals` (`signals_cv.py`): the post-fusion
 signals (neighbouring turns, time, names) each removed, per conversation and category, and their
 weights chosen per fold on two conversations and scored on the third. `--no-folds` skips both.
-`--set neighbour_weight=0` etc. measures the real recall path with a signal off.
+`--set neighbour_weight=0` etc. measures the real recall path with a signal off;
+`--storage-url postgresql://...` (an empty database) runs it on the PostgreSQL backend.
 """
 
 from __future__ import annotations
