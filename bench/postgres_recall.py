@@ -154,9 +154,9 @@ def postgres_numbers(url: str, home: Path, episodes: list[Any], vectors: np.ndar
     scope = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s AND superseded_at IS NULL"
 
     def dense(search: DenseSearch, vector: np.ndarray) -> list[int]:
-        asked = params | {"v": "[" + ",".join(f"{v:.7g}" for v in vector) + "]"}
+        given = params | {"v": "[" + ",".join(f"{v:.7g}" for v in vector) + "]"}
         with store._connection() as conn:
-            return [row[0] for row in search.search(conn, scope=scope, params=asked, n=50)][:10]
+            return [row[0] for row in search.search(conn, scope=scope, params=given, n=50)][:10]
 
     truth: list[list[int]] = []  # exact search takes seconds at 1M rows: timed once, while finding the truth
     out["dense_stage_exact"] = percentiles(timed(lambda q: truth.append(dense(exact, q[1])), asked))

@@ -36,8 +36,8 @@ def large(store: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.modules[type(store).__module__], "PAIRED_ROWS", 0)
 
 
-def top(store: object, text: str = "cherry banana") -> set[str]:
-    return {hit.episode.user.split()[-2] for hit in store.search(query(text, k=3, tau_days=0))}
+def top(store: object, text: str = "cherry banana", **asked: object) -> set[str]:
+    return {hit.episode.user.split()[-2] for hit in store.search(query(text, k=3, tau_days=0, **asked))}
 
 
 def test_a_small_store_ranks_every_row_matching_any_word(store):
@@ -63,7 +63,31 @@ def test_a_one_word_query_ranks_every_match(store, monkeypatch):
 def test_quotes_stopwords_and_operators_make_a_valid_query(store, monkeypatch):
     large(store, monkeypatch)
     assert top(store, "o'neil's cherry banana over the (weird) & | ! :* AND NOT words") == {"pair"}
-    assert top(store, "___ cherry 123 ünïcödé banana _x_ now") == {"pair"}
+    assert top(store, "___ cherry 123 ünïcödé banana _x_ now don't it's") == {"pair"}
+
+
+def test_a_newest_only_search_ranks_every_match(store, monkeypatch):
+    large(store, monkeypatch)
+    assert top(store, "cherry banana", newest=300) == {"single"}
+
+
+def test_a_search_inside_a_transaction_sees_what_it_wrote(storage_url):
+    from thoth_episodic.postgres_store import SCHEMA, PostgresStore
+
+    store = PostgresStore(storage_url, schema=SCHEMA, ann="exact")
+    try:
+        with store._transaction():
+            store.add([episode("zebra crossing at noon")])
+            assert [hit.episode.user for hit in store.search(query("zebra", k=3))] == ["zebra crossing at noon"]
+    finally:
+        store.close()
+
+
+def test_words_postgres_drops_are_left_out_of_its_pairs():
+    from thoth_episodic.postgres_store import _has_lexeme
+
+    kept = [w for w in ["don't", "didn't", "now", "i'm", "___", "x_", "it's", "o'neil"] if _has_lexeme(w)]
+    assert kept == ["i'm", "x_", "o'neil"]
 
 
 def test_the_pair_queries():

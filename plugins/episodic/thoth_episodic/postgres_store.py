@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import combinations
 from typing import Any
@@ -36,12 +36,12 @@ from thoth_core.types import DEFAULT_AGENT
 from .postgres_ann import ANN_MIN_ROWS, ANN_MODES, DenseSearch
 from .postgres_schema import BUILD_MEMORY, INLINE_BUILD_ROWS, build_hnsw, migrate
 from .records import Episode, Hit, Query
-from .scoring import PAIRED_ROWS, candidate_count, date_words, index_text, pairable, query_terms, rank
+from .scoring import PAIRED_ROWS, STOPWORDS, candidate_count, date_words, index_text, pairable, query_terms, rank
 
 logger = logging.getLogger(__name__)
 
 SCHEMA = "thoth_episodic"  # where the tables live in the `[storage] url` database
-POOL_SIZE = 4  # connections per store and process: a recall, the embedding queue and a write or two
+POOL_SIZE = 4  # connections per store and process: a recall (two stages at once), the embedding queue, a write
 POOL_TIMEOUT = 30.0  # seconds a statement waits for a free connection before it fails
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user_text, assistant, summary, context, "
@@ -358,7 +358,11 @@ class PostgresStore:
             "newest": query.newest,
             "n": candidate_count(query.k),
         }
-        lexical = _LEXICAL_POOL.submit(self._lexical, query.text, scope, params)  # its own connection, meanwhile
+        lexical: Future[list[tuple[int, float, float]]] = Future()
+        if getattr(self._bound, "conn", None) is None:
+            lexical = _LEXICAL_POOL.submit(self._lexical, query.text, scope, params)  # its own connection, meanwhile
+        else:  # in this thread's transaction: on its connection, which sees what the transaction wrote
+            lexical.set_result(self._lexical(query.text, scope, params))
         dense: list[tuple[int, float, float]] = []
         if query.vector is not None:
             with self._connection() as conn:
@@ -377,8 +381,8 @@ class PostgresStore:
             return []
         params = params | {"q": " or ".join(terms)}
         rows: list[tuple[Any, ...]] = []
-        words = [term for term in terms if term not in UNSTOPPED and _LETTER.search(term)]
-        if pairable(words) and self._large_table():
+        words = [term for term in terms if _has_lexeme(term)]
+        if pairable(words) and not params["newest"] and self._large_table():
             rows = self._rows(
                 LEXICAL.format(scope=scope, match="to_tsquery('english', %(pairs)s)"),
                 params | {"pairs": any_two(words)},
@@ -400,9 +404,15 @@ class PostgresStore:
         self._pool.close()
 
 
-# Words PostgreSQL's english configuration drops would turn their pairs into single words: its one stopword that
-# `scoring.STOPWORDS` lacks, and words of underscores alone.
-UNSTOPPED = frozenset({"now"})
+def _has_lexeme(term: str) -> bool:
+    """Whether a word has a part that is no stopword, so PostgreSQL's english configuration keeps it.
+
+    It drops `don't`, `it's` and `now`, and a dropped word would turn its pairs into single words.
+    `scoring.STOPWORDS` holds all its stopwords but `now`, and a few more (`didn't` is left out too).
+    """
+    return any(part not in STOPWORDS and part != "now" and _LETTER.search(part) for part in term.split("'"))
+
+
 _LETTER = re.compile(r"[^\W_]")
 
 

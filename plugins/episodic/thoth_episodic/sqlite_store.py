@@ -399,14 +399,14 @@ class SQLiteStore(IndexedSearch):
             "SELECT e.rowid, -f.rank, e.occurred_at FROM episodes_fts f JOIN episodes e ON e.rowid = f.rowid "
             f"WHERE f.episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY f.rank LIMIT ?"
         )
-        wanted, rows = candidate_count(query.k), []
+        wanted, rows, weight = candidate_count(query.k), [], 1
         with self._lock:
             stored = self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
-            if pairable(terms) and stored >= PAIRED_ROWS:
-                rows = self._db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall()
+            if pairable(terms) and allowed is None and stored >= PAIRED_ROWS:
+                rows, weight = self._db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
             if len(rows) < wanted:
-                rows = self._db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall()
-        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
+                rows, weight = self._db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
+        return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
