@@ -401,12 +401,15 @@ class SQLiteStore(IndexedSearch):
         )
         wanted, rows, weight = candidate_count(query.k), [], 1
         with self._lock:
-            stored = self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
-            if pairable(terms) and allowed is None and stored >= PAIRED_ROWS:
+            if pairable(terms) and allowed is None and self._stored_rows() >= PAIRED_ROWS:
                 rows, weight = self._db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
             if len(rows) < wanted:
                 rows, weight = self._db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
         return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
+
+    def _stored_rows(self) -> int:
+        """About how many rows the store has held (its newest rowid), without a scan."""
+        return self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
