@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from thoth_episodic.contract import episode, query
+from thoth_episodic.contract import episode, query, unit
 from thoth_episodic.postgres_store import any_two
 from thoth_episodic.scoring import fts_pairs, pairable
 
@@ -94,3 +97,49 @@ def test_the_pair_queries():
     assert fts_pairs(["a", "b", "c"]) == '("a" AND "b") OR ("a" AND "c") OR ("b" AND "c")'
     assert any_two(["o'neil", "cherry"]) == "('o''neil' & 'cherry')"
     assert not pairable(["one"]) and pairable(["one", "two"]) and not pairable([str(i) for i in range(13)])
+
+
+def test_the_query_is_embedded_while_the_full_text_stage_runs(store, monkeypatch):
+    finished, real = threading.Event(), type(store)._lexical
+
+    def lexical(self, *args):
+        found = real(self, *args)
+        finished.set()
+        return found
+
+    def embed():
+        embedded.append(finished.wait(5))  # True: the full-text stage ran while the query was being embedded
+        return unit(1)
+
+    embedded: list[bool] = []
+    monkeypatch.setattr(type(store), "_lexical", lexical)
+    hits = store.search(replace(query("cherry banana", k=3, tau_days=0), embed=embed))
+    assert embedded == [True] and hits[0].bm25_rank == 1
+
+
+def test_sqlite_full_text_stage_reads_on_its_own_connection(tmp_path):
+    from thoth_episodic.sqlite_store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "episodes.db", ann="exact")
+    store.add([episode("kiwi harvest")])
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_writer():
+        with store._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_writer)
+    holder.start()
+    try:
+        held.wait(5)
+        started = time.monotonic()
+        found = store._lexical(query("kiwi", k=3), None)
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join()
+    assert len(found) == 1 and waited < 5  # it used to wait for the writer's connection
+    store.add([episode("kiwi jam")])  # written after the reader opened: a new read sees it
+    assert len(store._lexical(query("kiwi", k=3), None)) == 2
+    store.close()

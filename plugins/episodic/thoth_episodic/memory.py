@@ -306,14 +306,13 @@ class EpisodicMemory:
         as_of: float | None = None,
         newest: int | None = None,
     ) -> list[Hit]:
-        """The k episodes of this peer and workspace most related to text."""
-        vector = self._query_vector(text)
+        """The k episodes of this peer and workspace most related to text (embedded while BM25 runs)."""
         query = Query(
             text=text,
             workspace=workspace,
             peer=peer,
             k=k,
-            vector=vector,
+            embed=lambda: self._query_vector(text),
             as_of=as_of,
             now=now,
             tau_days=self.settings.tau_days,

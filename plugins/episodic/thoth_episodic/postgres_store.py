@@ -363,6 +363,7 @@ class PostgresStore:
             lexical = _LEXICAL_POOL.submit(self._lexical, query.text, scope, params)  # its own connection, meanwhile
         else:  # in this thread's transaction: on its connection, which sees what the transaction wrote
             lexical.set_result(self._lexical(query.text, scope, params))
+        query = query.with_vector()  # the query is embedded while the full-text stage runs
         dense: list[tuple[int, float, float]] = []
         if query.vector is not None:
             with self._connection() as conn:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from thoth_core.types import DEFAULT_AGENT
@@ -85,6 +85,11 @@ class Query:
     fusion: str = "score"
     agent: str = DEFAULT_AGENT
     signals: Any = None  # a `signals.Signals` applied after fusion; None: fusion alone
+    embed: Callable[[], np.ndarray | None] | None = None  # computes `vector` late: see `with_vector`
+
+    def with_vector(self) -> Query:
+        """This query with `vector` from `embed`: a store calls it once its full-text stage has started."""
+        return self if self.embed is None else replace(self, vector=self.embed(), embed=None)
 
 
 @dataclass
@@ -151,7 +156,10 @@ class EpisodeStore(Protocol):
         ...
 
     def search(self, query: Query) -> list[Hit]:
-        """Hybrid recall within the query's scope (workspace, peer and agent), best first."""
+        """Hybrid recall within the query's scope (workspace, peer and agent), best first.
+
+        A query may come with `embed` in place of `vector`: start the full-text stage, then call
+        `query.with_vector()`, so that embedding the query overlaps it."""
         ...
 
     def delete(

@@ -19,17 +19,19 @@ vector cache's scope is workspace, peer and agent); deletes are not. Commits use
 
 from __future__ import annotations
 
+import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from thoth_core.storage import connect, migrate, scrub
+from thoth_core.storage import BUSY_SECONDS, connect, migrate, scrub
 from thoth_core.types import DEFAULT_AGENT
 
 from .ann_index import AnnIndex
@@ -100,6 +102,8 @@ class SQLiteStore(IndexedSearch):
             self._index.compact_soon(self._reader, force=True)  # rows deleted since the save leave the file
         self._building: threading.Thread | None = None
         self._stop_building = threading.Event()
+        self._idle_readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._readers: list[sqlite3.Connection] = []
 
     def _counter(self, key: str) -> int:
         with self._lock:
@@ -400,16 +404,26 @@ class SQLiteStore(IndexedSearch):
             f"WHERE f.episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY f.rank LIMIT ?"
         )
         wanted, rows, weight = candidate_count(query.k), [], 1
-        with self._lock:
-            if pairable(terms) and allowed is None and self._stored_rows() >= PAIRED_ROWS:
-                rows, weight = self._db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
+        with self._reader_connection() as db:
+            if pairable(terms) and allowed is None and _stored_rows(db) >= PAIRED_ROWS:
+                rows, weight = db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
             if len(rows) < wanted:
-                rows, weight = self._db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
+                rows, weight = db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
         return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
 
-    def _stored_rows(self) -> int:
-        """About how many rows the store has held (its newest rowid), without a scan."""
-        return self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
+    @contextmanager
+    def _reader_connection(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection of the full-text stage's own, so that it runs while dense search holds `_db`."""
+        try:
+            db = self._idle_readers.get_nowait()
+        except queue.Empty:
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_SECONDS)
+            db.execute("PRAGMA query_only = ON")
+            self._readers.append(db)  # not under `_lock`, which the writer may hold
+        try:
+            yield db
+        finally:
+            self._idle_readers.put(db)
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
@@ -426,11 +440,13 @@ class SQLiteStore(IndexedSearch):
         """Hybrid recall over the whole scope (or its newest `query.newest` episodes)."""
         allowed = self._newest(query)
         index = self._usable_index() if query.as_of is None else None
-        if index is None:  # exact search over the in-memory vector cache (as-of queries always)
+        lexical = _LEXICAL_POOL.submit(self._lexical, query, allowed)  # on its own connection; SQLite frees the GIL
+        query = query.with_vector()  # embedded meanwhile; this waits for vectors still queued, so refresh after it
+        if index is not None:
+            dense = self._indexed_dense(query, allowed)
+        else:  # exact search over the in-memory vector cache (as-of queries always)
             cache = self.refresh()
-            mask = self._visible(cache, query, allowed)  # before BM25 starts: small numpy steps hold the GIL
-        lexical = _LEXICAL_POOL.submit(self._lexical, query, allowed)  # SQLite and BLAS release the GIL
-        dense = self._indexed_dense(query, allowed) if index is not None else self._dense(cache, query, mask)
+            dense = self._dense(cache, query, self._visible(cache, query, allowed))
         return rank(query, dense, lexical.result(), self._load_rows)
 
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
@@ -453,6 +469,13 @@ class SQLiteStore(IndexedSearch):
                 self._index.compact(self._reader)
         with self._lock:
             self._db.close()
+            for reader in self._readers:
+                reader.close()
+
+
+def _stored_rows(db: sqlite3.Connection) -> int:
+    """About how many rows the store has held (its newest rowid), without a scan."""
+    return db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
 
 
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-bm25")
