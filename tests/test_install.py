@@ -96,10 +96,10 @@ def test_init_context_turn_and_recall_by_meaning_in_a_new_home(installed, tmp_pa
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="one platform is enough for the wheel contents")
-def test_the_installed_embedder_is_the_shipped_tokenizer_and_the_packaged_model(installed):
+def test_the_installed_embedder_is_the_shipped_model_and_tokenizer(installed):
     code = (
         "from thoth_episodic.embedder import model_files; m, t = model_files(); "
-        "print(t.name, 'site-packages' in str(t), 'site-packages' in str(m))"
+        "print(t.name, m.name, m.parent.parent.name, 'site-packages' in str(t), 'site-packages' in str(m))"
     )
     out = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd="/")
-    assert out.stdout.split() == ["tokenizer.json", "True", "True"], out.stderr
+    assert out.stdout.split() == ["tokenizer.json", "model.onnx", "thoth_episodic", "True", "True"], out.stderr

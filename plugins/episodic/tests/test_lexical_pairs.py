@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import threading
 import time
@@ -132,14 +133,18 @@ def test_sqlite_full_text_stage_reads_on_its_own_connection(tmp_path):
     holder = threading.Thread(target=hold_the_writer)
     holder.start()
     try:
-        held.wait(5)
+        assert held.wait(5)
         started = time.monotonic()
         found = store._lexical(query("kiwi", k=3), None)
         waited = time.monotonic() - started
     finally:
         release.set()
         holder.join()
-    assert len(found) == 1 and waited < 5  # it used to wait for the writer's connection
-    store.add([episode("kiwi jam")])  # written after the reader opened: a new read sees it
-    assert len(store._lexical(query("kiwi", k=3), None)) == 2
-    store.close()
+    try:
+        assert len(found) == 1 and waited < 5  # it used to wait for the writer's connection
+        store.add([episode("kiwi jam")])  # written after the reader opened: a new read sees it
+        assert len(store._lexical(query("kiwi", k=3), None)) == 2
+    finally:
+        store.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        store._lexical(query("kiwi", k=3), None)

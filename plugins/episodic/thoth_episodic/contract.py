@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -115,6 +116,15 @@ class StoreContract:
         hits = store.search(query("zzz", near(unit(7), 99), k=3, tau_days=0))
         assert hits[0].episode.id == items[7].id
         assert hits[0].dense is not None and hits[0].dense > 0.8 and hits[0].dense_rank == 1
+
+    def test_a_store_that_embeds_late_embeds_the_query_once(self, store: EpisodeStore) -> None:
+        if not getattr(store, "embeds_late", False):
+            pytest.skip("the store gets the query's vector, not `embed` (records.EpisodeStore.search)")
+        items = [episode(f"note {i}") for i in range(5)]
+        store.add(items, np.stack([unit(i) for i in range(5)]))
+        calls: list[int] = []
+        hits = store.search(replace(query("zzz", k=1, tau_days=0), embed=lambda: calls.append(1) or unit(3)))
+        assert calls == [1] and hits[0].episode.id == items[3].id and hits[0].dense_rank == 1
 
     def test_lexical_search_finds_a_keyword_without_vectors(self, store: EpisodeStore) -> None:
         items = [

@@ -1,11 +1,11 @@
 """Embeddings computed behind the write path: stored episodes get their vectors in batches.
 
 `EpisodicMemory.write` stores an episode without a vector (BM25 finds it at once) and puts
-its embedding text here; one background thread embeds whatever is waiting in one batch and
-stores the vectors. One MiniLM call on a batch of 32 costs about a third of 32 single calls,
-so a burst of writes is embedded at the batched rate, and the write path only pays for the
-SQLite insert. Episodes stored without a vector by an earlier process (killed before its
-queue drained, or without an embedder) are picked up by `backfill`, from the store itself.
+its embedding text here; one background thread embeds whatever is waiting (up to `BATCH` texts
+in one embedder call, which embeds them one by one by default, see `embedder.py`) and stores the
+vectors in one write, so the write path only pays for the SQLite insert. Episodes stored
+without a vector by an earlier process (killed before its queue drained, or without an
+embedder) are picked up by `backfill`, from the store itself.
 Bulk writes (import, bundle import, reindex) go through `pipelined`: the next batch is
 embedded while the current one is committed, so they run at the embedding model's pace.
 """

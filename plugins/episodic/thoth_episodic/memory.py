@@ -322,7 +322,7 @@ class EpisodicMemory:
             signals=self.settings.signals,
             agent=self.runtime.agent,  # one agent's episodes (`[thoth] agent`)
         )
-        return self.store.search(query)
+        return self.store.search(query if getattr(self.store, "embeds_late", False) else query.with_vector())
 
     def _query_vector(self, text: str) -> np.ndarray | None:
         """The query's embedding; None (BM25 alone) when the embedder fails or is still loading at process start."""

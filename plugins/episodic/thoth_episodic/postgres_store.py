@@ -66,6 +66,8 @@ def _episode(row: Sequence[Any]) -> Episode:
 class PostgresStore:
     """Episodes in PostgreSQL + pgvector, through a connection pool; safe to use from several threads."""
 
+    embeds_late = True  # `search` embeds the query while its full-text stage runs
+
     def __init__(
         self,
         dsn: str,

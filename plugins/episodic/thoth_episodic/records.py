@@ -158,8 +158,9 @@ class EpisodeStore(Protocol):
     def search(self, query: Query) -> list[Hit]:
         """Hybrid recall within the query's scope (workspace, peer and agent), best first.
 
-        A query may come with `embed` in place of `vector`: start the full-text stage, then call
-        `query.with_vector()`, so that embedding the query overlaps it."""
+        A store whose class sets `embeds_late = True` may get `embed` in place of `vector`: it starts
+        its full-text stage, then calls `query.with_vector()`, so that embedding the query overlaps it.
+        Other stores get `vector`."""
         ...
 
     def delete(

@@ -9,8 +9,10 @@ as-of queries (`VectorCache.top`): every row's embedding, kept in memory and
 refreshed incrementally: new rowids are appended; vectors set later (by the background
 embedder or a reindex) carry a `vector_version` and only those rows are reloaded; a delete
 or supersede bumps a generation counter in `meta` and the next search reloads everything.
-A turn has at most one current episode (a unique index on workspace, peer and turn id), so a
-post-turn write replayed after a crash stores nothing new. Several processes may share the
+The full-text stage reads on read-only connections of its own (a few, kept open), so it runs
+while dense search uses the store's connection. A turn has at most one current episode (a
+unique index on workspace, peer and turn id), so a post-turn write replayed after a crash
+stores nothing new. Several processes may share the
 file; each refreshes before it searches. Reads are scoped to one agent (`agent` column, the
 vector cache's scope is workspace, peer and agent); deletes are not. Commits use WAL with `synchronous=NORMAL`
 (configurable): a committed write survives the process being killed, which
@@ -19,7 +21,6 @@ vector cache's scope is workspace, peer and agent); deletes are not. Commits use
 
 from __future__ import annotations
 
-import queue
 import sqlite3
 import threading
 import time
@@ -76,6 +77,8 @@ def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
 class SQLiteStore(IndexedSearch):
     """Episodes in one SQLite file; see the module docstring."""
 
+    embeds_late = True  # `search` embeds the query while its full-text stage runs
+
     def __init__(
         self,
         path: Path | str,
@@ -102,8 +105,8 @@ class SQLiteStore(IndexedSearch):
             self._index.compact_soon(self._reader, force=True)  # rows deleted since the save leave the file
         self._building: threading.Thread | None = None
         self._stop_building = threading.Event()
-        self._idle_readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()  # not `_lock`: the full-text stage must not wait for the writer
+        self._idle_readers: list[sqlite3.Connection] | None = []  # None once closed; the last returned first (warm)
 
     def _counter(self, key: str) -> int:
         with self._lock:
@@ -414,16 +417,26 @@ class SQLiteStore(IndexedSearch):
     @contextmanager
     def _reader_connection(self) -> Iterator[sqlite3.Connection]:
         """A read-only connection of the full-text stage's own, so that it runs while dense search holds `_db`."""
-        try:
-            db = self._idle_readers.get_nowait()
-        except queue.Empty:
+        with self._readers_lock:
+            if self._idle_readers is None:
+                raise sqlite3.ProgrammingError(f"{self.path}: the episode store is closed")
+            db = self._idle_readers.pop() if self._idle_readers else None
+        if db is None:
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_SECONDS)
-            db.execute("PRAGMA query_only = ON")
-            self._readers.append(db)  # not under `_lock`, which the writer may hold
+            try:
+                db.execute("PRAGMA query_only = ON")
+            except BaseException:
+                db.close()
+                raise
         try:
             yield db
         finally:
-            self._idle_readers.put(db)
+            with self._readers_lock:
+                if self._idle_readers is not None:
+                    self._idle_readers.append(db)
+                    db = None
+            if db is not None:  # the store closed meanwhile
+                db.close()
 
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
@@ -467,10 +480,12 @@ class SQLiteStore(IndexedSearch):
             self._index.wait()
             if self._index_ready and self._index.removed:
                 self._index.compact(self._reader)
+        with self._readers_lock:
+            idle, self._idle_readers = self._idle_readers or [], None
+        for reader in idle:  # one in use is closed when its search returns it
+            reader.close()
         with self._lock:
             self._db.close()
-            for reader in self._readers:
-                reader.close()
 
 
 def _stored_rows(db: sqlite3.Connection) -> int:
