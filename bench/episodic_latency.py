@@ -281,9 +281,9 @@ def one_size(n: int, queries: int, ingest_count: int, peers: bool, ann: bool = T
         memory.embed(["warm up"])
         if ingest_count:  # in a store of its own: their MiniLM vectors would be every embedded query's nearest rows
             (Path(folder) / "ingest").mkdir()
-            ingesting = make_test_runtime(Path(folder) / "ingest", {"episodic": plugin})
-            result["ingest_with_embedding"] = ingest_rate(memory_for(ingesting), synthetic, ingest_count)
-            memory_for(ingesting).close()
+            ingesting = memory_for(make_test_runtime(Path(folder) / "ingest", {"episodic": plugin}))
+            result["ingest_with_embedding"] = ingest_rate(ingesting, synthetic, ingest_count)
+            ingesting.close()
         all_vectors, sample_texts = [], []
         started, now = time.perf_counter(), time.time()
         for start in range(0, n, 20000):

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 from usearch.index import Index
 
+from .sqlite_schema import newest_rowid
+
 log = logging.getLogger(__name__)
 
 # Graph degree and insert beam: at 1M clustered vectors (bench/episodic_latency.py) 16 and 64 held 0.92 of the
@@ -197,7 +199,7 @@ class AnnIndex:
         """Note rows stored (or given a vector) since the last look, as pending."""
         with self.lock:
             vectors = int(db.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors'").fetchone()[0])
-            last = int(db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0])  # read first:
+            last = newest_rowid(db)  # read first:
             rows = db.execute(  # a row committed after it is left to the next look, never skipped
                 f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND rowid <= ? AND {CURRENT}",
                 (self.seen_rowid, last),

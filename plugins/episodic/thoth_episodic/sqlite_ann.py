@@ -14,6 +14,7 @@ from .ann_index import AnnIndex
 from .ann_search import allowed_exact, ann_dense
 from .records import Query
 from .scoring import candidate_count
+from .sqlite_schema import newest_rowid
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class IndexedSearch:
             self._index_ready = True
             return self._index
         with self._lock:
-            rows = self._db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
+            rows = newest_rowid(self._db)
         if rows >= self.ann_min_rows and self._building is None:  # one try per process; a failure is logged
             self._building = threading.Thread(target=self._build_logged, daemon=True, name="episodic-ann-build")
             self._building.start()

@@ -67,3 +67,8 @@ def _one_episode_per_turn(db: sqlite3.Connection) -> None:
 AGENT_COLUMN = f"ALTER TABLE episodes ADD COLUMN agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}'"
 
 MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions, _one_episode_per_turn, AGENT_COLUMN]
+
+
+def newest_rowid(db: sqlite3.Connection) -> int:
+    """About how many rows the store has held (its newest rowid), without a scan."""
+    return int(db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0])

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from thoth_core.storage import BUSY_SECONDS, connect, migrate, scrub
+from thoth_core.storage import connect, migrate, scrub
 from thoth_core.types import DEFAULT_AGENT
 
 from .ann_index import AnnIndex
@@ -50,7 +50,7 @@ from .scoring import (
     rank,
 )
 from .sqlite_ann import IndexedSearch
-from .sqlite_schema import MIGRATIONS
+from .sqlite_schema import MIGRATIONS, newest_rowid
 from .vector_cache import VectorCache
 
 ANN_MODES = ("auto", "exact", "usearch")
@@ -408,7 +408,7 @@ class SQLiteStore(IndexedSearch):
         )
         wanted, rows, weight = candidate_count(query.k), [], 1
         with self._reader_connection() as db:
-            if pairable(terms) and allowed is None and _stored_rows(db) >= PAIRED_ROWS:
+            if pairable(terms) and allowed is None and newest_rowid(db) >= PAIRED_ROWS:
                 rows, weight = db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
             if len(rows) < wanted:
                 rows, weight = db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
@@ -422,12 +422,8 @@ class SQLiteStore(IndexedSearch):
                 raise sqlite3.ProgrammingError(f"{self.path}: the episode store is closed")
             db = self._idle_readers.pop() if self._idle_readers else None
         if db is None:
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_SECONDS)
-            try:
-                db.execute("PRAGMA query_only = ON")
-            except BaseException:
-                db.close()
-                raise
+            db = connect(self.path)
+            db.execute("PRAGMA query_only = ON")
         try:
             yield db
         finally:
@@ -486,11 +482,6 @@ class SQLiteStore(IndexedSearch):
             reader.close()
         with self._lock:
             self._db.close()
-
-
-def _stored_rows(db: sqlite3.Connection) -> int:
-    """About how many rows the store has held (its newest rowid), without a scan."""
-    return db.execute("SELECT coalesce(max(rowid), 0) FROM episodes").fetchone()[0]
 
 
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-bm25")
