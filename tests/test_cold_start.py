@@ -32,6 +32,7 @@ HEAVY = (
     "honcho",
     "onnxruntime",
     "tokenizers",
+    "usearch",
 )
 BLOCKING_THREADS = ("MainThread", "thoth-plugin")  # the turn waits for these
 
@@ -116,6 +117,7 @@ def test_a_replayed_ask_imports_nothing_heavy_on_the_way_to_its_first_byte(tmp_p
     blocking = {module: thread for module, thread in loaded.items() if thread in BLOCKING_THREADS}
     assert not blocking, f"imported on the way to the first byte: {blocking}"
     assert not {"anthropic", "openai"} & set(loaded), "a provider SDK was imported for the replay model"
+    assert "usearch" not in loaded, "a store far below the ANN size imported the ANN library"
 
 
 def test_help_imports_no_heavy_library(tmp_path, monkeypatch):

@@ -22,11 +22,14 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from usearch.index import Index
 
 from .sqlite_schema import newest_rowid
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,13 @@ COMPACT_PENDING = 2_000  # pending rows that trigger a compaction
 CURRENT = "superseded_at IS NULL AND embedding IS NOT NULL"
 
 Connect = Callable[[], sqlite3.Connection]  # a fresh connection to the store, for background work
+
+
+def usearch_index() -> type[Index]:
+    """usearch's Index class, imported on first use: a store below the ANN size never pays its ~50 ms."""
+    from usearch.index import Index
+
+    return Index
 
 
 class AnnIndex:
@@ -72,7 +82,7 @@ class AnnIndex:
             meta = json.loads(self.meta_path.read_text())
             if int(meta["dim"]) != self.dim:
                 raise ValueError(f"dimension {meta['dim']}, expected {self.dim}")
-            index = Index.restore(str(self.path), view=True)
+            index = usearch_index().restore(str(self.path), view=True)
             if index is None or index.ndim != self.dim or len(index) != int(meta["count"]):
                 raise ValueError("the index does not match its sidecar")
             index.expansion_search = self.expansion  # a saved file keeps neither beam width
@@ -99,7 +109,7 @@ class AnnIndex:
         os.replace(meta_temporary, self.meta_path)
 
     def _new(self) -> Index:
-        return Index(
+        return usearch_index()(
             ndim=self.dim,
             metric="ip",
             dtype="f16",
@@ -140,7 +150,7 @@ class AnnIndex:
         with self.lock:
             pending, removed = dict(self.pending), set(self.removed)
             rowid, vectors, generation = self.seen_rowid, self.seen_vectors, self.generation
-        index = Index.restore(str(self.path))  # a writable copy; the mapped one keeps serving
+        index = usearch_index().restore(str(self.path))  # a writable copy; the mapped one keeps serving
         index.expansion_add = EXPANSION_ADD
         db = connect()
         try:
@@ -164,7 +174,7 @@ class AnnIndex:
             index.add(keys, np.stack([pending[int(k)] for k in keys]), threads=os.cpu_count() or 1)
         self._save(index, rowid, vectors, now)
         with self.lock:
-            mapped = Index.restore(str(self.path), view=True)
+            mapped = usearch_index().restore(str(self.path), view=True)
             self.index = mapped
             self.covered_rowid, self.covered_vectors, self.generation = rowid, vectors, now
             for key in pending:
