@@ -1,10 +1,14 @@
-"""`thoth ask "/approvals"` as a real process in an initialised home: it exits 0 every time.
+"""Approvals as real processes in an initialised home: `thoth ask "/approvals"` exits 0 every time, and an
+approval whose worker is killed around its apply is neither lost nor applied twice.
 
 Issue 20 item 11 saw it abort 3 times in 10 with a queue full of repeats; this runs it a few times.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,3 +39,50 @@ def test_approvals_as_a_process_exits_0_every_time_and_lists_each_item_once(
     assert [(r.returncode, r.stderr) for r in runs] == [(0, "")] * RUNS
     listed = [sorted(line.split()[0] for line in r.stdout.splitlines() if line.startswith("persona:")) for r in runs]
     assert listed == [["persona:p0", "persona:p1", "persona:p2"]] * RUNS
+
+
+KILLED = """
+import os, sys
+import thoth_reflection.queue as queue
+
+applied, moment = queue._apply, sys.argv[1]
+
+async def killed(*args, **kwargs):
+    if moment == "after":
+        await applied(*args, **kwargs)
+    os._exit(9)  # the worker dies before (or right after) the apply, before the item is settled
+
+queue._apply = killed
+from thoth_core.cli import main
+
+sys.argv = ["thoth", "review", "approve", "persona:p0"]
+main()
+"""
+
+
+@pytest.mark.parametrize("moment", ["before", "after"])
+def test_an_approval_killed_around_its_apply_stays_pending_and_approving_again_applies_it_once(
+    tmp_path: Path, moment: str
+) -> None:
+    project, home = tmp_path / "agent", tmp_path / "home"
+    env = {"THOTH_HOME": str(home), "THOTH_CONFIG": None, "THOTH_LOAD_PLUGINS": None}
+    assert run_thoth("init", str(project), env=env, cwd=tmp_path).returncode == 0
+    store = Store(home / "reflection" / "reflection.db")
+    source = {"session": "s0", "run": "r0", "workspace": "default", "peer": "ann", "thread": "cli"}
+    text = OBSERVATIONS[0]
+    store.add_item("persona:p0", kind="persona-observation", title=text, text=text, source=source, flags=[], payload={})
+    environ = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, moment], cwd=project, env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert killed.returncode == 9, killed.stderr
+    rules = project / "persona" / "RULES.md"
+    assert (rules.exists() and text in rules.read_text()) == (moment == "after")
+    assert store.item("persona:p0")["status"] == "pending"  # not marked approved while unapplied
+    store.execute("UPDATE claims SET at = 0")  # the dead worker's claim lapses (after DECISION_SECONDS)
+    again = run_thoth("review", "approve", "persona:p0", env=env, cwd=project)
+    assert again.returncode == 0, again.stderr
+    assert "approved persona:p0" in again.stdout
+    assert rules.read_text().count(text) == 1
+    assert store.item("persona:p0")["status"] == "approved"
+    store.close()

@@ -134,9 +134,10 @@ def _with_sections(text: str) -> str:
 
 
 def append_knowledge(directory: Path, topic: str, text: str, *, heading: str) -> Path:
-    """Append a promoted note to `knowledge/<topic>.md`; returns the file."""
+    """Append a promoted note to `knowledge/<topic>.md` unless it is there; returns the file."""
     path = directory / f"{topic}.md"
     with _lock(path):
         current = path.read_text(encoding="utf-8") if path.exists() else f"# {topic.replace('-', ' ').title()}\n"
-        write_atomic(path, current.rstrip("\n") + f"\n\n## {heading}\n\n{text.strip()}\n")
+        if f"\n\n{text.strip()}\n" not in current:  # not twice, when a killed worker's apply is completed
+            write_atomic(path, current.rstrip("\n") + f"\n\n## {heading}\n\n{text.strip()}\n")
     return path

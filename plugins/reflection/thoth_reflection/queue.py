@@ -30,6 +30,7 @@ from thoth_core.storage import write_atomic
 from thoth_core.types import new_id
 
 from . import reflexion_files
+from .claims import claimed
 from .memory import MemoryFile, append_knowledge
 from .schema import SLUG, utc_day
 from .settings import State
@@ -46,6 +47,8 @@ PREFIXES = {
 DECIDED_COUNT = ("persona-observation", "memory-note", "user-model")  # kinds a decided twin also stops
 ALSO_LIMIT = 50  # extra sessions remembered on one item (the count goes on in `repeats`)
 RULES_HEADING = "## Learned from reflection"
+DECISION_SECONDS = 120.0  # a decision's claim on its item: a worker that died applying it frees the item after this
+DECISION_WAIT = 5.0  # how long a decision waits for another worker deciding the same item
 
 
 def source_of(session: Session, run_id: str | None) -> dict[str, Any]:
@@ -277,18 +280,32 @@ def pending_items(st: State) -> list[dict[str, Any]]:
 async def decide(
     st: State, item_id: str, decision: str, *, actor: str, reason: str, text: str | None
 ) -> dict[str, Any] | None:
-    """Apply a decision to one of reflection's items; None when the id is not reflection's."""
-    if item_id.partition(":")[0] not in PREFIXES:
+    """Apply a decision to one of reflection's items; None when the id is not reflection's.
+
+    The decision holds the item's claim while it applies, and the item is settled only once it
+    is applied: a worker killed in between leaves it pending (its claim lapses after
+    `DECISION_SECONDS`), and approving it again completes the apply without doubling it.
+    """
+    if item_id.partition(":")[0] not in PREFIXES or st.store.item(item_id) is None:
         return None
-    item = st.store.item(item_id)
-    if item is None:
-        return None
-    if item["status"] != "pending":
-        raise _already(st, item_id)
     if st.founders and actor not in st.founders:
         raise ThothError(f"only founders ({', '.join(st.founders)}) may decide {item_id}; {actor!r} is not one")
     if decision not in ("approve", "edit", "reject"):
         raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
+    async with claimed(st.store, f"decision:{item_id}", seconds=DECISION_SECONDS, wait=DECISION_WAIT) as mine:
+        if not mine:
+            raise ThothError(f"{item_id} is being decided by another worker; try again in a minute")
+        item = st.store.item(item_id)
+        if item is None or item["status"] != "pending":
+            raise _already(st, item_id)
+        return await _decide_claimed(st, item, decision, actor=actor, reason=reason, text=text)
+
+
+async def _decide_claimed(
+    st: State, item: dict[str, Any], decision: str, *, actor: str, reason: str, text: str | None
+) -> dict[str, Any]:
+    """The decision itself, once this worker holds the item's claim and has seen it pending."""
+    item_id = item["id"]
     audit = {"item": item_id, "decision": decision, "reason": reason}
     where_from = {"run_id": item["source"].get("run"), "session_id": item["source"].get("session"), "actor": actor}
     if decision == "edit":
@@ -305,16 +322,11 @@ async def decide(
         st.store.audit("decision", audit, **where_from)
         return {"id": item_id, "status": "rejected", "message": f"rejected {item_id}"}
     final = redactor_of(st).redact((text or item["text"]).strip())
-    if not st.store.settle(item_id, "approved", actor=actor, reason=reason):  # only the one winner applies it
-        raise _already(st, item_id)
-    try:
-        where = await _apply(st, item, final, actor)
-    except BaseException:
-        st.store.reopen(item_id, actor=actor)  # not applied: it waits for a decision again
-        raise
+    where = await _apply(st, item, final, actor)
     if normalized(final) != normalized(item["text"]):
         _keep_proposed(st, st.store.item(item_id) or item)
-    st.store.set_text(item_id, final)
+    if not st.store.settle(item_id, "approved", actor=actor, reason=reason, text=final):
+        raise _already(st, item_id)
     st.store.audit("decision", dict(audit, text=final, applied_to=where), **where_from)
     return {"id": item_id, "status": "approved", "message": f"approved {item_id}: {where}"}
 
@@ -370,12 +382,15 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
 
 
 def _append_rule(st: State, text: str) -> str:
-    """Append one line under the rules file's reflection heading; returns the file (relative to the project)."""
+    """Append one line (unless there) under the rules file's reflection heading; returns the file, project-relative."""
     path = st.path(st.settings.observations_file)
     current = path.read_text(encoding="utf-8") if path.exists() else ""
+    line = f"- {' '.join(text.split())}"
+    if line in current.splitlines():  # an apply a killed worker finished: not twice
+        return str(st.settings.observations_file)
     if RULES_HEADING not in current:
         current = current.rstrip("\n") + ("\n\n" if current.strip() else "") + RULES_HEADING + "\n"
-    write_atomic(path, current.rstrip("\n") + f"\n- {' '.join(text.split())}\n")
+    write_atomic(path, current.rstrip("\n") + f"\n{line}\n")
     return str(st.settings.observations_file)
 
 

@@ -84,17 +84,19 @@ def locate(folder: Path, record: str) -> Path | None:
 
 
 def install(folder: Path, name: str, text: str) -> Path:
-    """Write an approved record as a new file (`-2`, `-3`, ... when the name is taken); returns its path."""
+    """Write an approved record as a new file (`-2`, `-3`, ... when another text has the name); returns its path."""
     if not NAME.match(name) or not name.endswith(".md"):
         raise ThothError(f"reflexion record name {name!r} is not a plain file name ending in .md")
     parse(text, source=name)
     stem = name.removesuffix(".md")
-    path, n = folder / name, 1
+    path, n, body = folder / name, 1, text.rstrip("\n") + "\n"
     while path.exists():
+        if path.read_text(encoding="utf-8") == body:  # written by an apply a killed worker began
+            return path
         n += 1
         path = folder / f"{stem}-{n}.md"
     try:
-        write_atomic(path, text.rstrip("\n") + "\n")
+        write_atomic(path, body)
     except OSError as exc:
         raise ThothError(f"{path}: cannot write the reflexion record: {exc}") from exc
     return path
