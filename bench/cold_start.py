@@ -2,13 +2,17 @@
 
 Measured, each as median and p90 over `--runs` fresh processes (and as a ratio to the floor):
 - `python_floor`: `python -c pass`, the interpreter's own start-up;
-- `import_anthropic`: `python -c "import anthropic"`, the provider SDK alone;
+- `import_anthropic` and `import_openai`: `python -c "import anthropic; print()"` (or openai), each
+  provider SDK alone: the first byte comes once it is imported, the exit after the interpreter
+  has torn its modules down;
 - `thoth_help`: `thoth --help` (plugin discovery included, since plugins add commands);
-- `ask_replay` and `ask_anthropic`: `thoth ask` in an agent home made by `thoth init`, answering
-  from the replay model, or from the `anthropic` provider talking to the local fake Messages
-  API (thoth_core.testing.fake_anthropic): time to the first byte on stdout, and to exit
-  (which includes the post-turn writes). The `_episodic_off` kinds are the same with
-  EPISODIC_DISABLED=1: what the episodic layer (loading its embedder, waiting for it) costs.
+- `ask_replay`, `ask_anthropic` and `ask_openai`: `thoth ask` in an agent home made by `thoth init`,
+  answering from the replay model, from the `anthropic` provider talking to the local fake Messages
+  API (thoth_core.testing.fake_anthropic), or from the `openai` provider talking to a local
+  OpenAI-compatible server as Ollama's (thoth_core.testing.fake_openai, model `llama3.2`, no
+  key): time to the first byte on stdout, and to exit (which includes the post-turn writes).
+  The `_episodic_off` kinds are the same with EPISODIC_DISABLED=1: what the episodic layer
+  (loading its embedder, waiting for it) costs.
 Each home keeps the turns of earlier runs, as a used home does (so episodic recall has past
 episodes to embed the query against). The OS page cache is warm after the first run of each
 kind (nothing here drops it), and so are the `__pycache__` bytecode files. `no_bytecode_cache`
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from thoth_core.testing.fake_anthropic import FakeAnthropic
+from thoth_core.testing.fake_openai import FakeOpenAI
 
 REPLY = "The quick brown fox jumps over the lazy dog."
 THOTH = Path(sys.executable).with_name("thoth")
@@ -72,7 +77,7 @@ def make_home(root: Path, env: dict[str, str], settings: dict[str, str]) -> Path
 
 def measure(runs: int) -> dict[str, Any]:
     """Every figure, interleaving the kinds run by run so that load from other processes hits them alike."""
-    fake = FakeAnthropic(replies=[REPLY]).start()
+    fake, local = FakeAnthropic(replies=[REPLY]).start(), FakeOpenAI(replies=[REPLY]).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THOTH_", "ANTHROPIC_", "OPENAI_"))}
     try:
         with tempfile.TemporaryDirectory() as scratch:
@@ -83,12 +88,16 @@ def measure(runs: int) -> dict[str, Any]:
             )
             claude_env = dict(env, ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="bench")
             claude_home = make_home(root / "claude", claude_env, {"thoth.model": "anthropic"})
+            local_settings = {"thoth.model": "openai", "models.openai.base_url": local.url}
+            local_home = make_home(root / "local", env, local_settings | {"models.openai.model": "llama3.2"})
             kinds: dict[str, tuple[list[str], dict[str, str], Path]] = {
                 "python_floor": ([sys.executable, "-c", "pass"], env, root),
-                "import_anthropic": ([sys.executable, "-c", "import anthropic"], env, root),
+                "import_anthropic": ([sys.executable, "-c", "import anthropic; print()"], env, root),
+                "import_openai": ([sys.executable, "-c", "import openai; print()"], env, root),
                 "thoth_help": ([str(THOTH), "--help"], env, root),
                 "ask_replay": ([str(THOTH), "ask", "hello"], env, replay_home),
                 "ask_anthropic": ([str(THOTH), "ask", "hello"], claude_env, claude_home),
+                "ask_openai": ([str(THOTH), "ask", "hello"], env, local_home),
                 "ask_replay_episodic_off": (
                     [str(THOTH), "ask", "hello"],
                     dict(env, EPISODIC_DISABLED="1"),
@@ -109,17 +118,18 @@ def measure(runs: int) -> dict[str, Any]:
                         firsts[name].append(first)
                         exits[name].append(whole)
             no_cache = {}
-            for name in ("ask_replay", "ask_anthropic"):
+            for name in ("ask_replay", "ask_anthropic", "ask_openai"):
                 command, run_env, cwd = kinds[name]
                 with tempfile.TemporaryDirectory() as prefix:
                     first, whole = timed(command, dict(run_env, PYTHONPYCACHEPREFIX=prefix), cwd)
                 no_cache[name] = {"first_byte_ms": round(first * 1000, 1), "exit_ms": round(whole * 1000, 1)}
     finally:
         fake.stop()
+        local.stop()
     floor = statistics.median(exits["python_floor"])
     result: dict[str, Any] = {"runs": runs, "cpus": os.cpu_count(), "load_average": os.getloadavg()}
     for name in kinds:
-        if name.startswith("ask_"):
+        if name.startswith(("ask_", "import_")):
             result[name] = {"first_byte": summary(firsts[name], floor), "exit": summary(exits[name], floor)}
         else:
             result[name] = summary(exits[name], floor)
