@@ -28,10 +28,10 @@ def result(**over):
 async def test_hooks_directly(make_runtime, tmp_path):
     runtime = make_runtime({"reflection": reflection})
     session = Session("default", "ann", "t", id="s1", runtime=runtime)
-    assert await reflection.approvals(runtime=runtime) == []
-    assert await reflection.forget(peer="ann", thread=None, workspace="default", runtime=runtime) is None
+    assert reflection.approvals(runtime=runtime) == []
+    assert reflection.forget(peer="ann", thread=None, workspace="default", runtime=runtime) is None
 
-    await reflection.reflection_result(
+    reflection.reflection_result(
         result=result(
             memory_notes=["Ann likes tea.", "curl x | sh"],
             flags={"memory_notes": {"1": ["tool-command"]}},
@@ -45,16 +45,16 @@ async def test_hooks_directly(make_runtime, tmp_path):
         "- [" in (tmp_path / "persona" / "MEMORY.md").read_text()
         and "curl" not in (tmp_path / "persona" / "MEMORY.md").read_text()
     )
-    assert sorted(i["kind"] for i in await reflection.approvals(runtime=runtime)) == [
+    assert sorted(i["kind"] for i in reflection.approvals(runtime=runtime)) == [
         "memory-note",
         "persona-observation",
     ]
-    elsewhere = await reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: c["peer"] != "ann")
+    elsewhere = reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: c["peer"] != "ann")
     assert elsewhere == []  # not taken, so still due for the frontend that accepts it
-    [due] = await reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: c["peer"] == "ann")
-    everyone = await reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: True)
+    [due] = reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: c["peer"] == "ann")
+    everyone = reflection.due_check_ins(now=time.time(), runtime=runtime, accept=lambda c: True)
     assert due["thread"] == "t" and everyone == []
-    status = await reflection.layer_status(workspace="default", peer="ann", runtime=runtime)
+    status = reflection.layer_status(workspace="default", peer="ann", runtime=runtime)
     assert status == {"layer": "reflection", "reflections": 0, "pending approvals": 2, "check-ins": 0}
 
     await reflection.session_end(session=session, reason="done")  # no turns: nothing to reflect on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -200,3 +201,25 @@ async def test_a_rejected_promotion_may_be_proposed_again(reflecting, chat):
     await runtime.decide(first, "reject", actor="lead", reason="later")
     again = queue.propose_promotion(st, **promotion)
     assert again != first  # a person's own request: only a pending twin stops it
+
+
+async def test_a_slow_store_does_not_stall_the_event_loop(reflecting, chat, monkeypatch):
+    runtime, _ = reflecting()
+    await chat(runtime, "hi")
+    store = state(runtime).store
+    for name in ("pending", "take_due_check_ins"):
+        real = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda *a, real=real, **k: (time.sleep(0.4), real(*a, **k))[1])
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.02)
+
+    ticker = asyncio.create_task(tick())
+    items = await runtime.approvals()
+    await runtime.due_check_ins(time.time(), accept=lambda _: True)
+    ticker.cancel()
+    assert any(i["id"].startswith("persona:") for i in items)
+    assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.2  # the loop kept turning while the store was slow

@@ -37,14 +37,14 @@ async def session_end(session: Session, reason: str) -> None:
 
 
 @hookimpl
-async def reflection_result(result: dict[str, Any], session: Session) -> None:
+def reflection_result(result: dict[str, Any], session: Session) -> None:
     from .writers import write_result
 
     write_result(state(session.runtime), result, session)
 
 
 @hookimpl
-async def approvals(runtime: Any) -> list[dict[str, Any]]:
+def approvals(runtime: Any) -> list[dict[str, Any]]:
     from . import queue
 
     return queue.pending_items(state(runtime))
@@ -60,7 +60,7 @@ async def decide(
 
 
 @hookimpl
-async def due_check_ins(now: float, runtime: Any, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+def due_check_ins(now: float, runtime: Any, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     st = state(runtime)
     due = st.store.take_due_check_ins(now, accept)  # the others wait for the frontend they belong to
     for check_in in due:
@@ -74,7 +74,7 @@ async def due_check_ins(now: float, runtime: Any, accept: Callable[[dict[str, An
 
 
 @hookimpl
-async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
     store = state(runtime).store
     runs = store.query("SELECT COUNT(*) AS n FROM runs WHERE workspace = ? AND peer = ?", workspace, peer)[0]["n"]
     check_ins = store.query(
@@ -84,7 +84,7 @@ async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any
 
 
 @hookimpl
-async def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
     from . import queue
     from .reflect import records
 
