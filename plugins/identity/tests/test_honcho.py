@@ -16,7 +16,7 @@ from thoth_identity.settings import load_settings
 from thoth_identity.store import IdentityStore
 
 from thoth_core import ConfigError
-from thoth_core.testing import check_layer_plugin, context_for
+from thoth_core.testing import check_layer_plugin, context_for, make_test_runtime
 
 DEADLINE = 1.5
 
@@ -175,6 +175,31 @@ async def test_the_outbox_outlives_the_process_and_forget_erases_it(make_runtime
         assert [m["content"] for m in server.messages] == ["I keep bees", "ok"]  # sent at start-up, bob's erased
         assert (await second.status(peer="ann"))[0]["pending_ingest"] == 0
     finally:
+        server.stop()
+
+
+async def test_messages_waiting_for_honcho_travel_in_an_export_and_are_sent_once(make_runtime, tmp_path):
+    server = FakeHoncho(port=free_port())  # down: the turn's messages wait in the outbox
+    first = make_runtime({"identity": plugin}, config=honcho_config(server.url))
+    await first.turn("I keep bees", peer="ann", thread="t")
+    await first.drain()
+    document = backend_for(first).export("default", "ann", local_only=True)
+    assert [(m["role"], m["content"]) for m in document["outbox"]] == [("user", "I keep bees"), ("assistant", "ok")]
+    await first.aclose()
+    server.start()
+    elsewhere = make_test_runtime(tmp_path / "elsewhere", {"identity": plugin}, config=honcho_config(server.url))
+    embedded = make_test_runtime(tmp_path / "embedded", {"identity": plugin})
+    try:
+        backend = backend_for(elsewhere)
+        assert backend.import_document(document, workspace="default", peer="ann")["unsent_messages"] == 2
+        assert [m["content"] for m in server.messages] == ["I keep bees", "ok"]
+        assert backend.import_document(document, workspace="default", peer="ann")["unsent_messages"] == 0
+        assert [m["content"] for m in server.messages] == ["I keep bees", "ok"]  # sent once
+        kept = backend_for(embedded).import_document(document, workspace="default", peer="ann")
+        assert kept["messages"] == 2  # without Honcho they are the embedded backend's own messages
+    finally:
+        await elsewhere.aclose()
+        await embedded.aclose()
         server.stop()
 
 

@@ -28,6 +28,13 @@ _NUMBER = (int, float)
 # Per table: field -> (accepted types, required). Other fields are ignored on import.
 EXPORT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "messages": {"role": ((str,), True), "content": ((str,), True), "at": (_NUMBER, True), "thread": ((str,), False)},
+    "outbox": {  # messages Honcho had not accepted yet
+        "thread": ((str,), True),
+        "turn_id": ((str,), True),
+        "role": ((str,), True),
+        "content": ((str,), True),
+        "at": (_NUMBER, True),
+    },
     "observations": {
         "content": ((str,), True),
         "kind": ((str,), False),
@@ -233,7 +240,9 @@ class IdentityBackend:
     def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
         """Add an exported document's rows to a peer, all or nothing; returns counts added."""
         validate_export(document)
-        added = self.store.import_rows(workspace, peer, document)
+        unsent = document.get("outbox", [])  # a backend without an outbox keeps them as its own messages
+        rows = {**document, "messages": [*document.get("messages", []), *unsent]}
+        added = self.store.import_rows(workspace, peer, rows)
         notes = [o["content"] for o in document.get("observations", [])]
         self.copy_notes(workspace, peer, notes, author="import")
         return added

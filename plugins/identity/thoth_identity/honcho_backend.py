@@ -38,7 +38,7 @@ from honcho import Session as HonchoSession
 
 from thoth_core import ContextBlock, Reply, Session, Turn
 
-from .backend import IdentityBackend, fallback_block, last_model
+from .backend import IdentityBackend, fallback_block, last_model, validate_export
 from .graph import block_facts
 from .honcho_errors import RETRYABLE, describe, error_kind, retryable
 from .outbox import Outbox
@@ -363,8 +363,9 @@ class HonchoBackend(IdentityBackend):
     # --- export, import, forget, status -------------------------------------------------
 
     def export(self, workspace: str, peer: str, *, local_only: bool = False) -> dict[str, Any]:
-        """The local rows plus what Honcho holds (sessions with messages, conclusions, card); raises if unreadable."""
-        document = super().export(workspace, peer)
+        """Local rows, waiting messages and Honcho's sessions, conclusions and card; raises if unreadable."""
+        assert self.outbox is not None
+        document = super().export(workspace, peer) | {"outbox": self.outbox.rows(workspace, peer)}
         if not local_only:
             from .honcho_data import export_honcho
 
@@ -372,8 +373,16 @@ class HonchoBackend(IdentityBackend):
         return document
 
     def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
-        """The local rows, then the document's Honcho sessions, messages and conclusions, each once."""
-        added = super().import_document(document, workspace=workspace, peer=peer)
+        """Local rows, waiting messages (sent from this outbox), then Honcho's sessions and conclusions, each once."""
+        assert self.outbox is not None
+        validate_export(document)
+        local = {key: value for key, value in document.items() if key != "outbox"}
+        added = super().import_document(local, workspace=workspace, peer=peer)
+        threads: dict[str, list[tuple[str, str, str, float]]] = {}
+        for m in document.get("outbox", []):
+            threads.setdefault(m["thread"], []).append((m["turn_id"], m["role"], m["content"], m["at"]))
+        added["unsent_messages"] = sum(self.outbox.put(workspace, peer, t, rows) for t, rows in threads.items())
+        self.writer.submit(self._send_waiting)
         self.flush()
         if document.get("honcho"):
             from .honcho_data import import_honcho

@@ -109,6 +109,14 @@ class Outbox:
             sql, args = sql + " AND thread = ?", [*args, thread]
         return int(self.store.db.execute(sql, args).rowcount)
 
+    def rows(self, workspace: str, peer: str) -> list[dict[str, Any]]:
+        """A peer's waiting messages, oldest first, for an export."""
+        return self.store.rows(
+            "SELECT thread, turn_id, role, content, at FROM honcho_outbox WHERE workspace = ? AND peer = ? ORDER BY id",
+            workspace,
+            peer,
+        )
+
     def waiting(self, workspace: str | None = None, peer: str | None = None) -> int:
         """How many messages wait (for one peer, or all)."""
         if workspace is None:
