@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fusion_cv import Question, report
+from fusion_cv import Question, candidate_ceiling, report
 from signals_cv import report as signals_report
 from thoth_episodic import plugin, postgres_store, sqlite_store
 from thoth_episodic.memory import memory_for
@@ -204,10 +204,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def folds(questions: list[Question], settings: Any) -> dict[str, Any]:
-    """The fusion rules' and the post-fusion signals' ablations and leave-one-conversation-out folds."""
+    """Fusion's and the signals' ablations and leave-one-conversation-out folds; the candidates' R@10 ceiling."""
+    by_category = {f"{c} {name}": [q for q in questions if q.category == c] for c, name in CATEGORIES.items()}
     return {
         "signals": signals_report(questions, FUSIONS[settings.fusion], settings.signals),
         "fusion": report(questions, settings.fusion),
+        "candidate_ceiling": {name: candidate_ceiling(qs) for name, qs in by_category.items()},
     }
 
 
