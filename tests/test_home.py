@@ -95,3 +95,15 @@ def test_the_plain_chat_reopens_the_peers_last_thread(tmp_path):
     assert "peer ann, thread t1." in again.stdout, again.stderr
     other = run_thoth("chat", "--frontend", "repl", "--peer", "bob", cwd=tmp_path, env=env)
     assert "peer bob, thread repl." in other.stdout
+
+
+def test_a_commit_of_an_unchanged_file_is_no_commit_and_no_error(tmp_path, caplog):
+    from thoth_core.git import git_commit, git_init
+
+    (tmp_path / "RULES.md").write_text("- Lead with the command.\n")
+    assert git_init(tmp_path, "start", ["RULES.md"])
+    (tmp_path / "RULES.md").write_text("- Lead with the command.\n- Ask which environment.\n")
+    first = git_commit(tmp_path / "RULES.md", "Approve a rule")
+    with caplog.at_level("ERROR", logger="thoth_core.git"):
+        again = git_commit(tmp_path / "RULES.md", "Approve a rule")  # an apply done again: nothing changed
+    assert first and again is None and not caplog.records

@@ -29,7 +29,7 @@ def git_commit(path: Path, message: str, *, only: list[Path] | None = None) -> s
     """Commit exactly `path` (added, changed or removed files), or just the `only` paths in it; returns the commit id.
 
     Other changes in the repository are left out (`git commit -- PATH...`). Returns None when
-    path is not in a repository or the commit failed (logged with git's message).
+    path is not in a repository, nothing in it changed, or the commit failed (logged with git's message).
     """
     repo = repository_of(path if path.is_dir() else path.parent)
     if repo is None:
@@ -38,6 +38,8 @@ def git_commit(path: Path, message: str, *, only: list[Path] | None = None) -> s
     identity = () if _git(repo, "config", "user.email").stdout.strip() else FALLBACK_IDENTITY
     steps = {"add": ("add", "-A", "--", *relative), "commit": (*identity, "commit", "-q", "-m", message, "--", *relative)}
     for name, args in steps.items():
+        if name == "commit" and _git(repo, "diff", "--cached", "--quiet", "--", *relative).returncode == 0:
+            return None  # already committed as it is (an apply done again)
         done = _git(repo, *args)
         if done.returncode != 0:
             logger.error("git %s in %s failed: %s", name, repo, (done.stderr or done.stdout).strip())

@@ -407,15 +407,19 @@ class Runtime:
     async def due_check_ins(
         self, now: float | None = None, *, accept: Callable[[dict[str, Any]], bool] | None = None
     ) -> list[dict[str, Any]]:
-        """Check-ins whose time has come and that `accept` takes (they count as delivered once returned)."""
+        """Check-ins whose time has come and that `accept` takes (they count as delivered once returned).
+
+        `accept` may be called from a worker thread: it must be quick and thread-safe. Plugins get their
+        background deadline, not a turn's: a hook cut off after it marked check-ins delivered would lose them.
+        """
         accept = accept or (lambda _item: True)
         kwargs = {"now": time.time() if now is None else now, "runtime": self, "accept": accept}
-        outcomes = await call_each(self.pm, "due_check_ins", kwargs, deadline_for=self.deadline_for)
+        outcomes = await call_each(self.pm, "due_check_ins", kwargs, deadline_for=self.background_deadline)
         return [item for _, found, _ in outcomes for item in found or [] if accept(item)]
 
     async def approvals(self) -> list[dict[str, Any]]:
-        """Every pending item of every plugin's approval queue."""
-        outcomes = await call_each(self.pm, "approvals", {"runtime": self}, deadline_for=self.deadline_for)
+        """Every pending item of every plugin's approval queue (a busy store is waited for, not read as empty)."""
+        outcomes = await call_each(self.pm, "approvals", {"runtime": self}, deadline_for=self.background_deadline)
         return [item for _, result, _ in outcomes for item in result or []]
 
     async def decide(

@@ -183,6 +183,7 @@ async def test_messages_waiting_for_honcho_travel_in_an_export_and_are_sent_once
     first = make_runtime({"identity": plugin}, config=honcho_config(server.url))
     await first.turn("I keep bees", peer="ann", thread="t")
     await first.drain()
+    assert backend_for(first).store.held_peers() == [("default", "ann")]  # a bundle exports ann, though only waiting
     document = backend_for(first).export("default", "ann", local_only=True)
     assert [(m["role"], m["content"]) for m in document["outbox"]] == [("user", "I keep bees"), ("assistant", "ok")]
     await first.aclose()
@@ -191,9 +192,9 @@ async def test_messages_waiting_for_honcho_travel_in_an_export_and_are_sent_once
     embedded = make_test_runtime(tmp_path / "embedded", {"identity": plugin})
     try:
         backend = backend_for(elsewhere)
-        assert backend.import_document(document, workspace="default", peer="ann")["unsent_messages"] == 2
+        assert backend.import_document(document, workspace="default", peer="ann")["queued_messages"] == 2
         assert [m["content"] for m in server.messages] == ["I keep bees", "ok"]
-        assert backend.import_document(document, workspace="default", peer="ann")["unsent_messages"] == 0
+        assert backend.import_document(document, workspace="default", peer="ann")["queued_messages"] == 0
         assert [m["content"] for m in server.messages] == ["I keep bees", "ok"]  # sent once
         kept = backend_for(embedded).import_document(document, workspace="default", peer="ann")
         assert kept["messages"] == 2  # without Honcho they are the embedded backend's own messages

@@ -111,6 +111,7 @@ class IdentityBackend:
 
     name = "base"
     last_kind = "live"  # `live`, or `fallback` when the last block was the stale one
+    keeps_unsent_as_messages = True  # an import's messages Honcho had not taken become this backend's own
 
     def __init__(self, runtime: Any, settings: IdentitySettings, store: IdentityStore) -> None:
         self.runtime = runtime
@@ -240,7 +241,7 @@ class IdentityBackend:
     def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
         """Add an exported document's rows to a peer, all or nothing; returns counts added."""
         validate_export(document)
-        unsent = document.get("outbox", [])  # a backend without an outbox keeps them as its own messages
+        unsent = document.get("outbox", []) if self.keeps_unsent_as_messages else []
         rows = {**document, "messages": [*document.get("messages", []), *unsent]}
         added = self.store.import_rows(workspace, peer, rows)
         notes = [o["content"] for o in document.get("observations", [])]

@@ -38,7 +38,7 @@ from honcho import Session as HonchoSession
 
 from thoth_core import ContextBlock, Reply, Session, Turn
 
-from .backend import IdentityBackend, fallback_block, last_model, validate_export
+from .backend import IdentityBackend, fallback_block, last_model
 from .graph import block_facts
 from .honcho_errors import RETRYABLE, describe, error_kind, retryable
 from .outbox import Outbox
@@ -119,6 +119,7 @@ class HonchoBackend(IdentityBackend):
     """Identity memory in a Honcho server, through the `honcho-ai` SDK."""
 
     name = "honcho"
+    keeps_unsent_as_messages = False  # they go into the outbox, then to Honcho
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -373,21 +374,20 @@ class HonchoBackend(IdentityBackend):
         return document
 
     def import_document(self, document: dict[str, Any], *, workspace: str, peer: str) -> dict[str, int]:
-        """Local rows, waiting messages (sent from this outbox), then Honcho's sessions and conclusions, each once."""
+        """Local rows, Honcho's sessions and conclusions, then the waiting messages (sent after them), each once."""
         assert self.outbox is not None
-        validate_export(document)
-        local = {key: value for key, value in document.items() if key != "outbox"}
-        added = super().import_document(local, workspace=workspace, peer=peer)
-        threads: dict[str, list[tuple[str, str, str, float]]] = {}
-        for m in document.get("outbox", []):
-            threads.setdefault(m["thread"], []).append((m["turn_id"], m["role"], m["content"], m["at"]))
-        added["unsent_messages"] = sum(self.outbox.put(workspace, peer, t, rows) for t, rows in threads.items())
-        self.writer.submit(self._send_waiting)
+        added = super().import_document(document, workspace=workspace, peer=peer)
         self.flush()
         if document.get("honcho"):
             from .honcho_data import import_honcho
 
             added.update(import_honcho(self, document["honcho"], workspace=workspace, peer=peer))
+        threads: dict[str, list[tuple[str, str, str, float]]] = {}
+        for m in document.get("outbox", []):
+            threads.setdefault(m["thread"], []).append((m["turn_id"], m["role"], m["content"], m["at"]))
+        added["queued_messages"] = sum(self.outbox.put(workspace, peer, t, rows) for t, rows in threads.items())
+        self.writer.submit(self._send_waiting)
+        self.flush()
         return added
 
     def forget(self, workspace: str, peer: str, thread: str | None, *, wait: float = 0.0) -> dict[str, int]:

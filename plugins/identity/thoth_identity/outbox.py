@@ -110,9 +110,10 @@ class Outbox:
         return int(self.store.db.execute(sql, args).rowcount)
 
     def rows(self, workspace: str, peer: str) -> list[dict[str, Any]]:
-        """A peer's waiting messages, oldest first, for an export."""
+        """A peer's waiting messages, oldest first, for an export (not those Honcho refused for good)."""
         return self.store.rows(
-            "SELECT thread, turn_id, role, content, at FROM honcho_outbox WHERE workspace = ? AND peer = ? ORDER BY id",
+            "SELECT thread, turn_id, role, content, at FROM honcho_outbox WHERE workspace = ? AND peer = ?"
+            " AND (claimed_by IS NULL OR claimed_by <> 'rejected') ORDER BY id",
             workspace,
             peer,
         )

@@ -58,7 +58,7 @@ class IdentityStore:
         sql = (
             "SELECT workspace, peer FROM peers UNION SELECT workspace, peer FROM messages"
             " UNION SELECT workspace, peer FROM observations UNION SELECT workspace, peer FROM facts"
-            " ORDER BY workspace, peer"
+            " UNION SELECT workspace, peer FROM honcho_outbox ORDER BY workspace, peer"
         )
         return [(row["workspace"], row["peer"]) for row in self.db.execute(sql)]
 

@@ -114,9 +114,12 @@ class FakeIdentity:
 
     def __init__(self):
         self.updates = []
+        self.failure = None  # set: the layer raises it instead of taking updates
 
     @hookimpl
     def reflection_result(self, result, session):
+        if self.failure:
+            raise RuntimeError(self.failure)
         for peer, items in result["user_model_updates"].items():
             self.updates += [(peer, text) for text in items]
 

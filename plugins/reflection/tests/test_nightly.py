@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from thoth_reflection import plugin as reflection
-from thoth_reflection.memory import MemoryFile, append_knowledge
+from thoth_reflection.memory import MemoryFile
 from thoth_reflection.nightly import run_nightly
 from thoth_reflection.reflect import records
 from thoth_reflection.settings import CONFIG_DEFAULTS, Settings, state
@@ -384,12 +384,3 @@ async def test_a_bad_transient_max_names_the_key(make_runtime, value):
 
 def test_transient_max_is_a_declared_key():
     assert CONFIG_DEFAULTS["plugins.reflection"]["transient_max"] == Settings().transient_max == 200
-
-
-def test_a_knowledge_note_is_appended_once_even_when_its_apply_runs_again(tmp_path):
-    first = append_knowledge(tmp_path, "deploys", "Staging deploys on Fridays.", heading="From r1 (approved by ann)")
-    again = append_knowledge(tmp_path, "deploys", "Staging deploys on Fridays.", heading="From r1 (approved by bob)")
-    append_knowledge(tmp_path, "deploys", "Production needs two approvals.", heading="From r2 (approved by ann)")
-    text = first.read_text()
-    assert again == first and text.startswith("# Deploys\n")
-    assert text.count("Staging deploys on Fridays.") == 1 and "Production needs two approvals." in text

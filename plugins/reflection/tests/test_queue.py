@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
 import pytest
 from thoth_reflection import plugin as reflection
 from thoth_reflection import queue
+from thoth_reflection.memory import append_knowledge
 from thoth_reflection.reflect import records
 from thoth_reflection.settings import state
 
@@ -87,6 +89,20 @@ async def test_unknown_ids_are_not_reflections(reflecting):
     )
     with pytest.raises(ThothError, match="no pending item"):
         await runtime.decide("persona:missing", "approve", actor="a")
+
+
+async def test_a_user_model_update_the_identity_layer_fails_to_take_stays_pending(reflecting, chat, good):
+    good["user_model_updates"] = {"bob": ["Bob is lazy."]}
+    runtime, fakes = reflecting([json.dumps(good)])
+    await chat(runtime, "hi")
+    [held] = [i for i in await runtime.approvals() if i["body"] == "Bob is lazy."]
+    fakes["identity"].failure = "identity store is down"
+    with pytest.raises(ThothError, match="identity could not take the update: RuntimeError: identity store is down"):
+        await runtime.decide(held["id"], "approve", actor="lead")
+    assert held["id"] in {i["id"] for i in await runtime.approvals()}  # not marked approved
+    fakes["identity"].failure = None
+    assert (await runtime.decide(held["id"], "approve", actor="lead"))["status"] == "approved"
+    assert fakes["identity"].updates[-1] == ("bob", "Bob is lazy.")
 
 
 async def test_flagged_and_other_peer_notes_are_held_then_applied_on_approval(reflecting, chat, good, tmp_path):
@@ -203,10 +219,11 @@ async def test_a_rejected_promotion_may_be_proposed_again(reflecting, chat):
     assert again != first  # a person's own request: only a pending twin stops it
 
 
-async def test_a_slow_store_does_not_stall_the_event_loop(reflecting, chat, monkeypatch):
-    runtime, _ = reflecting()
-    await chat(runtime, "hi")
+async def test_a_slow_store_neither_stalls_the_event_loop_nor_loses_check_ins(reflecting, chat, monkeypatch):
+    runtime, _ = reflecting(config={"plugins": {"reflection": {"deadline": 0.1}}})  # a turn's deadline: shorter
+    session = await chat(runtime, "hi")
     store = state(runtime).store
+    store.add_check_in("c1", at=time.time() - 1, text="How did the deploy go?", session=session, run_id="r1")
     for name in ("pending", "take_due_check_ins"):
         real = getattr(store, name)
         monkeypatch.setattr(store, name, lambda *a, real=real, **k: (time.sleep(0.4), real(*a, **k))[1])
@@ -219,7 +236,21 @@ async def test_a_slow_store_does_not_stall_the_event_loop(reflecting, chat, monk
 
     ticker = asyncio.create_task(tick())
     items = await runtime.approvals()
-    await runtime.due_check_ins(time.time(), accept=lambda _: True)
+    due = await runtime.due_check_ins(time.time(), accept=lambda _: True)
     ticker.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await ticker
     assert any(i["id"].startswith("persona:") for i in items)
+    assert [c["text"] for c in due] == ["How did the deploy go?"]  # waited for, not marked delivered unseen
     assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.2  # the loop kept turning while the store was slow
+
+
+def test_a_knowledge_note_is_appended_once_even_when_its_apply_runs_again(tmp_path):
+    longer = "Staging deploys on Fridays.\nThen page the on-call."
+    first = append_knowledge(tmp_path, "deploys", longer, heading="From r1 (approved by ann)")
+    append_knowledge(tmp_path, "deploys", "Staging deploys on Fridays.", heading="From r2")  # not part of r1's
+    again = append_knowledge(tmp_path, "deploys", "Staging deploys on Fridays.", heading="From r2 (again)")
+    text = first.read_text()
+    assert again == first and text.startswith("# Deploys\n") and "(again)" not in text
+    assert text.count("\n\nStaging deploys on Fridays.\n") == 2
+    assert text.endswith("## From r2\n\nStaging deploys on Fridays.\n")

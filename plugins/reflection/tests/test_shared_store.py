@@ -65,20 +65,18 @@ def test_the_dialect_follows_the_storage_url(store: Store, storage: dict[str, An
     assert (tmp_path / "reflection.db").exists() is not bool(storage)
 
 
-def test_items_are_decided_once_and_reopened_when_not_applied(store: Store, storage: dict, tmp_path: Path) -> None:
+def test_items_are_edited_while_pending_and_decided_once(store: Store, storage: dict, tmp_path: Path) -> None:
     add(store, "persona:a")
     other = other_store(storage, tmp_path)
     try:
         assert [i["id"] for i in other.pending()] == ["persona:a"]
         assert other.item("persona:a")["source"] == SOURCE and other.item("persona:a")["flags"] == ["x"]
+        assert other.edit("persona:a", "Lead with the command, always.") is True
+        assert store.item("persona:a")["text"] == "Lead with the command, always."
         assert store.settle("persona:a", "approved", actor="lead") is True
         assert other.settle("persona:a", "rejected", actor="bob") is False  # the loser changes nothing
         assert other.edit("persona:a", "changed") is False
         assert (store.item("persona:a")["status"], store.item("persona:a")["decided_by"]) == ("approved", "lead")
-        store.reopen("persona:a", actor="lead")
-        assert [i["id"] for i in other.pending()] == ["persona:a"]
-        assert other.edit("persona:a", "Lead with the command, always.") is True
-        assert store.item("persona:a")["text"] == "Lead with the command, always."
     finally:
         other.close()
 

@@ -2,7 +2,7 @@
 
 A claim is a row of the store's `claims` table taken by a conditional write (see `Store.claim`),
 so of several processes sharing the store one holds it; a holder that died lets it lapse after
-its `seconds`. Taking a claim runs on a thread and waiting for one sleeps, so neither blocks the event loop.
+its `seconds`. Taking and giving back a claim is one short write; waiting for one sleeps on the event loop.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ async def claimed(store: Store, key: str, *, seconds: float, wait: float = 0.0) 
     """Hold the claim `key` while the block runs; yields False when another holder kept it for `wait` seconds."""
     deadline = time.monotonic() + wait
     delay = FIRST_POLL
-    while not await asyncio.to_thread(store.claim, key, seconds=seconds):
+    while not store.claim(key, seconds=seconds):
         if time.monotonic() >= deadline:
             yield False
             return
@@ -32,4 +32,4 @@ async def claimed(store: Store, key: str, *, seconds: float, wait: float = 0.0) 
     try:
         yield True
     finally:
-        await asyncio.to_thread(store.release, key)
+        store.release(key)

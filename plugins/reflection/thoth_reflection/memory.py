@@ -138,6 +138,6 @@ def append_knowledge(directory: Path, topic: str, text: str, *, heading: str) ->
     path = directory / f"{topic}.md"
     with _lock(path):
         current = path.read_text(encoding="utf-8") if path.exists() else f"# {topic.replace('-', ' ').title()}\n"
-        if f"\n\n{text.strip()}\n" not in current:  # not twice, when a killed worker's apply is completed
+        if not re.search(rf"\n\n{re.escape(text.strip())}\n(?=\n## |\Z)", current):  # a whole note: not twice
             write_atomic(path, current.rstrip("\n") + f"\n\n## {heading}\n\n{text.strip()}\n")
     return path

@@ -33,7 +33,7 @@ from . import reflexion_files
 from .claims import claimed
 from .memory import MemoryFile, append_knowledge
 from .schema import SLUG, utc_day
-from .settings import State
+from .settings import NAME, State
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ PREFIXES = {
 DECIDED_COUNT = ("persona-observation", "memory-note", "user-model")  # kinds a decided twin also stops
 ALSO_LIMIT = 50  # extra sessions remembered on one item (the count goes on in `repeats`)
 RULES_HEADING = "## Learned from reflection"
-DECISION_SECONDS = 120.0  # a decision's claim on its item: a worker that died applying it frees the item after this
+DECISION_MARGIN = 60.0  # a decision's claim outlasts its deadline by this: a dead worker's frees the item then
 DECISION_WAIT = 5.0  # how long a decision waits for another worker deciding the same item
 
 
@@ -280,21 +280,19 @@ def pending_items(st: State) -> list[dict[str, Any]]:
 async def decide(
     st: State, item_id: str, decision: str, *, actor: str, reason: str, text: str | None
 ) -> dict[str, Any] | None:
-    """Apply a decision to one of reflection's items; None when the id is not reflection's.
-
-    The decision holds the item's claim while it applies, and the item is settled only once it
-    is applied: a worker killed in between leaves it pending (its claim lapses after
-    `DECISION_SECONDS`), and approving it again completes the apply without doubling it.
-    """
+    """Apply a decision to one of reflection's items; None when the id is not reflection's."""
+    # Under the item's claim, settled only once applied: a worker killed in between leaves the item pending (the
+    # claim lapses after the decision's deadline), and approving it again completes the apply without doubling it.
     if item_id.partition(":")[0] not in PREFIXES or st.store.item(item_id) is None:
         return None
     if st.founders and actor not in st.founders:
         raise ThothError(f"only founders ({', '.join(st.founders)}) may decide {item_id}; {actor!r} is not one")
     if decision not in ("approve", "edit", "reject"):
         raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
-    async with claimed(st.store, f"decision:{item_id}", seconds=DECISION_SECONDS, wait=DECISION_WAIT) as mine:
+    lapse = st.runtime.background_deadline(NAME) + DECISION_MARGIN  # longer than the decision may run
+    async with claimed(st.store, f"decision:{item_id}", seconds=lapse, wait=DECISION_WAIT) as mine:
         if not mine:
-            raise ThothError(f"{item_id} is being decided by another worker; try again in a minute")
+            raise ThothError(f"{item_id} is being decided by another worker; try again when it is done")
         item = st.store.item(item_id)
         if item is None or item["status"] != "pending":
             raise _already(st, item_id)
@@ -322,9 +320,10 @@ async def _decide_claimed(
         st.store.audit("decision", audit, **where_from)
         return {"id": item_id, "status": "rejected", "message": f"rejected {item_id}"}
     final = redactor_of(st).redact((text or item["text"]).strip())
+    if normalized(final) != normalized(item["text"]):  # kept first: an apply done again applies this text
+        _keep_proposed(st, item)
+        st.store.edit(item_id, final)
     where = await _apply(st, item, final, actor)
-    if normalized(final) != normalized(item["text"]):
-        _keep_proposed(st, st.store.item(item_id) or item)
     if not st.store.settle(item_id, "approved", actor=actor, reason=reason, text=final):
         raise _already(st, item_id)
     st.store.audit("decision", dict(audit, text=final, applied_to=where), **where_from)
@@ -371,12 +370,13 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
         return await _send_identity_update(st, item, text, actor)
     if kind == "knowledge":
         topic = item["payload"]["topic"]
-        path = append_knowledge(
-            st.path(st.settings.knowledge_dir),
-            topic,
-            text,
-            heading=f"From {item['payload']['record']} (approved by {actor})",
-        )
+        with st.store.db.lock(f"file:{st.settings.knowledge_dir}/{topic}"):
+            path = append_knowledge(
+                st.path(st.settings.knowledge_dir),
+                topic,
+                text,
+                heading=f"From {item['payload']['record']} (approved by {actor})",
+            )
         return str(path.relative_to(st.path(".")) if path.is_relative_to(st.path(".")) else path)
     raise ThothError(f"cannot apply an item of kind {kind!r}")
 
@@ -384,13 +384,14 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
 def _append_rule(st: State, text: str) -> str:
     """Append one line (unless there) under the rules file's reflection heading; returns the file, project-relative."""
     path = st.path(st.settings.observations_file)
-    current = path.read_text(encoding="utf-8") if path.exists() else ""
     line = f"- {' '.join(text.split())}"
-    if line in current.splitlines():  # an apply a killed worker finished: not twice
-        return str(st.settings.observations_file)
-    if RULES_HEADING not in current:
-        current = current.rstrip("\n") + ("\n\n" if current.strip() else "") + RULES_HEADING + "\n"
-    write_atomic(path, current.rstrip("\n") + f"\n{line}\n")
+    with st.store.db.lock(f"file:{st.settings.observations_file}"):  # two workers approving: neither line lost
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if line in current.splitlines():  # an apply a killed worker finished: not twice
+            return str(st.settings.observations_file)
+        if RULES_HEADING not in current:
+            current = current.rstrip("\n") + ("\n\n" if current.strip() else "") + RULES_HEADING + "\n"
+        write_atomic(path, current.rstrip("\n") + f"\n{line}\n")
     return str(st.settings.observations_file)
 
 
@@ -419,8 +420,11 @@ async def _send_identity_update(st: State, item: dict[str, Any], text: str, acto
         "approved_by": actor,
     }
     outcomes = await st.runtime.call("reflection_result", result=result, session=session)
-    receivers = [plugin for plugin, _, call in outcomes if call.status == "ok" and plugin != "reflection"]
-    return "identity layer" if receivers else "no identity layer installed"
+    calls = [call for plugin, _, call in outcomes if st.runtime.layer_of(plugin) == "identity"]
+    failed = [call for call in calls if call.status != "ok"]
+    if failed:  # not applied: the item stays pending
+        raise ThothError(f"{failed[0].plugin} could not take the update: {failed[0].error or failed[0].status}")
+    return "identity layer" if calls else "no identity layer installed"
 
 
 def approved_lines(st: State, items: list[dict[str, Any]]) -> list[tuple[str, int]]:

@@ -260,19 +260,6 @@ class Store:
             == 1
         )
 
-    def reopen(self, item_id: str, *, actor: str) -> None:
-        """Put back to pending an item this actor's decision could not be applied to."""
-        self.execute(
-            "UPDATE items SET status = 'pending', decided_at = NULL, decided_by = NULL, reason = NULL"
-            " WHERE id = ? AND decided_by = ? AND status <> 'pending'",
-            item_id,
-            actor,
-        )
-
-    def set_text(self, item_id: str, text: str) -> None:
-        """Replace an item's text, whatever its status (the final text of an approval)."""
-        self.execute("UPDATE items SET text = ? WHERE id = ?", text, item_id)
-
     def items_of_kind(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one kind (any status), oldest first."""
         return [_item(row) for row in self.query("SELECT * FROM items WHERE kind = ? ORDER BY created_at, id", kind)]
