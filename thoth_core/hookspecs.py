@@ -241,7 +241,9 @@ def due_check_ins(
     """Check-ins whose time has come (workspace, peer, thread, text) that `accept` takes; returning marks delivered.
 
     An impl should return (and mark delivered) only items for which `accept(item)` is true, leaving
-    the others for the frontend they belong to; the runtime drops any other item it is given.
+    the others for the frontend they belong to; the runtime drops any other item it is given. A plain
+    impl runs on a worker thread, so `accept` must be quick and thread-safe; the call gets the plugin's
+    background deadline.
     """
 
 
