@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,8 @@ GOOD = {
         "Ann's staging token is ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + ".",
     ],
     "persona_observations": ["Lead with the command, then explain."],
-    "next_check_at": "2026-11-25T09:00:00Z",
+    # a week after the tests run: a check-in the reflection schedules is never due during a test
+    "next_check_at": (datetime.now(UTC) + timedelta(days=7)).strftime("%Y-%m-%dT09:00:00Z"),
     "user_model_updates": {"ann": ["Prefers terse answers."]},
 }
 
