@@ -13,6 +13,22 @@ REPLY = (
 
 
 @pytest.fixture
+def snap(snap_compare):
+    """snap_compare with the prompt's cursor shown steadily: a blinking one is captured on or off by chance."""
+
+    def compare(app: ThothApp, *, run_before, **kwargs) -> bool:
+        async def steady(pilot) -> None:
+            await run_before(pilot)
+            for prompt in pilot.app.query("#prompt"):
+                prompt.cursor_blink = False
+            await pilot.pause()
+
+        return snap_compare(app, run_before=steady, **kwargs)
+
+    return compare
+
+
+@pytest.fixture
 def app_with(make_runtime):
     def factory(plugins=None, **kwargs) -> ThothApp:
         runtime = make_runtime({"tui": tui_plugin, **(plugins or {})}, **kwargs)
@@ -36,17 +52,17 @@ async def fixed_timings(pilot) -> None:
     await pilot.pause()
 
 
-def test_chat_after_a_streamed_reply_80x24(snap_compare, app_with):
+def test_chat_after_a_streamed_reply_80x24(snap, app_with):
     app = app_with(replies=[{"reply": REPLY}])
 
     async def run_before(pilot):
         await pilot.app.workers.wait_for_complete()
         await send(pilot, "the worker is stuck, what now?")
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_layers_panel_after_a_turn(snap_compare, app_with, stand_ins, queue):
+def test_layers_panel_after_a_turn(snap, app_with, stand_ins, queue):
     queue.add("weekly-report")
     app = app_with({**stand_ins, "queue": queue}, replies=[{"reply": "Done."}])
 
@@ -55,10 +71,10 @@ def test_layers_panel_after_a_turn(snap_compare, app_with, stand_ins, queue):
         await send(pilot, "hello")
         await fixed_timings(pilot)
 
-    assert snap_compare(app, terminal_size=(120, 30), run_before=run_before)
+    assert snap(app, terminal_size=(120, 30), run_before=run_before)
 
 
-def test_approvals_view(snap_compare, app_with, queue):
+def test_approvals_view(snap, app_with, queue):
     queue.add(
         "deploy-checklist", body="# Deploy checklist\n\n1. freeze merges\n2. tag the release", flags=["injection"]
     )
@@ -70,20 +86,20 @@ def test_approvals_view(snap_compare, app_with, queue):
         await pilot.press("f3")
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+    assert snap(app, terminal_size=(100, 30), run_before=run_before)
 
 
-def test_model_missing_banner(snap_compare, app_with):
+def test_model_missing_banner(snap, app_with):
     app = app_with(config={"thoth": {"model": ""}})
 
     async def run_before(pilot):
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_slash_completion(snap_compare, app_with, stand_ins):
+def test_slash_completion(snap, app_with, stand_ins):
     app = app_with(stand_ins)
 
     async def run_before(pilot):
@@ -91,4 +107,4 @@ def test_slash_completion(snap_compare, app_with, stand_ins):
         await pilot.press(*"/re")
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap(app, terminal_size=(80, 24), run_before=run_before)
