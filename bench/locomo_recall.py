@@ -8,7 +8,8 @@ the user text is `Speaker: text` (plus `[shares PHOTO]` when a photo caption is 
 Each question is answered by the real recall path restricted to its own conversation, as of
 the day after the last session. Reports, overall and per category (1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop, 5 adversarial): R@k (mean fraction of evidence turns in the
-top k, the LoCoMo paper's Table 3 measure), all@k, any@k, MRR, and timings.
+top k, the LoCoMo paper's Table 3 measure), all@k, any@k, MRR@10, and timings. Cut-offs up to 10
+and MRR come from a recall of k=10, as an agent asks; larger ones from a recall of 50.
 
 It also records the dense and BM25 candidates of every question and, re-ranking them offline
 (`fusion_cv.py`), prints `fusion`: R@1/5/10 and MRR of the hybrid vs BM25-only vs dense-only
@@ -98,15 +99,18 @@ async def ingest(runtime: Any, sample: dict[str, Any]) -> tuple[int, float]:
     return len(turns), time.perf_counter() - started
 
 
-def score(ranked: list[str], evidence: list[str], ks: list[int]) -> dict[str, float]:
-    """R@k, all@k, any@k per k, and reciprocal rank, for one question."""
+def score(top10: list[str], ranked: list[str], evidence: list[str], ks: list[int]) -> dict[str, float]:
+    """R@k, all@k, any@k per k, and reciprocal rank (MRR@10), for one question.
+
+    Up to k = 10 from a recall of k=10, as production asks (a recall of more ranks more candidates,
+    which can reorder its first ten); beyond, from `ranked`, a recall of at least the largest k."""
     out: dict[str, float] = {}
     for k in ks:
-        found = len(set(ranked[:k]) & set(evidence))
+        found = len(set((top10 if k <= 10 else ranked)[:k]) & set(evidence))
         out[f"R@{k}"] = found / len(evidence)
         out[f"all@{k}"] = float(found == len(evidence))
         out[f"any@{k}"] = float(found > 0)
-    first = next((i for i, dia in enumerate(ranked, 1) if dia in evidence), None)
+    first = next((i for i, dia in enumerate(top10, 1) if dia in evidence), None)
     out["MRR"] = 1 / first if first else 0.0
     return out
 
@@ -138,7 +142,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         memory = memory_for(runtime)
         memory.embed(["warm up"])
         turns, ingest_seconds, query_ms, query_ms_k10, query_ms_k10_off = 0, 0.0, [], [], []
-        signals_off = replace(memory.settings, neighbour_weight=0.0, temporal_weight=0.0, entity_weight=0.0)
+        signals_off = replace(
+            memory.settings, neighbour_weight=0.0, temporal_weight=0.0, entity_weight=0.0, speaker_weight=0.0
+        )
         per_category: dict[int, list[dict[str, float]]] = {c: [] for c in CATEGORIES}
         skipped = 0
         seen: dict[str, Any] = {}
@@ -164,14 +170,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 for measured, settings_now in ((query_ms_k10_off, signals_off), (query_ms_k10, memory.settings)):
                     memory.settings, kept = settings_now, memory.settings
                     started = time.perf_counter()
-                    memory.recall(qa["question"], workspace=WORKSPACE, peer=peer, k=10, now=now)
+                    top10 = memory.recall(qa["question"], workspace=WORKSPACE, peer=peer, k=10, now=now)
                     measured.append(1000 * (time.perf_counter() - started))
                     memory.settings = kept
                 started = time.perf_counter()
                 hits = memory.recall(qa["question"], workspace=WORKSPACE, peer=peer, k=max(ks + [50]), now=now)
                 query_ms.append(1000 * (time.perf_counter() - started))
                 ranked = [h.episode.turn_id.split("/", 1)[1] for h in hits]
-                per_category[int(qa["category"])].append(score(ranked, evidence, ks))
+                ranked10 = [h.episode.turn_id.split("/", 1)[1] for h in top10]
+                per_category[int(qa["category"])].append(score(ranked10, ranked, evidence, ks))
                 keys = [key for key, _, _ in seen["dense"] + seen["lexical"]]
                 episodes = seen["load"](list(dict.fromkeys(keys)))
                 category = int(qa["category"])

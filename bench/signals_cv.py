@@ -1,4 +1,4 @@
-"""Post-fusion signals (neighbours, time, names) compared on captured LoCoMo candidates, by cross-validation.
+"""Post-fusion signals (neighbours, time, names, speakers) compared on captured LoCoMo candidates, by cross-validation.
 
 On the candidates `locomo_recall.py` recorded, the configured fusion rule is kept and each
 combination of signal weights of a small grid re-ranks them. Leave-one-conversation-out: per fold
@@ -21,15 +21,16 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 NEIGHBOUR = (0.0, 0.15, 0.3, 0.5)
 TEMPORAL = (0.0, 0.5, 1.0, 2.0)
 ENTITY = (0.0, 0.15, 0.3, 0.5)
+SPEAKER = (0.0, 0.5, 0.75, 1.0)
 
 
 def grid(configured: Signals) -> dict[str, Signals]:
     """Every combination of the weights (the neighbour window as configured)."""
     return {
-        f"neighbour={n} temporal={t} entity={e}": replace(
-            configured, neighbour_weight=n, temporal_weight=t, entity_weight=e
+        f"neighbour={n} temporal={t} entity={e} speaker={s}": replace(
+            configured, neighbour_weight=n, temporal_weight=t, entity_weight=e, speaker_weight=s
         )
-        for n, t, e in itertools.product(NEIGHBOUR, TEMPORAL, ENTITY)
+        for n, t, e, s in itertools.product(NEIGHBOUR, TEMPORAL, ENTITY, SPEAKER)
     }
 
 
@@ -45,6 +46,7 @@ def ablations(configured: Signals) -> dict[str, Signals | None]:
         "without_neighbours": replace(configured, neighbour_weight=0.0),
         "without_temporal": replace(configured, temporal_weight=0.0),
         "without_entity": replace(configured, entity_weight=0.0),
+        "without_speaker": replace(configured, speaker_weight=0.0),
         "fusion_alone": None,
     }
 

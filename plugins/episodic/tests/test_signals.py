@@ -1,4 +1,4 @@
-"""Post-fusion signals: neighbouring turns, time and dates, names; their settings and defaults."""
+"""Post-fusion signals: neighbouring turns, time and dates, names, speakers; their settings and defaults."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from thoth_episodic import plugin
 from thoth_episodic.memory import Settings, memory_for
 from thoth_episodic.records import Episode, Query
 from thoth_episodic.scoring import FUSIONS, rank
-from thoth_episodic.signals import Signals, adjust, asks_when, mentions_time, query_dates, query_names
+from thoth_episodic.signals import Signals, adjust, asks_when, mentions_time, query_dates, query_names, speaker
 
 from thoth_core import ConfigError
 
@@ -85,10 +85,39 @@ def test_a_name_the_question_asks_about_prefers_turns_that_name_it():
     assert order("What does Melanie paint?", scores, episodes, Signals(entity_weight=0.3))[0] == "mel"
 
 
+def test_a_question_about_someone_prefers_what_they_said_to_turns_addressing_them():
+    episodes = conversation(
+        {
+            "thanks": ("Caroline: Thanks, Melanie! Your painting of the lake is lovely.", MAY_7),
+            "said": ("Melanie: I painted a horse last week.", MAY_7 + 60),
+            "x": ("Hi", 0.0),
+        }
+    )
+    scores = [("thanks", 3.0), ("said", 2.5), ("x", 1.0)]
+    question = "What has Melanie painted?"
+    assert order(question, scores, episodes, Signals(entity_weight=0.3))[0] == "thanks"  # both name her
+    assert order(question, scores, episodes, Signals(speaker_weight=0.75))[0] == "said"
+    assert order("What has Caroline painted?", scores, episodes, Signals(speaker_weight=0.75))[0] == "thanks"
+    assert order("What has been painted?", scores, episodes, Signals(speaker_weight=0.75))[0] == "thanks"  # no name
+
+
+def test_a_speaker_turn_gets_the_speaker_weight_instead_of_the_names_weight():
+    episodes = conversation({"said": ("Melanie: I paint.", MAY_7), "named": ("Melanie paints, says Jon.", MAY_7)})
+    both = Signals(entity_weight=0.5, speaker_weight=0.25)
+    adjusted = adjust({"said": 1.0, "named": 1.0}, episodes, "What does Melanie paint?", both)
+    assert adjusted == {"said": 1.25, "named": 1.5}
+
+
+def test_speaker_reads_a_transcript_label():
+    assert speaker("Melanie: I went camping") == "Melanie" and speaker("  Jo: hi") == "Jo"
+    assert speaker("Note: buy milk") == "Note"  # a label, whoever it names: only a name the query asks about counts
+    assert speaker("I said: yes") is None and speaker("10:30 meeting") is None and speaker("") is None
+
+
 def test_zero_weights_keep_the_fused_scores():
     scores = {k: s for k, s in MUSEUM_SCORES}
     assert adjust(scores, MUSEUM, "When did Melanie visit the museum?", Signals()) == scores
-    assert not Signals().active and Signals(entity_weight=0.1).active
+    assert not Signals().active and Signals(entity_weight=0.1).active and Signals(speaker_weight=0.1).active
 
 
 def test_query_parsing():
@@ -106,21 +135,26 @@ def test_query_parsing():
 
 def test_defaults_reach_every_recall_and_each_weight_is_configurable(make_runtime):
     defaults = Settings()
-    assert defaults.signals == Signals(0.3, 600.0, 2.0, 0.3)
-    assert "entity_weight" in plugin.CONFIG_DEFAULTS["plugins.episodic"]
+    assert defaults.signals == Signals(0.3, 600.0, 2.0, 0.0, 0.75)
+    assert {"entity_weight", "speaker_weight"} <= set(plugin.CONFIG_DEFAULTS["plugins.episodic"])
     config = {"plugins": {"episodic": {"neighbour_weight": 0, "temporal_weight": 1.5, "neighbour_seconds": 120}}}
+    config["plugins"]["episodic"]["speaker_weight"] = 0.5
     memory = memory_for(make_runtime({"episodic": plugin}, config=config))
     seen: list[Query] = []
     store = memory.store
     real = store.search
     store.search = lambda query: seen.append(query) or real(query)  # type: ignore[method-assign]
     memory.recall("when?", workspace="w", peer="p", k=3)
-    assert seen[0].signals == Signals(0.0, 120.0, 1.5, defaults.entity_weight)
+    assert seen[0].signals == Signals(0.0, 120.0, 1.5, defaults.entity_weight, 0.5)
 
 
 @pytest.mark.parametrize(
     ("key", "value", "message"),
-    [("neighbour_weight", -1, "neighbour_weight"), ("temporal_weight", "lots", "temporal_weight")],
+    [
+        ("neighbour_weight", -1, "neighbour_weight"),
+        ("temporal_weight", "lots", "temporal_weight"),
+        ("speaker_weight", 11, "speaker_weight"),
+    ],
 )
 def test_a_bad_weight_is_refused_naming_its_key(make_runtime, key, value, message):
     with pytest.raises(ConfigError, match=rf"plugins\.episodic\.{message}"):

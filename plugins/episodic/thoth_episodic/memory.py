@@ -67,10 +67,11 @@ class Settings:
     related_k: int = 3
     related_every_turn: bool = False
     retention_days: float = 0.0
-    neighbour_weight: float = 0.3  # post-fusion signals (signals.py): the weights the leave-one-
-    neighbour_seconds: float = 600.0  # conversation-out folds on LoCoMo dev chose (neighbours and names:
-    temporal_weight: float = 2.0  # all 3 folds; time: 2 of 3, the third 1.0)
-    entity_weight: float = 0.3
+    neighbour_weight: float = 0.3  # post-fusion signals (signals.py): the weights all 3 leave-one-
+    neighbour_seconds: float = 600.0  # conversation-out folds on LoCoMo dev chose (bench/signals_cv.py)
+    temporal_weight: float = 2.0
+    entity_weight: float = 0.0
+    speaker_weight: float = 0.75
 
     @classmethod
     def from_config(cls, runtime: Runtime) -> Settings:
@@ -78,7 +79,7 @@ class Settings:
         table = runtime.config.plugin(NAME)
         settings = cls()
         numbers = [("tau_days", 36_500), ("recency_weight", 1), ("retention_days", 36_500), ("neighbour_seconds", DAY)]
-        numbers += [("neighbour_weight", 10), ("temporal_weight", 10), ("entity_weight", 10)]
+        numbers += [("neighbour_weight", 10), ("temporal_weight", 10), ("entity_weight", 10), ("speaker_weight", 10)]
         for key, high in numbers:
             if key in table:
                 setattr(settings, key, runtime.config.number(f"plugins.{NAME}.{key}", table[key], high=high))
@@ -104,7 +105,9 @@ class Settings:
     @property
     def signals(self) -> Signals:
         """The post-fusion signal weights (`signals.Signals`)."""
-        return Signals(self.neighbour_weight, self.neighbour_seconds, self.temporal_weight, self.entity_weight)
+        return Signals(
+            self.neighbour_weight, self.neighbour_seconds, self.temporal_weight, self.entity_weight, self.speaker_weight
+        )
 
 
 def summarize(user: str, reply: str, limit: int = 200) -> str:

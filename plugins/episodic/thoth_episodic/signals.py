@@ -1,4 +1,4 @@
-"""Signals applied after fusion, on the candidates' own text and times: neighbours, time, names.
+"""Signals applied after fusion, on the candidates' own text and times: neighbours, time, names, speakers.
 
 `rank` fuses dense and BM25 candidates; these signals then adjust each candidate's fused
 score using only what the candidate pool already holds (no extra search, any backend):
@@ -10,7 +10,11 @@ score using only what the candidate pool already holds (no extra search, any bac
   time (yesterday, last week, May, 2023, ...) is multiplied by `1 + temporal_weight`, one that
   happened on a date the query names by `1 + 2 x temporal_weight`;
 - names: a candidate is multiplied by `1 + entity_weight x` the share of the query's
-  capitalised names (not its first word) that its text contains.
+  capitalised names (not its first word) that its text contains;
+- speakers: a candidate spoken by a person the query names (its text opens with `Name:`, as a
+  transcript labels its speaker) is multiplied by `1 + speaker_weight` instead: a question about
+  Melanie is answered by what Melanie said, more than by the turns that only address her
+  ("Thanks, Melanie!").
 
 Weights of 0 turn a signal off; the defaults were chosen by leave-one-conversation-out
 cross-validation on LoCoMo dev (bench/locomo_recall.py prints the folds and each signal removed).
@@ -46,6 +50,7 @@ _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONT
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _NAME = re.compile(r"\b[A-Z][\w'-]*[a-z][\w'-]*\b")
+_SPEAKER = re.compile(r"\s*([A-Z][\w'-]*[a-z][\w'-]*):")
 _QUESTION_WORDS = frozenset("what when where who whom whose which why how did does do is was were would could".split())
 
 
@@ -57,11 +62,12 @@ class Signals:
     neighbour_seconds: float = 600.0
     temporal_weight: float = 0.0
     entity_weight: float = 0.0
+    speaker_weight: float = 0.0
 
     @property
     def active(self) -> bool:
         """Whether any signal changes scores."""
-        return bool(self.neighbour_weight or self.temporal_weight or self.entity_weight)
+        return bool(self.neighbour_weight or self.temporal_weight or self.entity_weight or self.speaker_weight)
 
 
 def asks_when(text: str) -> bool:
@@ -103,6 +109,12 @@ def query_names(text: str) -> set[str]:
     return {n[:-2] if n.endswith("'s") else n for n in names}
 
 
+def speaker(text: str) -> str | None:
+    """The name a transcript line opens with (`Melanie: I went camping`), or None."""
+    match = _SPEAKER.match(text)
+    return match.group(1) if match else None
+
+
 def _text(episode: Episode) -> str:
     return f"{episode.user}\n{episode.assistant}"
 
@@ -132,11 +144,14 @@ def adjust(
             on_day = datetime.fromtimestamp(episode.occurred_at, UTC).date() in days
             if key in out and (on_day or mentions_time(_text(episode))):
                 out[key] *= 1 + signals.temporal_weight * (2 if on_day else 1)
-    names = query_names(query_text) if signals.entity_weight else set()
-    if names:
-        for key, episode in episodes.items():
+    names = query_names(query_text) if signals.entity_weight or signals.speaker_weight else set()
+    for key, episode in episodes.items() if names else ():
+        if key not in out:
+            continue
+        if signals.speaker_weight and speaker(episode.user) in names:
+            out[key] *= 1 + signals.speaker_weight
+        elif signals.entity_weight:
             present = set(_NAME.findall(_text(episode)))
             present |= {n[:-2] for n in present if n.endswith("'s")}
-            if key in out:
-                out[key] *= 1 + signals.entity_weight * len(names & present) / len(names)
+            out[key] *= 1 + signals.entity_weight * len(names & present) / len(names)
     return out
