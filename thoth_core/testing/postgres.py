@@ -26,6 +26,7 @@ def pg_server() -> Iterator[Any]:
     parent = Path(tempfile.mkdtemp(prefix="thoth-pg-"))
     parent.chmod(0o755)
     server = pgserver.get_server(parent / "data", cleanup_mode="delete")
+    _without_durability(server)
     try:
         yield server
     finally:
@@ -63,6 +64,17 @@ def fresh_database(server: Any) -> str:
     with psycopg.connect(url, autocommit=True) as db:
         db.execute("CREATE EXTENSION IF NOT EXISTS vector")
     return url
+
+
+def _without_durability(server: Any) -> None:
+    """A throwaway server need not survive a power cut: no fsync (CREATE DATABASE and the shutdown checkpoint
+    flushed every test's database to disk), no full-page writes, commits not waiting for the WAL flush."""
+    import psycopg
+
+    with psycopg.connect(server.get_uri(), autocommit=True) as db:
+        for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+            db.execute(f"ALTER SYSTEM SET {setting} = off")
+        db.execute("SELECT pg_reload_conf()")
 
 
 def _stop_postmaster(data: Path) -> None:
