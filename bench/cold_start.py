@@ -79,6 +79,7 @@ def measure(runs: int) -> dict[str, Any]:
     """Every figure, interleaving the kinds run by run so that load from other processes hits them alike."""
     fake, local = FakeAnthropic(replies=[REPLY]).start(), FakeOpenAI(replies=[REPLY]).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THOTH_", "ANTHROPIC_", "OPENAI_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # set in some sandboxes: Thoth's own modules would compile every run
     try:
         with tempfile.TemporaryDirectory() as scratch:
             root = Path(scratch)
