@@ -67,9 +67,8 @@ def fresh_database(server: Any) -> str:
 
 
 def _without_durability(server: Any) -> None:
-    """A throwaway server need not survive a power cut: no fsync (CREATE DATABASE and the shutdown checkpoint
-    flushed every test's database to disk), no full-page writes, commits not waiting for the WAL flush."""
-    import psycopg
+    """No fsync, full-page writes or synchronous commit: a throwaway server need not survive a power cut."""
+    import psycopg  # with fsync, CREATE DATABASE and the shutdown checkpoint flushed every test's database
 
     with psycopg.connect(server.get_uri(), autocommit=True) as db:
         for setting in ("fsync", "full_page_writes", "synchronous_commit"):
