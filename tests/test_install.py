@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def installed(tmp_path_factory) -> Path:
     """The bin/ folder of a fresh virtualenv with `thoth-agent[all]` installed from freshly built wheels."""
     work = tmp_path_factory.mktemp("install")
-    built = subprocess.run([str(ROOT / "scripts" / "dev"), "wheels", str(work / "wheels")], capture_output=True, text=True)
+    dev = str(ROOT / "scripts" / "dev")
+    built = subprocess.run([dev, "wheels", str(work / "wheels")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     venv.create(work / "venv", with_pip=True)
     pip = [str(work / "venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
