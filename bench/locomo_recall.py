@@ -167,6 +167,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 if not evidence:
                     skipped += 1
                     continue
+                # timed with the signals off, then on: the second run's hits (`top10`) are the ones scored
                 for measured, settings_now in ((query_ms_k10_off, signals_off), (query_ms_k10, memory.settings)):
                     memory.settings, kept = settings_now, memory.settings
                     started = time.perf_counter()
