@@ -263,9 +263,7 @@ class Runtime:
                     logger.error("plugin %s: turn_tools returned %r, not a tool definition; skipped", plugin, tool)
                     continue
                 tools.append(
-                    dict(tool, handler=recorded(tool, plugin, turn, session))
-                    if callable(tool.get("handler"))
-                    else tool
+                    dict(tool, handler=recorded(tool, plugin, turn, session)) if callable(tool.get("handler")) else tool
                 )
         return tools
 
@@ -341,13 +339,11 @@ class Runtime:
                     outcome = on_delta(item)
                     if inspect.isawaitable(outcome):
                         await outcome
-        except ThothError as exc:
-            error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
-            session.transcript.append(error | {"user": self.redactor.redact(turn.text)})
-            raise
         except Exception as exc:
             error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
             session.transcript.append(error | {"user": self.redactor.redact(turn.text)})
+            if isinstance(exc, ThothError):
+                raise
             raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
         return Reply(text="".join(parts), model=model.name, usage=usage)
 

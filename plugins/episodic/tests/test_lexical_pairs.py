@@ -37,7 +37,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
 
 def large(store: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the store count as large."""
-    monkeypatch.setattr(sys.modules[type(store).__module__], "PAIRED_ROWS", 0)
+    monkeypatch.setattr(sys.modules[type(store)._lexical.__module__], "PAIRED_ROWS", 0)  # where BM25 is read
 
 
 def top(store: object, text: str = "cherry banana", **asked: object) -> set[str]:

@@ -1,7 +1,7 @@
 """The default backend: one SQLite file (WAL) with episodes, Float32 BLOB embeddings and FTS5.
 
 Every version of an episode is a row (bitemporal, see `records`). BM25 comes from an FTS5
-table (the turn, its neighbour turns, its date); the scope filter joins the matches with
+table (the turn, its neighbour turns, its date; `sqlite_fts`); the scope filter joins the matches with
 their rows, so its cost follows the matches, not the size of the scope. Dense search goes
 through an HNSW index (`ann_index`, `ann_search`, `sqlite_ann`) once the store has `ann_min_rows` rows
 (`ann = "auto"`; `"usearch"`: always; `"exact"`: never), and is exact otherwise and for
@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +37,10 @@ from thoth_core.types import DEFAULT_AGENT
 from .ann_index import AnnIndex
 from .memory import LIMIT, STORE_OPTIONS
 from .records import Episode, Hit, Query
-from .scoring import (
-    PAIRED_ROWS,
-    candidate_count,
-    date_words,
-    fts_match,
-    fts_pairs,
-    index_text,
-    pairable,
-    query_terms,
-    rank,
-)
+from .scoring import candidate_count, date_words, index_text, rank
 from .sqlite_ann import IndexedSearch
-from .sqlite_schema import MIGRATIONS, newest_rowid
+from .sqlite_fts import AS_OF, FullTextSearch
+from .sqlite_schema import MIGRATIONS
 from .vector_cache import VectorCache
 
 ANN_MODES = ("auto", "exact", "usearch")
@@ -74,7 +64,7 @@ def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
     return Episode(**dict(zip(NAMES, values, strict=True)))
 
 
-class SQLiteStore(IndexedSearch):
+class SQLiteStore(IndexedSearch, FullTextSearch):
     """Episodes in one SQLite file; see the module docstring."""
 
     embeds_late = True  # `search` embeds the query while its full-text stage runs
@@ -271,7 +261,7 @@ class SQLiteStore(IndexedSearch):
         """The current (or as-of) version of one episode."""
         if as_of is None:
             return self._current(episode_id)
-        found = self._select("id = ? AND " + _AS_OF, [episode_id, as_of, as_of, as_of])
+        found = self._select("id = ? AND " + AS_OF, [episode_id, as_of, as_of, as_of])
         return found[0] if found else None
 
     def episodes(
@@ -284,7 +274,7 @@ class SQLiteStore(IndexedSearch):
     ) -> Iterator[Episode]:
         """Episodes oldest first (agent None: every agent's), in pages so a big store streams."""
         where, params = (
-            [_AS_OF if as_of is not None else "superseded_at IS NULL"],
+            [AS_OF if as_of is not None else "superseded_at IS NULL"],
             [as_of] * 3 if as_of is not None else [],
         )
         for column, value in (("workspace", workspace), ("peer", peer), ("agent", agent)):
@@ -392,48 +382,6 @@ class SQLiteStore(IndexedSearch):
         rowids, occurred = cache.rowids[positions], cache.occurred[positions]
         return [(int(r), float(s), float(o)) for r, s, o in zip(rowids, scores, occurred, strict=True)]
 
-    def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
-        """BM25 of the scope's rows matching any word; in a large store, of those holding two first (`PAIRED_ROWS`)."""
-        terms = query_terms(query.text)
-        if not terms:
-            return []
-        where = ["e.workspace = ?", "e.peer = ?", "e.agent = ?"]
-        where.append("superseded_at IS NULL" if query.as_of is None else _AS_OF)
-        params = [query.workspace, query.peer, query.agent] + ([] if query.as_of is None else [query.as_of] * 3)
-        if allowed is not None:
-            where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
-        sql = (
-            "SELECT e.rowid, -f.rank, e.occurred_at FROM episodes_fts f JOIN episodes e ON e.rowid = f.rowid "
-            f"WHERE f.episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY f.rank LIMIT ?"
-        )
-        wanted, rows, weight = candidate_count(query.k), [], 1
-        with self._reader_connection() as db:
-            if pairable(terms) and allowed is None and newest_rowid(db) >= PAIRED_ROWS:
-                rows, weight = db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
-            if len(rows) < wanted:
-                rows, weight = db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
-        return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
-
-    @contextmanager
-    def _reader_connection(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection of the full-text stage's own, so that it runs while dense search holds `_db`."""
-        with self._readers_lock:
-            if self._idle_readers is None:
-                raise sqlite3.ProgrammingError(f"{self.path}: the episode store is closed")
-            db = self._idle_readers.pop() if self._idle_readers else None
-        if db is None:
-            db = connect(self.path)
-            db.execute("PRAGMA query_only = ON")
-        try:
-            yield db
-        finally:
-            with self._readers_lock:
-                if self._idle_readers is not None:
-                    self._idle_readers.append(db)
-                    db = None
-            if db is not None:  # the store closed meanwhile
-                db.close()
-
     def _newest(self, query: Query) -> np.ndarray | None:
         if not query.newest:
             return None
@@ -485,7 +433,6 @@ class SQLiteStore(IndexedSearch):
 
 
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-bm25")
-_AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
 
 
 def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:

@@ -1,0 +1,69 @@
+"""The SQLite store's full-text stage: BM25 from FTS5 on read-only connections of its own."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from thoth_core.storage import connect
+
+from .records import Query
+from .scoring import PAIRED_ROWS, candidate_count, fts_match, fts_pairs, pairable, query_terms
+from .sqlite_schema import newest_rowid
+
+AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
+
+
+class FullTextSearch:
+    """Mixed into `SQLiteStore`: BM25 candidates, read while dense search holds the store's connection."""
+
+    path: Path
+    _readers_lock: threading.Lock
+    _idle_readers: list[sqlite3.Connection] | None
+
+    def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
+        """BM25 of the scope's rows matching any word; in a large store, of those holding two first (`PAIRED_ROWS`)."""
+        terms = query_terms(query.text)
+        if not terms:
+            return []
+        where = ["e.workspace = ?", "e.peer = ?", "e.agent = ?"]
+        where.append("superseded_at IS NULL" if query.as_of is None else AS_OF)
+        params = [query.workspace, query.peer, query.agent] + ([] if query.as_of is None else [query.as_of] * 3)
+        if allowed is not None:
+            where.append(f"e.rowid IN ({', '.join(str(int(r)) for r in allowed)})")
+        sql = (
+            "SELECT e.rowid, -f.rank, e.occurred_at FROM episodes_fts f JOIN episodes e ON e.rowid = f.rowid "
+            f"WHERE f.episodes_fts MATCH ? AND {' AND '.join(where)} ORDER BY f.rank LIMIT ?"
+        )
+        wanted, rows, weight = candidate_count(query.k), [], 1
+        with self._reader_connection() as db:
+            if pairable(terms) and allowed is None and newest_rowid(db) >= PAIRED_ROWS:
+                rows, weight = db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
+            if len(rows) < wanted:
+                rows, weight = db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
+        return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
+
+    @contextmanager
+    def _reader_connection(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection of the full-text stage's own, so that it runs while dense search holds `_db`."""
+        with self._readers_lock:
+            if self._idle_readers is None:
+                raise sqlite3.ProgrammingError(f"{self.path}: the episode store is closed")
+            db = self._idle_readers.pop() if self._idle_readers else None
+        if db is None:
+            db = connect(self.path)
+            db.execute("PRAGMA query_only = ON")
+        try:
+            yield db
+        finally:
+            with self._readers_lock:
+                if self._idle_readers is not None:
+                    self._idle_readers.append(db)
+                    db = None
+            if db is not None:  # the store closed meanwhile
+                db.close()
