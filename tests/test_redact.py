@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import random
 import string
+import subprocess
+import sys
 
 import pytest
-from thoth_core.redact import find_secrets, redact, redact_tree
+
+from thoth_core.redact import PII_RULES, RULES, find_secrets, redact, redact_tree
 
 rng = random.Random(20261121)
 ALNUM = string.ascii_letters + string.digits
@@ -168,3 +171,12 @@ def test_kinds_are_named_and_tree_redaction_reaches_nested_values():
 def test_an_unterminated_private_key_is_redacted_to_the_end():
     text = "start\n-----BEGIN RSA PRIVATE KEY-----\n" + r(64) + "\n" + r(64)
     assert redact(text) == "start\n[REDACTED:private-key]"
+
+
+def test_every_rule_compiles_on_first_use():
+    """Importing the table compiles nothing (every command imports it); each expression is still valid."""
+    code = "import thoth_core.cli, thoth_core.redact as r; print(sum('regex' in vars(x) for x in r.RULES))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "0\n"
+    rules = [*RULES, *PII_RULES.values()]
+    assert all(rule.regex.groupindex.get("secret") for rule in rules)
+    assert all(rule.key is None or rule.key.pattern.endswith(r"\Z") for rule in rules)

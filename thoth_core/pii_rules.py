@@ -46,13 +46,13 @@ PII_RULES: dict[str, SecretRule] = {
     # 13-19 digits, in groups split by single spaces or dashes (`4111 1111 1111 1111`, `3782-822463-10005`)
     "card": SecretRule(
         "card-number",
-        re.compile(r"(?<![\w\-.,+/])(?P<secret>\d{4}(?P<sep>[ \-]?)\d{2,6}(?:(?P=sep)\d{2,6}){0,3})(?![\w\-/]|[.,]\d)"),
+        r"(?<![\w\-.,+/])(?P<secret>\d{4}(?P<sep>[ \-]?)\d{2,6}(?:(?P=sep)\d{2,6}){0,3})(?![\w\-/]|[.,]\d)",
         _DIGITS,
         _card,
     ),
     "ssn": SecretRule(
         "ssn",
-        re.compile(r"(?<![\w\-.,+/])(?P<secret>\d{3}(?P<sep>[ \-])\d{2}(?P=sep)\d{4})(?![\w\-/]|[.,]\d)"),
+        r"(?<![\w\-.,+/])(?P<secret>\d{3}(?P<sep>[ \-])\d{2}(?P=sep)\d{4})(?![\w\-/]|[.,]\d)",
         _DIGITS,
         _ssn,
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -119,6 +120,7 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
     return pm
 
 
+@functools.cache
 def _core_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 B = r"(?<![A-Za-z0-9_\-])"  # token start: not inside another token
 E = r"(?![A-Za-z0-9_\-])"  # token end
@@ -37,15 +38,27 @@ UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 
 @dataclass(frozen=True)
 class SecretRule:
-    """One kind of secret: its label, the expression (group `secret`), prefilter and validator."""
+    """One kind of secret: its label, the expression (group `secret`), prefilter and validator.
+
+    Expressions compile on first use, so importing the table (every command does) costs no compiling."""
 
     kind: str
-    regex: re.Pattern[str]
+    expression: str | re.Pattern[str]
     keywords: tuple[str, ...] = ()
     check: Callable[[str], bool] | None = None
-    key: re.Pattern[str] | None = None  # what the text just before the match must end with ...
+    key_expression: str | None = None  # what the text just before the match must end with ...
     key_reach: int = 0  # ... within this many characters
     bounded: bool = False  # the match must start a token (not continue an identifier)
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled expression."""
+        return re.compile(self.expression)
+
+    @cached_property
+    def key(self) -> re.Pattern[str] | None:
+        """The compiled key expression, if the rule has one."""
+        return None if self.key_expression is None else re.compile(self.key_expression)
 
 
 def entropy(value: str) -> float:
@@ -120,14 +133,14 @@ def _rule(
     *,
     bounded: bool = False,
 ) -> SecretRule:
-    return SecretRule(kind, re.compile(pattern), keywords, check, bounded=bounded)
+    return SecretRule(kind, pattern, keywords, check, bounded=bounded)
 
 
 def _keyed(
     key: str, reach: int, value: str, keywords: tuple[str, ...], check: Callable[[str], bool] | None
 ) -> SecretRule:
     """A value assigned to a key: the expression starts at the operator (fast on prose), the key is checked after."""
-    return SecretRule("assigned-secret", re.compile(value), keywords, check, re.compile("(?:" + key + r")\Z"), reach)
+    return SecretRule("assigned-secret", value, keywords, check, "(?:" + key + r")\Z", reach)
 
 
 def _token(
@@ -139,7 +152,7 @@ def _token(
     keywords: tuple[str, ...] = (),
 ) -> SecretRule:
     """A whole token: `body` from a token start (checked by `redact`, so a literal prefix stays fast) to a token end."""
-    return SecretRule(kind, re.compile("(?P<secret>" + body + ")" + end), keywords, check, bounded=True)
+    return SecretRule(kind, "(?P<secret>" + body + ")" + end, keywords, check, bounded=True)
 
 
 # Keys whose value is a secret whatever the service (`DB_PASSWORD`, `clientSecret`, `X-Api-Key`).
