@@ -1,4 +1,4 @@
-"""The table of secret kinds `redact` knows: one named, compiled expression per token format.
+"""The table of secret kinds `redact` knows: one named expression per token format (compiled on first use).
 
 The table covers the token formats of gitleaks' default rules (`config/gitleaks.toml`) plus a
 few it lacks (Azure storage keys and SAS signatures, Discord bot tokens and webhooks, Twilio
@@ -38,12 +38,10 @@ UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 
 @dataclass(frozen=True)
 class SecretRule:
-    """One kind of secret: its label, the expression (group `secret`), prefilter and validator.
-
-    Expressions compile on first use, so importing the table (every command does) costs no compiling."""
+    """One kind of secret: label, expression (group `secret`; compiled on first use), prefilter and validator."""
 
     kind: str
-    expression: str | re.Pattern[str]
+    expression: str  # compiled by `regex` when first used: every command imports this table, few redact
     keywords: tuple[str, ...] = ()
     check: Callable[[str], bool] | None = None
     key_expression: str | None = None  # what the text just before the match must end with ...
