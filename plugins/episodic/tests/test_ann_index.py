@@ -83,7 +83,7 @@ def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_
 
     reopened = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
     assert reopened._index_ready and len(reopened._index) == 2000  # mapped from the file, not rebuilt
-    assert reopened._index.index.expansion_search == 256  # the configured beam, not the file's default
+    assert reopened._index.index.expansion_search == 400  # the configured beam, not the file's default
     assert top_id(reopened, vectors[2500]) == late[500].id  # a pending row, scored from SQLite
     reopened._index.compact(reopened._reader)
     assert len(reopened._index) == 3000 and not reopened._index.pending
