@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # Graph degree and insert beam: at 1M clustered vectors (bench/episodic_latency.py) 16 and 64 held 0.92 of the
 # exact top 10 among 50 candidates, and no search beam lifted it past 0.94; 24 and 96 held 0.974-0.988 (search
 # beam 256, over five builds: a build is multi-threaded, so graphs differ) and 0.994-0.998 (400, two builds), for a
-# build 1.4x as long (368 s against 263 s on 2 cores). The default search beam (`ann_expansion`) is 400.
+# build 1.4x as long (368 s against 263 s on 2 cores).
 CONNECTIVITY = 24
 EXPANSION_ADD = 96
 COMPACT_PENDING = 2_000  # pending rows that trigger a compaction
@@ -55,7 +55,7 @@ def usearch_index() -> type[Index]:
 class AnnIndex:
     """The persisted HNSW index of one store; see the module docstring."""
 
-    def __init__(self, db_path: Path, dim: int, *, expansion: int = 400) -> None:
+    def __init__(self, db_path: Path, dim: int, *, expansion: int) -> None:
         self.path = Path(f"{db_path}.usearch")
         self.meta_path = Path(f"{db_path}.usearch.json")
         self.dim, self.expansion = dim, expansion

@@ -145,8 +145,10 @@ def adjust(
             if key in out and (on_day or mentions_time(_text(episode))):
                 out[key] *= 1 + signals.temporal_weight * (2 if on_day else 1)
     names = query_names(query_text) if signals.entity_weight or signals.speaker_weight else set()
+    if not names:
+        return out
     for key, episode in episodes.items():
-        if not names or key not in out:
+        if key not in out:
             continue
         if signals.speaker_weight and speaker(episode.user) in names:
             out[key] *= 1 + signals.speaker_weight

@@ -77,7 +77,7 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
         synchronous: str = "NORMAL",
         ann: str = "exact",
         ann_min_rows: int = ANN_MIN_ROWS,
-        ann_expansion: int = 400,
+        ann_expansion: int = STORE_OPTIONS["ann_expansion"],
     ) -> None:
         self.path = Path(path)
         self.ann, self.ann_min_rows = ann, ann_min_rows
