@@ -16,6 +16,7 @@ redaction and every plugin's own writer use it, so two runtimes in one process k
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -133,6 +134,10 @@ class Redactor:
         """The policy of `[privacy] pii` in a `Config`."""
         return cls(frozenset(config.get("privacy.pii") or ()))
 
+    def compile_soon(self) -> None:
+        """Compile the rules on a thread, once per process: while a model answers, not when its turn is kept."""
+        _compile_soon(self.pii)
+
     def redact(self, text: str) -> str:
         """The text with every secret and opted-in personal datum replaced by `[REDACTED:<kind>]`."""
         return redact(text, self.pii)
@@ -153,3 +158,12 @@ def redactor_of(owner: object) -> Redactor:
     """The policy of a runtime (or of an object with a `runtime`), secrets only for anything else."""
     found = getattr(owner, "redactor", None) or getattr(getattr(owner, "runtime", None), "redactor", None)
     return found if isinstance(found, Redactor) else SECRETS_ONLY
+
+
+@lru_cache(maxsize=16)
+def _compile_soon(pii: frozenset[str]) -> None:
+    def compile_all() -> None:
+        for rule in _rules(pii):
+            _ = rule.regex, rule.key
+
+    threading.Thread(target=compile_all, daemon=True, name="thoth-redact-compile").start()

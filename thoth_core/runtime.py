@@ -297,6 +297,7 @@ class Runtime:
             messages=trim_history(session.history, int(self.config.get("budget.history"))) + [Message("user", message)],
             max_tokens=int(self.config.get("thoth.max_tokens")),
         )
+        self.redactor.compile_soon()  # while the model answers, not after the reply is shown
         reply = await self._ask(self.model(), request, turn, session, on_delta)
         self.last = result = TurnResult(reply, assembly, session, turn)
         await self.record(turn, reply, session)
