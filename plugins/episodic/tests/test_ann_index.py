@@ -72,6 +72,17 @@ def test_dense_recall_at_10_matches_exact_search_on_clustered_vectors(tmp_path):
     assert len(indexed._index) == 4000 and np.mean(overlaps) >= 0.98
 
 
+def test_every_row_is_reachable_as_its_own_nearest_neighbour(tmp_path):
+    """Concurrent inserts strand a few nodes (usearch #735): on two threads six builds of six failed."""
+    fill(tmp_path / "e.db", clustered(5000))
+    store = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
+    assert store._usable_index() is not None
+    rows = store._db.execute("SELECT rowid, embedding FROM episodes").fetchall()
+    keys = np.array([r for r, _ in rows])
+    found = store._index.index.search(np.stack([np.frombuffer(b, dtype=np.float32) for _, b in rows]), 10).keys
+    assert [int(k) for k, near in zip(keys, found, strict=True) if k not in near] == []
+
+
 def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_path):
     vectors = clustered(3000)
     fill(tmp_path / "e.db", vectors[:2000])

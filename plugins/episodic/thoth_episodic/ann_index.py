@@ -35,10 +35,13 @@ log = logging.getLogger(__name__)
 
 # Graph degree and insert beam: at 1M clustered vectors (bench/episodic_latency.py) 16 and 64 held 0.92 of the
 # exact top 10 among 50 candidates, and no search beam lifted it past 0.94; 24 and 96 held 0.974-0.988 (search
-# beam 256, over five builds: a build is multi-threaded, so graphs differ) and 0.994-0.998 (400, two builds), for a
+# beam 256, over five multi-threaded builds, whose graphs differ) and 0.994-0.998 (400, two builds), for a
 # build 1.4x as long (368 s against 263 s on 2 cores).
 CONNECTIVITY = 24
 EXPANSION_ADD = 96
+# One inserting thread: concurrent adds leave some nodes stored but unreachable by search (usearch issue #735,
+# unfixed in 2.25/2.26); on two threads 0.03-0.13% of rows were never found even as their own nearest neighbour.
+ADD_THREADS = 1
 COMPACT_PENDING = 2_000  # pending rows that trigger a compaction
 CURRENT = "superseded_at IS NULL AND embedding IS NOT NULL"
 
@@ -139,7 +142,7 @@ class AnnIndex:
                     break
                 keys, matrix = _unpack(rows, self.dim)
                 if len(keys):
-                    index.add(keys, matrix, threads=os.cpu_count() or 1)
+                    index.add(keys, matrix, threads=ADD_THREADS)
                 last = int(rows[-1][0])
         finally:
             db.close()
@@ -172,7 +175,7 @@ class AnnIndex:
             index.remove(gone)
         if pending:
             keys = np.fromiter(pending, dtype=np.int64)
-            index.add(keys, np.stack([pending[int(k)] for k in keys]), threads=os.cpu_count() or 1)
+            index.add(keys, np.stack([pending[int(k)] for k in keys]), threads=ADD_THREADS)
         self._save(index, rowid, vectors, now)
         with self.lock:
             mapped = usearch_index().restore(str(self.path), view=True)
