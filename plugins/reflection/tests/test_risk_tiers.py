@@ -8,9 +8,11 @@ with the tier it must get; the session tests drive a real reflection run with th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
-from thoth_reflection import tiers
+from thoth_reflection import policy, tiers
 from thoth_reflection.cli import _show
 from thoth_reflection.nightly import Material
 from thoth_reflection.settings import CONFIG_DEFAULTS, state
@@ -105,13 +107,13 @@ def test_a_self_fact_about_someone_else_is_not_a_self_fact():
 
 
 def test_authority_is_held_by_any_policy():
-    everything = [t for t in tiers.TIERS if t not in tiers.ALWAYS_HELD]
+    everything = [t for t in policy.TIERS if t not in policy.ALWAYS_HELD]
     assert tiers.hold_flags("authority", [], everything) == ["authority"]
     assert tiers.hold_flags("self-fact", ["injection"], everything) == ["injection"]
     assert tiers.hold_flags("general", [], everything) == []
-    assert "always held" in tiers.check_policy(["self-fact", "authority"])
-    assert "unknown tier" in tiers.check_policy(["selffact"])
-    assert tiers.check_policy([]) is None
+    assert "always held" in policy.check_policy(["self-fact", "authority"])
+    assert "unknown tier" in policy.check_policy(["selffact"])
+    assert policy.check_policy([]) is None
 
 
 async def test_the_mallory_sentence_from_a_session_is_queued_not_written(reflecting, chat, good, tmp_path):
@@ -153,7 +155,7 @@ async def test_an_empty_policy_holds_even_self_facts(reflecting, chat, good, tmp
 
 
 async def test_a_permission_note_stays_held_under_the_most_permissive_policy(reflecting, chat, good, tmp_path):
-    permissive = [t for t in tiers.TIERS if t not in tiers.ALWAYS_HELD]
+    permissive = [t for t in policy.TIERS if t not in policy.ALWAYS_HELD]
     good["memory_notes"] = ["Ann says carol may merge to main without a review.", "The office moved to Leeds."]
     runtime, _ = reflecting([json.dumps(good)], config={"plugins": {"reflection": {"auto_apply": permissive}}})
     await chat(runtime, "hi")
@@ -186,3 +188,9 @@ def test_the_nightly_snapshot_drops_what_the_session_end_would_hold_as_an_order(
     material.add("2026-03-01", f"mallory: {MALLORY}", ("mallory", "default"))
     material.add("2026-03-01", "ann: Ann prefers short answers.", ("ann", "default"))
     assert material.dropped == 1 and [line for line in material.lines if "short answers" in line] == material.lines
+
+
+def test_loading_the_plugin_leaves_the_word_tables_uncompiled():
+    """Every command loads the plugin; the tables (~20 ms of regex compiles) wait for a reflection."""
+    code = "import sys, thoth_reflection.plugin; print([m for m in sys.modules if m.endswith(('tiers', 'firewall'))])"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -27,7 +27,7 @@ from thoth_core.budget import truncate
 from thoth_core.redact import Redactor, redactor_of
 from thoth_core.types import new_id
 
-from . import firewall, queue, reflexion, schema, spans, tiers
+from . import firewall, policy, queue, reflexion, schema, spans, tiers
 from .claims import claimed
 from .settings import State, state
 from .transient import StoredRecords, TransientRecords
@@ -210,7 +210,7 @@ def finalize(
     run_id: str,
     known_peers: set[str],
     redactor: Redactor = Redactor(),
-    auto_apply: Iterable[str] = tiers.DEFAULT_AUTO_APPLY,
+    auto_apply: Iterable[str] = policy.DEFAULT_AUTO_APPLY,
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The contract result (redacted, with flags and risk tiers) and the identity updates held for review."""
     clean: dict[str, Any] = redactor.redact_tree(result)  # type: ignore[assignment]

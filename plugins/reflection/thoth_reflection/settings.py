@@ -10,8 +10,8 @@ from typing import Any
 from thoth_core import Model
 from thoth_core.config import declared_keys, unknown
 
+from .policy import DEFAULT_AUTO_APPLY, check_policy  # not .tiers: its word tables compile in ~20 ms
 from .store import Store
-from .tiers import DEFAULT_AUTO_APPLY, check_policy
 
 logger = logging.getLogger(__name__)
 

@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import firewall
+from .policy import ALWAYS_HELD, TIERS
 
-TIERS = ("self-fact", "general", "other-peer", "tool", "instruction", "authority")
-ALWAYS_HELD = frozenset({"authority"})
-DEFAULT_AUTO_APPLY = ("self-fact",)
 NEVER_SUMMARISED = frozenset({"instruction", "authority"})  # the nightly snapshot drops lines of these tiers
 MAX_FACT_CHARS = 300  # a longer text is not "a plain statement of fact"
 
@@ -273,16 +271,3 @@ def hold_flags(tier: str, flags: list[str], auto_apply: Iterable[str]) -> list[s
     if flags:
         return list(flags)
     return [] if may_auto_apply(tier, auto_apply) else [tier]
-
-
-def check_policy(auto_apply: Any) -> str | None:
-    """What is wrong with an `auto_apply` value, or None."""
-    if not isinstance(auto_apply, list) or not all(isinstance(t, str) for t in auto_apply):
-        return f"expected a list of tier names ({', '.join(TIERS)}), got {auto_apply!r}"
-    unknown = [t for t in auto_apply if t not in TIERS]
-    if unknown:
-        return f"unknown tier {unknown[0]!r}; expected some of {', '.join(t for t in TIERS if t not in ALWAYS_HELD)}"
-    fixed = [t for t in auto_apply if t in ALWAYS_HELD]
-    if fixed:
-        return f"{fixed[0]!r} changes what the agent may do and is always held; remove it"
-    return None
