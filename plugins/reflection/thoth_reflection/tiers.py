@@ -16,7 +16,7 @@ phrasings: a proposal is a `self-fact` only when it positively reads as one (eac
 with the peer as its subject: the peer's id, "the user", or an opening verb like "Prefers ...", and
 no signal of a higher tier occurs anywhere). Anything else takes the tier of its
 strongest signal, or `general`. Only the tiers in `[plugins.reflection] auto_apply` (default
-`["self-fact"]`) are applied without review.
+`["self-fact"]`, checked by `policy.check_policy`) are applied without review.
 """
 
 from __future__ import annotations
