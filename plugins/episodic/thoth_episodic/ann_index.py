@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # Graph degree and insert beam: at 1M clustered vectors (bench/episodic_latency.py) 16 and 64 held 0.92 of the
 # exact top 10 among 50 candidates, and no search beam lifted it past 0.94; 24 and 96 held 0.974-0.988 (search
 # beam 256, over five multi-threaded builds, whose graphs differ) and 0.994-0.998 (400, two builds), for a
-# build 1.4x as long (368 s against 263 s on 2 cores).
+# build 1.4x as long (368 s against 263 s on 2 cores; on one thread, below, 1,364 s on a machine twice as slow).
 CONNECTIVITY = 24
 EXPANSION_ADD = 96
 # One inserting thread: concurrent adds leave some nodes stored but unreachable by search (usearch issue #735,
