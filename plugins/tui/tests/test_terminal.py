@@ -106,6 +106,7 @@ def test_thoth_chat_in_tmux(terminal, fake_anthropic, tmp_path):
     terminal.keys("hello there", "Enter")
     screen = terminal.wait_for("Hello from Claude, streamed.")
     assert "hello there" in screen
+    terminal.wait_for("turns 1")  # the turn is over: the layers panel refreshes last (until then, "Still answering")
 
     terminal.keys("/hel", "Tab", "Enter")
     terminal.wait_for("/whoami - who and where you are")
