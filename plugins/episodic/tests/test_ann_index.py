@@ -94,13 +94,43 @@ def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_
 
     reopened = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
     assert reopened._index_ready and len(reopened._index) == 2000  # mapped from the file, not rebuilt
-    assert reopened._index.index.expansion_search == 400  # the configured beam, not the file's default
+    assert reopened._index.index.expansion_search == 256  # the configured beam, not the file's default
     assert top_id(reopened, vectors[2500]) == late[500].id  # a pending row, scored from SQLite
     reopened._index.compact(reopened._reader)
     assert len(reopened._index) == 3000 and not reopened._index.pending
     assert top_id(reopened, vectors[2500]) == late[500].id
     reopened.close()
     assert len(saved_keys(tmp_path / "e.db")) == 3000
+
+
+def test_candidates_come_nearest_first_with_pending_rows_among_them(tmp_path):
+    vectors = clustered(2100)
+    fill(tmp_path / "e.db", vectors[:2000])
+    store = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
+    store.search(query("", vectors[0]))  # builds the index
+    fill(tmp_path / "e.db", vectors[2000:])  # pending: stored after the build
+    store._index.catch_up(store._db)
+    probe = vectors[2050]
+    keys = store._index.candidates(probe, 100)
+    similarity = {
+        int(r): float(np.frombuffer(b, dtype=np.float32) @ probe)
+        for r, b in store._db.execute("SELECT rowid, embedding FROM episodes")
+    }
+    assert int(keys[0]) == 2051 and len(keys) == 100  # the pending row itself, ahead of every indexed one
+    assert np.all(np.diff([similarity[int(k)] for k in keys]) <= 1e-3)  # f16 index distances: nearly sorted
+
+
+def test_a_scope_sharing_the_store_gets_the_same_dense_top_as_exact_search(tmp_path, monkeypatch):
+    """Candidates outside the scope fail the check of the nearest n, and the rest are read (no exact fallback)."""
+    vectors = clustered(3000)
+    fill(tmp_path / "e.db", vectors[::2], peer="ann")
+    fill(tmp_path / "e.db", vectors[1::2], peer="bob")
+    exact = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="exact")
+    indexed = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
+    top = [dense_ids(exact, v) for v in vectors[:300:10]]
+    monkeypatch.setattr(ann_search, "scope_exact", None)
+    overlaps = [len(set(dense_ids(indexed, v)) & set(t)) / 10 for v, t in zip(vectors[:300:10], top, strict=True)]
+    assert np.mean(overlaps) >= 0.98
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "sidecar"])

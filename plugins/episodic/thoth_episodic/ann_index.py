@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 # exact top 10 among 50 candidates, and no search beam lifted it past 0.94; 24 and 96 held 0.974-0.988 (search
 # beam 256, over five multi-threaded builds, whose graphs differ) and 0.994-0.998 (400, two builds), for a
 # build 1.4x as long (368 s against 263 s on 2 cores; on one thread, below, 1,364 s on a machine twice as slow).
+# Built on one thread, the same data held 0.996 at beams 192 and 256, 0.997 at 400 and 0.976 at 160: the
+# stranded nodes below had cost the multi-threaded graphs their recall, so the search beam is back at 256.
 CONNECTIVITY = 24
 EXPANSION_ADD = 96
 # One inserting thread: concurrent adds leave some nodes stored but unreachable by search (usearch issue #735,
@@ -238,21 +240,21 @@ class AnnIndex:
                 self.removed.add(rowid)
 
     def candidates(self, vector: np.ndarray, count: int) -> np.ndarray:
-        """Rowids of up to `count` rows nearest the vector (index and pending rows), unverified."""
+        """Rowids of up to `count` rows nearest the vector (index and pending rows), nearest first, unverified."""
         with self.lock:
             index, pending, removed = self.index, self.pending, self.removed
-            found = np.zeros(0, dtype=np.int64)
+            keys, similarity = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             if index is not None and len(index):
                 matches = index.search(vector, min(count, len(index)))
-                found = np.asarray(matches.keys, dtype=np.int64)
+                keys = np.asarray(matches.keys, dtype=np.int64)
+                similarity = 1 - np.asarray(matches.distances, dtype=np.float32)  # metric "ip": distance is 1 - ip
             if pending:
-                keys = np.fromiter(pending, dtype=np.int64, count=len(pending))
-                scores = np.stack(list(pending.values())) @ vector
-                top = np.argsort(-scores)[:count]
-                found = np.concatenate([found, keys[top]])
+                keys = np.concatenate([keys, np.fromiter(pending, dtype=np.int64, count=len(pending))])
+                similarity = np.concatenate([similarity, np.stack(list(pending.values())) @ vector])
             if removed:
-                found = found[~np.isin(found, np.fromiter(removed, dtype=np.int64))]
-            return found
+                kept = ~np.isin(keys, np.fromiter(removed, dtype=np.int64))
+                keys, similarity = keys[kept], similarity[kept]
+            return keys[np.argsort(-similarity, kind="stable")[:count]]
 
 
 def _counters(db: sqlite3.Connection) -> tuple[int, int]:

@@ -1,11 +1,13 @@
 """Dense search through the ANN index with the scope filter applied in SQLite (no in-memory vector cache).
 
-The index is asked for `OVERFETCH` times the wanted candidates; SQLite keeps those in the
-query's scope (workspace, peer, agent), current and with a vector, and their float32 blobs
-give exact scores. A scope (peer) of fewer than `SMALL_SCOPE` rows skips the index: reading and scoring its
-rows is cheaper. When too few survive (a scope that is a small share of a big store), the
-index is asked for `WIDE` times more; when that still falls short, the scope's rows are
-scored exactly from SQLite, which is cheap because such a scope is small.
+The index is asked for `OVERFETCH` times the wanted candidates, nearest first; SQLite keeps those
+in the query's scope (workspace, peer, agent), current and with a vector, and their float32 blobs
+give exact scores. The nearest n are checked first: in a store of one scope they all pass, and the
+rest are never read (at 1M rows, reading 150 took 2.7 ms). A scope (peer) of fewer than
+`SMALL_SCOPE` rows skips the index: reading and scoring its rows is cheaper. When too few survive
+(a scope that is a small share of a big store), the index is asked for `WIDE` times more; when that
+still falls short, the scope's rows are scored exactly from SQLite, which is cheap because such a
+scope is small.
 """
 
 from __future__ import annotations
@@ -78,7 +80,10 @@ def ann_dense(db: sqlite3.Connection, index: AnnIndex, query: Query, vector: np.
     total = len(index) + len(index.pending)
     for factor in (OVERFETCH, WIDE):
         count = max(n * factor, 100)
-        found = _verified(db, query, index.candidates(vector, count), vector, index.dim, n)
+        keys = index.candidates(vector, count)
+        found = _verified(db, query, keys[:n], vector, index.dim, n)  # in a store of one scope all n pass
+        if len(found) < n:
+            found = sorted(found + _verified(db, query, keys[n:], vector, index.dim, n), key=lambda row: -row[1])[:n]
         if len(found) >= n or count >= total:
             return found
     return scope_exact(db, query, vector, index.dim, n)

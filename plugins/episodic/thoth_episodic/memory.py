@@ -47,7 +47,7 @@ STORE_OPTIONS: dict[str, Any] = {
     "synchronous": "NORMAL",
     "ann": "auto",
     "ann_min_rows": 20_000,
-    "ann_expansion": 400,  # the HNSW search beam: ann_index.py says why
+    "ann_expansion": 256,  # the HNSW search beam: ann_index.py says why
     "dsn": None,
 }
 LOADING_MARGIN = 0.5  # seconds of the layer's deadline left for BM25 when the embedder is still loading at start
