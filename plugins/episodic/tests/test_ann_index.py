@@ -98,6 +98,7 @@ def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_
     assert top_id(reopened, vectors[2500]) == late[500].id  # a pending row, scored from SQLite
     reopened._index.compact(reopened._reader)
     assert len(reopened._index) == 3000 and not reopened._index.pending
+    assert reopened._index.index.expansion_search == 256  # the compacted file is mapped with the beam too
     assert top_id(reopened, vectors[2500]) == late[500].id
     reopened.close()
     assert len(saved_keys(tmp_path / "e.db")) == 3000

@@ -88,10 +88,9 @@ class AnnIndex:
             meta = json.loads(self.meta_path.read_text())
             if int(meta["dim"]) != self.dim:
                 raise ValueError(f"dimension {meta['dim']}, expected {self.dim}")
-            index = usearch_index().restore(str(self.path), view=True)
+            index = self._mapped()
             if index is None or index.ndim != self.dim or len(index) != int(meta["count"]):
                 raise ValueError("the index does not match its sidecar")
-            index.expansion_search = self.expansion  # a saved file keeps neither beam width
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
             log.warning("episodic: rebuilding the ANN index %s: %s", self.path, error)
             return False
@@ -102,6 +101,13 @@ class AnnIndex:
             self.generation = int(meta["generation"])
             self.pending, self.removed = {}, set()
         return True
+
+    def _mapped(self) -> Index | None:
+        """The saved file, memory-mapped, with this store's search beam (a saved file keeps neither beam width)."""
+        index = usearch_index().restore(str(self.path), view=True)
+        if index is not None:
+            index.expansion_search = self.expansion
+        return index
 
     def _save(self, index: Index, rowid: int, vectors: int, generation: int) -> None:
         """Write the index and its sidecar, each by an atomic rename."""
@@ -180,8 +186,7 @@ class AnnIndex:
             index.add(keys, np.stack([pending[int(k)] for k in keys]), threads=ADD_THREADS)
         self._save(index, rowid, vectors, now)
         with self.lock:
-            mapped = usearch_index().restore(str(self.path), view=True)
-            self.index = mapped
+            self.index = self._mapped()
             self.covered_rowid, self.covered_vectors, self.generation = rowid, vectors, now
             for key in pending:
                 if self.pending.get(key) is pending[key]:
