@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from thoth_episodic import ann_search
+from thoth_episodic import ann_index, ann_search
 from thoth_episodic.contract import StoreContract, episode, query
 from thoth_episodic.sqlite_store import SQLiteStore
 from usearch.index import Index
@@ -83,7 +83,8 @@ def test_every_row_is_reachable_as_its_own_nearest_neighbour(tmp_path):
     assert [int(k) for k, near in zip(keys, found, strict=True) if k not in near] == []
 
 
-def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_path):
+def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(ann_index, "ROWS_PER_BEAM_STEP", 10)  # the search beam: 2,000 rows 200, 3,000 rows 256 at most
     vectors = clustered(3000)
     fill(tmp_path / "e.db", vectors[:2000])
     first = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
@@ -94,11 +95,11 @@ def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_
 
     reopened = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
     assert reopened._index_ready and len(reopened._index) == 2000  # mapped from the file, not rebuilt
-    assert reopened._index.index.expansion_search == 256  # the configured beam, not the file's default
+    assert reopened._index.index.expansion_search == 200  # the beam for its size, not the file's default
     assert top_id(reopened, vectors[2500]) == late[500].id  # a pending row, scored from SQLite
     reopened._index.compact(reopened._reader)
     assert len(reopened._index) == 3000 and not reopened._index.pending
-    assert reopened._index.index.expansion_search == 256  # the compacted file is mapped with the beam too
+    assert reopened._index.index.expansion_search == 256  # the compacted file too, up to the configured beam
     assert top_id(reopened, vectors[2500]) == late[500].id
     reopened.close()
     assert len(saved_keys(tmp_path / "e.db")) == 3000
