@@ -91,12 +91,29 @@ def test_export_import_round_trip(home, tmp_path, monkeypatch):
     monkeypatch.setenv("THOTH_HOME", str(other))
     out, err = thoth("episodes", "import", str(target))
     assert "imported 5 episodes (0 already present)" in out and "importing" in err
+    assert "indexing" not in err  # far below `ann_min_rows`: exact search
     assert thoth("episodes", "import", str(target))[0].startswith("imported 0 episodes (5 already present)")
     runtime = make_test_runtime(other, {"episodic": plugin})
     store = memory_for(runtime).store
     assert [e.to_dict() for e in store.episodes()] == [e.to_dict() for e in originals]
     assert memory_for(runtime).recall("episode 3", workspace="default", peer="ann", k=1)[0].dense is not None
     store.close()
+
+
+def test_an_import_past_ann_min_rows_builds_the_ann_index_before_it_returns(home, tmp_path, monkeypatch):
+    seed(home, [ep(f"episode {i}", 10 - i, turn_id=f"turn{i}") for i in range(5)])
+    target = tmp_path / "episodes.jsonl"
+    thoth("episodes", "export", "-o", str(target))
+    other = tmp_path / "other-home"
+    other.mkdir()
+    (other / "thoth.toml").write_text("[plugins.episodic]\nann_min_rows = 3\n")
+    monkeypatch.setenv("THOTH_HOME", str(other))
+    monkeypatch.setenv("THOTH_CONFIG", str(other / "thoth.toml"))
+    out, err = thoth("episodes", "import", str(target))
+    assert "built the ANN index" in out and "indexing" in err
+    assert (other / "episodic" / "episodes.db.usearch").exists()
+    out, err = thoth("episodes", "import", str(target))  # nothing new: nothing to build
+    assert "imported 0 episodes" in out and "indexing" not in err
 
 
 def test_import_names_the_bad_line(home, tmp_path):

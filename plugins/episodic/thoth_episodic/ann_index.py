@@ -139,7 +139,9 @@ class AnnIndex:
             expansion_search=self.expansion,
         )
 
-    def build(self, connect: Connect, stop: threading.Event | None = None) -> None:
+    def build(
+        self, connect: Connect, stop: threading.Event | None = None, progress: Callable[[int], None] | None = None
+    ) -> None:
         """(Re)build the whole index from the store's current rows and save it; a set `stop` abandons it unsaved.
 
         Rows written after the scan read past them are left to `catch_up` (they are not counted as seen).
@@ -161,6 +163,8 @@ class AnnIndex:
                 if len(keys):
                     index.add(keys, matrix, threads=ADD_THREADS)
                 last = int(rows[-1][0])
+                if progress is not None:
+                    progress(len(rows))
         finally:
             db.close()
         self._save(index, last, vectors, generation)

@@ -139,9 +139,15 @@ def import_episodes(source: IO[str]) -> None:
 
     async def go() -> None:
         items = list(read_jsonl(source))
+        memory = memory_for(runtime())
         with _progress(len(items), "importing") as bar:
-            stored = memory_for(runtime()).write_many(items, progress=bar.update)
+            stored = memory.write_many(items, progress=bar.update)
         click.echo(f"imported {stored} episodes ({len(items) - stored} already present)")
+        store = memory.store
+        if stored and getattr(store, "index_due", bool)():  # SQLite builds its ANN index in the process that asks
+            with _progress(store.count(), "indexing") as bar:
+                store.index_now(progress=bar.update)
+            click.echo("built the ANN index")
 
     run(go())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,19 @@ class IndexedSearch:
             self._building = threading.Thread(target=self._build_logged, daemon=True, name="episodic-ann-build")
             self._building.start()
         return None
+
+    def index_due(self) -> bool:
+        """Whether the ANN index is missing and wanted (a store past `ann_min_rows`, or `ann = "usearch"`)."""
+        if self._index is None or self._index_ready or self._building is not None:
+            return False
+        with self._lock:
+            return self.ann == "usearch" or newest_rowid(self._db) >= self.ann_min_rows
+
+    def index_now(self, progress: Callable[[int], None] | None = None) -> None:
+        """Build the ANN index here and now (an import does: short commands would each start one and abandon it)."""
+        assert self._index is not None
+        self._index.build(self._reader, progress=progress)
+        self._index_ready = True
 
     def _build_logged(self) -> None:
         try:
