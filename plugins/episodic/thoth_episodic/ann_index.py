@@ -136,7 +136,6 @@ class AnnIndex:
             dtype="f16",
             connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD,
-            expansion_search=self.expansion,
         )
 
     def build(

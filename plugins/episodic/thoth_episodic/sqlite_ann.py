@@ -55,12 +55,9 @@ class IndexedSearch:
         if self._index is None or self._index_ready:
             return self._index
         if self.ann == "usearch":
-            self._index.build(self._reader)
-            self._index_ready = True
+            self.index_now()
             return self._index
-        with self._lock:
-            rows = newest_rowid(self._db)
-        if rows >= self.ann_min_rows and self._building is None:  # one try per process; a failure is logged
+        if self.index_due():  # one try per process; a failure is logged
             self._building = threading.Thread(target=self._build_logged, daemon=True, name="episodic-ann-build")
             self._building.start()
         return None
