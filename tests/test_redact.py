@@ -188,7 +188,8 @@ def test_compile_soon_compiles_every_rule_on_a_thread():
         "import time, thoth_core.redact as r\n"
         "r.Redactor().compile_soon()\n"
         "end = time.monotonic() + 30\n"
-        "while time.monotonic() < end and not all('regex' in vars(x) for x in r.RULES): time.sleep(0.01)\n"
-        "print(all('regex' in vars(x) and 'key' in vars(x) for x in r.RULES))"
+        "done = lambda: all('regex' in vars(x) and 'key' in vars(x) for x in r.RULES)\n"
+        "while time.monotonic() < end and not done(): time.sleep(0.01)\n"
+        "print(done())"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
