@@ -148,3 +148,42 @@ def test_sqlite_full_text_stage_reads_on_its_own_connection(tmp_path):
         store.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         store._lexical(query("kiwi", k=3), None)
+
+
+@pytest.fixture
+def common_word_store(tmp_path: Path) -> Iterator[object]:
+    """50 rows holding both words in their neighbours' context, 60 holding `cherry` and `note` in their own text
+    (ranked first when `note` counts), 80 holding `note` alone, 350 others: `banana` is in 9 % of the rows,
+    `cherry` in 20 %, `note` in 26 %."""
+    from thoth_episodic.sqlite_store import SQLiteStore
+
+    opened = SQLiteStore(tmp_path / "episodes.db", ann="exact")
+    pairs = [episode(f"pair {i}", context="cherry banana") for i in range(50)]
+    noted = [episode(f"note cherry dull {i}") for i in range(60)]
+    others = [episode(f"note filler {i}") for i in range(80)] + [episode(f"plain other {i}") for i in range(350)]
+    opened.add(pairs + noted + others)
+    yield opened
+    opened.close()
+
+
+def test_a_large_sqlite_store_leaves_its_common_words_out(common_word_store, monkeypatch):
+    assert top(common_word_store, "cherry banana note") == {"dull"}  # a small store ranks every word
+    large(common_word_store, monkeypatch)
+    assert top(common_word_store, "cherry banana note") == {"pair"}
+    assert top(common_word_store, "note cherry") == {"dull"}  # the two rarest words stay when all are common
+    assert top(common_word_store, "o'neil zebra note") == {"filler"}  # every word when the rest match too few
+
+
+def test_a_words_share_is_counted_in_slices_spread_over_the_store(tmp_path):
+    from thoth_episodic import sqlite_fts
+    from thoth_episodic.sqlite_store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "episodes.db", ann="exact")
+    try:
+        store.add([episode(f"row {i}" + (" early" if i < 50 else "")) for i in range(1000)])
+        with store._reader_connection() as db:
+            assert sqlite_fts.uncommon(db, ["early", "row", "absent"], 1000) == ["early", "absent"]
+            assert sqlite_fts.uncommon(db, ["row", "absent"], 1000) == ["row", "absent"]
+            assert sqlite_fts.uncommon(db, ["row"], 1000) == ["row"]
+    finally:
+        store.close()

@@ -13,10 +13,16 @@ import numpy as np
 from thoth_core.storage import connect
 
 from .records import Query
-from .scoring import PAIRED_ROWS, candidate_count, fts_match, fts_pairs, pairable, query_terms
+from .scoring import PAIRED_ROWS, candidate_count, fts_any, fts_pairs, pairable, query_terms
 from .sqlite_schema import newest_rowid
 
 AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
+
+# In a large store a word held by many rows costs BM25 a score for each of them, and, paired, makes most pairs
+# match: LoCoMo questions over 1M rows of conversation text took 53 ms (p90 238) with every word, 34 ms (p90 106)
+# without those in over a tenth of the rows, for as many answers among the 50 best (bench/lexical_scale.py).
+COMMON_SHARE = 0.1  # a large store leaves out of the full-text query the words held by more than this share of rows
+SLICES, SLICE_ROWS = 4, 2_500  # a word's share is counted in this many slices of this many rows, spread over the store
 
 
 class FullTextSearch:
@@ -27,7 +33,8 @@ class FullTextSearch:
     _idle_readers: list[sqlite3.Connection] | None
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
-        """BM25 of the scope's rows matching any word; in a large store, of those holding two first (`PAIRED_ROWS`)."""
+        """BM25 of the scope's rows matching any word; in a large store, of those holding two first (`PAIRED_ROWS`),
+        with its common words left out first (`COMMON_SHARE`)."""
         terms = query_terms(query.text)
         if not terms:
             return []
@@ -42,10 +49,18 @@ class FullTextSearch:
         )
         wanted, rows, weight = candidate_count(query.k), [], 1
         with self._reader_connection() as db:
-            if pairable(terms) and allowed is None and newest_rowid(db) >= PAIRED_ROWS:
-                rows, weight = db.execute(sql, [fts_pairs(terms), *params, wanted]).fetchall(), len(terms) - 1
-            if len(rows) < wanted:
-                rows, weight = db.execute(sql, [fts_match(query.text), *params, wanted]).fetchall(), 1
+            newest = newest_rowid(db)
+            large = allowed is None and newest >= PAIRED_ROWS
+            attempts = [terms]
+            if large and (kept := uncommon(db, terms, newest)) != terms:
+                attempts.insert(0, kept)  # every word again when these match fewer rows than wanted
+            for words in attempts:
+                if large and pairable(words):
+                    rows, weight = db.execute(sql, [fts_pairs(words), *params, wanted]).fetchall(), len(words) - 1
+                if len(rows) < wanted:
+                    rows, weight = db.execute(sql, [fts_any(words), *params, wanted]).fetchall(), 1
+                if len(rows) >= wanted:
+                    break
         return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
 
     @contextmanager
@@ -67,3 +82,14 @@ class FullTextSearch:
                     db = None
             if db is not None:  # the store closed meanwhile
                 db.close()
+
+
+def uncommon(db: sqlite3.Connection, terms: list[str], newest: int) -> list[str]:
+    """The words held by at most `COMMON_SHARE` of the rows, in query order; the two rarest when fewer are."""
+    width = max(1, min(SLICE_ROWS, newest // SLICES))
+    ends = sorted({newest * (i + 1) // SLICES for i in range(SLICES)})
+    sql = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ? AND rowid > ? AND rowid <= ?"
+    held = {t: sum(db.execute(sql, [f'"{t}"', end - width, end]).fetchone()[0] for end in ends) for t in terms}
+    kept = [t for t in terms if held[t] <= COMMON_SHARE * width * len(ends)]
+    rarest = set(sorted(terms, key=held.__getitem__)[:2])
+    return kept if len(kept) >= 2 else [t for t in terms if t in rarest]

@@ -1,0 +1,129 @@
+"""The SQLite store's full-text stage at scale, on conversation text; prints JSON.
+
+    python bench/lexical_scale.py --data ../shared/data/locomo/locomo-dev.json [--n 1000000] [--json]
+
+The synthetic texts of `episodic_latency.py` draw words evenly from topics, so no word is common
+there. Here, for each dev conversation (a fold), a store holds its turns amid `--n` distractor
+rows, each two turns of the other two conversations (their words as common as in real chat, their
+names other people's); the conversation's questions (all but adversarial) go to the full-text stage
+as the store runs it (`_lexical`, the candidates it hands to fusion). Per fold and setting: the
+stage's median and p90 ms, and R@10 / R@50 of the evidence turns among its candidates. Settings:
+`every_match` ranks every row holding any word (how a small store ranks); `all_words` ranks rows
+holding two of them first (from `PAIRED_ROWS`); `share_F` does so after leaving out the words held
+by more than a share F of the rows (`COMMON_SHARE`). `choice` picks a share per fold on the other
+two conversations (the fastest there whose R@50 is within a point of `all_words`), scored on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from locomo_recall import evidence_ids, turn_text, turns_of
+from thoth_episodic import sqlite_fts
+from thoth_episodic.records import Episode, Query
+from thoth_episodic.sqlite_store import SQLiteStore
+
+SHARES = (0.05, 0.1, 0.2)
+SETTINGS = {"every_match": (10**15, 1.0), "all_words": (0, 1.0)} | {f"share_{f}": (0, f) for f in SHARES}
+CLOSE_TO_ALL_WORDS = 1.0  # R@50 points a share may lose against every word, for `choice`
+
+
+def filled_store(folder: Path, own: list[tuple[str, str]], others: list[str], n: int, seed: int) -> SQLiteStore:
+    """A store of `n` distractor rows with the conversation's turns (id, text) in the middle."""
+    store = SQLiteStore(folder / "episodes.db", ann="exact")
+    rng, start = random.Random(seed), time.time() - 10 * 365 * 86400
+    half = n // 2
+
+    def distractors(count: int, offset: int) -> None:
+        for first in range(0, count, 20_000):
+            size = min(20_000, count - first)
+            texts = [f"{rng.choice(others)}\n{rng.choice(others)}" for _ in range(size)]
+            at = start + offset + first
+            store.add([Episode("w", "p", f"t{(at + i) // 20}", t, occurred_at=at + i) for i, t in enumerate(texts)])
+
+    distractors(half, 0)
+    store.add(
+        [Episode("w", "p", "own", text, id=dia, occurred_at=start + half + i) for i, (dia, text) in enumerate(own)]
+    )
+    distractors(n - half, half + len(own))
+    return store
+
+
+def fold(sample: dict[str, Any], others: list[str], n: int, seed: int) -> dict[str, dict[str, float]]:
+    """Each setting's timings and evidence recall over one conversation's questions."""
+    own = [(turn["dia_id"], turn_text(turn)) for _, turn in turns_of(sample)]
+    questions = [q for q in sample["qa"] if q.get("category") != 5 and evidence_ids(q.get("evidence", []))]
+    found: dict[str, dict[str, list[float]]] = {name: {"ms": [], "r10": [], "r50": []} for name in SETTINGS}
+    with tempfile.TemporaryDirectory() as scratch:
+        store = filled_store(Path(scratch), own, others, n, seed)
+        ids = dict(store._db.execute("SELECT rowid, id FROM episodes WHERE thread = 'own'").fetchall())
+        try:
+            for question in questions:
+                evidence = set(evidence_ids(question["evidence"]))
+                for name, (paired_rows, share) in SETTINGS.items():
+                    sqlite_fts.PAIRED_ROWS, sqlite_fts.COMMON_SHARE = paired_rows, share
+                    started = time.perf_counter()
+                    rows = store._lexical(Query(question["question"], "w", "p", k=10), None)
+                    found[name]["ms"].append(1000 * (time.perf_counter() - started))
+                    ranked = [ids.get(rowid) for rowid, _, _ in rows]
+                    for k in (10, 50):
+                        found[name][f"r{k}"].append(len(evidence & set(ranked[:k])) / len(evidence))
+        finally:
+            store.close()
+    return {name: summary(values) for name, values in found.items()}
+
+
+def summary(values: dict[str, list[float]]) -> dict[str, float]:
+    """Median and p90 ms, R@10 and R@50 in percent."""
+    ms = sorted(values["ms"])
+    return {
+        "median_ms": round(statistics.median(ms), 1),
+        "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 1),
+        "r10": round(100 * statistics.mean(values["r10"]), 1),
+        "r50": round(100 * statistics.mean(values["r50"]), 1),
+        "questions": len(ms),
+    }
+
+
+def choice(folds: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """Per fold: the share chosen on the other folds (pooled by question count), and its figures on this one."""
+    out = {}
+    for held_out in folds:
+        train = [f for name, f in folds.items() if name != held_out]
+
+        def pooled(setting: str, key: str) -> float:
+            return sum(f[setting][key] * f[setting]["questions"] for f in train) / sum(
+                f[setting]["questions"] for f in train
+            )
+
+        floor = pooled("all_words", "r50") - CLOSE_TO_ALL_WORDS
+        close = [f"share_{s}" for s in SHARES if pooled(f"share_{s}", "r50") >= floor]
+        chosen = min(close, key=lambda s: pooled(s, "median_ms")) if close else "all_words"
+        out[held_out] = {"chosen": chosen, **folds[held_out][chosen]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(__file__).parents[2] / "shared/data/locomo/locomo-dev.json")
+    parser.add_argument("--n", type=int, default=1_000_000, help="Distractor rows in each store.")
+    parser.add_argument("--json", action="store_true", help="One line of JSON (default: indented).")
+    args = parser.parse_args()
+    samples = json.loads(args.data.read_text())
+    folds = {}
+    for index, sample in enumerate(samples):
+        others = [turn_text(t) for j, s in enumerate(samples) if j != index for _, t in turns_of(s)]
+        folds[sample["sample_id"]] = fold(sample, others, args.n, seed=index)
+    result = {"n": args.n, "folds": folds, "choice": choice(folds)}
+    print(json.dumps(result, indent=None if args.json else 2))
+
+
+if __name__ == "__main__":
+    main()
