@@ -6,7 +6,7 @@ import math
 
 import pytest
 from thoth_episodic.records import Episode, Query
-from thoth_episodic.scoring import date_words, embed_text, fts_match, query_terms, rank, recency_factor
+from thoth_episodic.scoring import date_words, embed_text, fts_any, query_terms, rank, recency_factor
 
 NOW = 1_700_000_000.0
 DAY = 86400.0
@@ -64,8 +64,8 @@ def test_query_terms_drop_stopwords_and_possessives():
         "paris",
         "2022",
     ]
-    assert fts_match("What is it?") is None
-    assert fts_match('the "weird" quote') == '"weird" OR "quote"'
+    assert query_terms("What is it?") == []
+    assert fts_any(query_terms('the "weird" quote')) == '"weird" OR "quote"'
 
 
 def test_dates_and_dense_text():

@@ -62,11 +62,6 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-def fts_match(text: str) -> str | None:
-    """An FTS5 / tsquery-neutral OR query of the content words (quoted), or None when none."""
-    return fts_any(query_terms(text)) or None
-
-
 def fts_any(terms: Sequence[str]) -> str:
     """An FTS5 query matching rows that hold any of the words."""
     return " OR ".join(f'"{t}"' for t in terms)
