@@ -22,7 +22,7 @@ AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND o
 # match: LoCoMo questions over 1M rows of conversation text took 53 ms (p90 238) with every word, 34 ms (p90 106)
 # without those in over a tenth of the rows, for as many answers among the 50 best (bench/lexical_scale.py).
 COMMON_SHARE = 0.1  # a large store leaves out of the full-text query the words held by more than this share of rows
-SLICES, SLICE_ROWS = 4, 2_500  # a word's share is counted in this many slices of this many rows, spread over the store
+SLICES, SLICE_ROWS = 2, 5_000  # a word's share is counted in this many slices of this many rows, spread over the store
 
 
 class FullTextSearch:
@@ -86,6 +86,8 @@ class FullTextSearch:
 
 def uncommon(db: sqlite3.Connection, terms: list[str], newest: int) -> list[str]:
     """The words held by at most `COMMON_SHARE` of the rows, in query order; the two rarest when fewer are."""
+    if len(terms) <= 2:
+        return terms
     width = max(1, min(SLICE_ROWS, newest // SLICES))
     ends = sorted({newest * (i + 1) // SLICES for i in range(SLICES)})
     sql = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ? AND rowid > ? AND rowid <= ?"
