@@ -35,9 +35,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
     opened.close()
 
 
-def large(store: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the store count as large."""
-    monkeypatch.setattr(sys.modules[type(store)._lexical.__module__], "PAIRED_ROWS", 0)  # where BM25 is read
+def large(store: object, monkeypatch: pytest.MonkeyPatch, common_share: float = 1.0) -> None:
+    """Make the store count as large; SQLite's then leaves out the words held by more than `common_share` of rows."""
+    module = sys.modules[type(store)._lexical.__module__]  # where BM25 is read
+    monkeypatch.setattr(module, "PAIRED_ROWS", 0)
+    if hasattr(module, "COMMON_SHARE"):
+        monkeypatch.setattr(module, "COMMON_SHARE", common_share)
 
 
 def top(store: object, text: str = "cherry banana", **asked: object) -> set[str]:
@@ -153,14 +156,14 @@ def test_sqlite_full_text_stage_reads_on_its_own_connection(tmp_path):
 @pytest.fixture
 def common_word_store(tmp_path: Path) -> Iterator[object]:
     """50 rows holding both words in their neighbours' context, 60 holding `cherry` and `note` in their own text
-    (ranked first when `note` counts), 80 holding `note` alone, 350 others: `banana` is in 9 % of the rows,
-    `cherry` in 20 %, `note` in 26 %."""
+    (ranked first when `note` counts), 150 holding `note` alone, 350 others: `banana` is in 8 % of the rows,
+    `cherry` in 18 %, `note` in 34 %."""
     from thoth_episodic.sqlite_store import SQLiteStore
 
     opened = SQLiteStore(tmp_path / "episodes.db", ann="exact")
     pairs = [episode(f"pair {i}", context="cherry banana") for i in range(50)]
     noted = [episode(f"note cherry dull {i}") for i in range(60)]
-    others = [episode(f"note filler {i}") for i in range(80)] + [episode(f"plain other {i}") for i in range(350)]
+    others = [episode(f"note filler {i}") for i in range(150)] + [episode(f"plain other {i}") for i in range(350)]
     opened.add(pairs + noted + others)
     yield opened
     opened.close()
@@ -168,7 +171,7 @@ def common_word_store(tmp_path: Path) -> Iterator[object]:
 
 def test_a_large_sqlite_store_leaves_its_common_words_out(common_word_store, monkeypatch):
     assert top(common_word_store, "cherry banana note") == {"dull"}  # a small store ranks every word
-    large(common_word_store, monkeypatch)
+    large(common_word_store, monkeypatch, common_share=0.2)
     assert top(common_word_store, "cherry banana note") == {"pair"}
     assert top(common_word_store, "note cherry") == {"dull"}  # the two rarest words stay when all are common
     assert top(common_word_store, "o'neil zebra note") == {"filler"}  # every word when the rest match too few
