@@ -20,8 +20,8 @@ AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND o
 
 # In a large store a word held by many rows costs BM25 a score for each of them, and, paired, makes most pairs
 # match. LoCoMo questions over 1M rows of conversation text (bench/lexical_scale.py): 58-88 ms median (p90 214-424)
-# with every word; 48-79 ms (p90 209-332) without the words in over a fifth of the rows, for as many answers among
-# the 10 and the 50 best. A tenth was faster still (34-47 ms) but lost up to 3 points of R@10 on two conversations.
+# with every word; 49-79 ms (p90 209-332) without the words in over a fifth of the rows, for as many answers among
+# the 10 and the 50 best. A tenth was faster (34-47 ms) but lost 2.5 and 3.1 points of R@10 on two conversations.
 COMMON_SHARE = 0.2  # a large store leaves out of the full-text query the words held by more than this share of rows
 SLICES, SLICE_ROWS = 2, 5_000  # a word's share is counted in this many slices of this many rows, spread over the store
 
