@@ -11,9 +11,8 @@ stage's median and p90 ms, and R@10 / R@50 of the evidence turns among its candi
 `every_match` ranks every row holding any word (how a small store ranks); `all_words` ranks rows
 holding two of them first (from `PAIRED_ROWS`); `share_F` does so after leaving out the words held
 by more than a share F of the rows (`COMMON_SHARE`). `choice` picks a share per fold on the other
-two conversations (the fastest there whose R@10 and R@50 are each within a point of `all_words`), scored on
-its own.
-Filling the stores takes most of the time: about 8 minutes per 300k rows on a slow 2-core machine.
+two conversations (the fastest there whose R@10 and R@50 are each within a point of `all_words`),
+scored on its own. On a slow 2-core machine the run takes about 9 minutes at 300k, 20 at 1M.
 """
 
 from __future__ import annotations
