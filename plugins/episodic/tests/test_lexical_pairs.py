@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from thoth_episodic.contract import episode, query, unit
-from thoth_episodic.postgres_store import any_two
+from thoth_episodic.postgres_fts import any_two
 from thoth_episodic.scoring import fts_pairs, pairable
 
 
@@ -91,7 +91,7 @@ def test_a_search_inside_a_transaction_sees_what_it_wrote(storage_url):
 
 
 def test_words_postgres_drops_are_left_out_of_its_pairs():
-    from thoth_episodic.postgres_store import _has_lexeme
+    from thoth_episodic.postgres_fts import _has_lexeme
 
     kept = [w for w in ["don't", "didn't", "now", "i'm", "___", "x_", "it's", "o'neil"] if _has_lexeme(w)]
     assert kept == ["i'm", "x_", "o'neil"]

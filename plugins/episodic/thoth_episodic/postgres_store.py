@@ -3,9 +3,9 @@
 Same bitemporal rows as the SQLite backend, in one table (`postgres_schema`), reached through
 a small pool of connections shared by the process's threads. Dense search is exact over the
 scope, or through a pgvector HNSW index for large scopes (`postgres_ann`); the lexical signal
-is PostgreSQL full-text search (`ts_rank` over a weighted tsvector of the turn, its
-neighbours and its date), reported in the `bm25` slot, run on a second connection while the
-dense search runs. A turn has at most one current episode
+is PostgreSQL full-text search (each word's `ts_rank` over a weighted tsvector of the turn,
+its neighbours and its date, weighted by the word's rarity: `postgres_fts`), reported in the
+`bm25` slot, run on a second connection while the dense search runs. A turn has at most one current episode
 (a unique index on workspace, peer and turn id), so a post-turn write replayed after a crash
 stores nothing new. Reads are scoped to one agent (the `agent` column, added to older tables
 with the default agent for their rows); deletes are not.
@@ -19,13 +19,11 @@ names a database of its own (tables on that connection's search path). Needs
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -34,9 +32,10 @@ from thoth_core import ThothError
 from thoth_core.types import DEFAULT_AGENT
 
 from .postgres_ann import ANN_MIN_ROWS, ANN_MODES, DenseSearch
+from .postgres_fts import FullTextSearch
 from .postgres_schema import BUILD_MEMORY, INLINE_BUILD_ROWS, build_hnsw, migrate
 from .records import Episode, Hit, Query
-from .scoring import PAIRED_ROWS, STOPWORDS, candidate_count, date_words, index_text, pairable, query_terms, rank
+from .scoring import candidate_count, date_words, index_text, rank
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +47,6 @@ COLUMNS = (
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
 )
 FIELDS = [c.strip() for c in COLUMNS.replace("user_text", "user").split(",")]
-LEXICAL = (  # the full-text candidates: ranked against all the words, among the rows `match` finds
-    "SELECT rowid, ts_rank(tsv, q) AS r, occurred_at FROM thoth_episodes, websearch_to_tsquery('english', %(q)s) AS q "
-    "WHERE {scope} AND tsv @@ {match} ORDER BY r DESC LIMIT %(n)s"
-)
 AS_OF = "recorded_at <= %(as_of)s AND (superseded_at IS NULL OR superseded_at > %(as_of)s) AND occurred_at <= %(as_of)s"
 
 
@@ -63,7 +58,7 @@ def _episode(row: Sequence[Any]) -> Episode:
     return Episode(**dict(zip(FIELDS, row, strict=True)))
 
 
-class PostgresStore:
+class PostgresStore(FullTextSearch):
     """Episodes in PostgreSQL + pgvector, through a connection pool; safe to use from several threads."""
 
     embeds_late = True  # `search` embeds the query while its full-text stage runs
@@ -373,31 +368,6 @@ class PostgresStore:
                 dense = self.dense.search(conn, scope=scope, params=asked, n=params["n"])
         return rank(query, dense, lexical.result(), self._load_rows)
 
-    def _lexical(self, text: str, scope: str, params: dict[str, Any]) -> list[tuple[int, float, float]]:
-        """The full-text candidates: the scope's rows matching the query's words, by `ts_rank`.
-
-        In a large table, rows matching at least two of the words are ranked first, and all
-        matching rows only when fewer than wanted match two (see `PAIRED_ROWS`).
-        """
-        terms = query_terms(text)
-        if not terms:
-            return []
-        params = params | {"q": " or ".join(terms)}
-        rows: list[tuple[Any, ...]] = []
-        words = [term for term in terms if _has_lexeme(term)]
-        if pairable(words) and not params["newest"] and self._large_table():
-            rows = self._rows(
-                LEXICAL.format(scope=scope, match="to_tsquery('english', %(pairs)s)"),
-                params | {"pairs": any_two(words)},
-            )
-        if len(rows) < params["n"]:
-            rows = self._rows(LEXICAL.format(scope=scope, match="q"), params)
-        return [(r[0], float(r[1]), r[2]) for r in rows]
-
-    def _large_table(self) -> bool:
-        with self._connection() as conn:
-            return self.dense.table_rows(conn) >= PAIRED_ROWS
-
     def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
         rows = self._rows(f"SELECT rowid, {COLUMNS} FROM thoth_episodes WHERE rowid = ANY(%(ids)s)", {"ids": rowids})
         return {r[0]: _episode(r[1:]) for r in rows}
@@ -405,24 +375,6 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool (an index build under way goes on on its own connection, or stops with the process)."""
         self._pool.close()
-
-
-def _has_lexeme(term: str) -> bool:
-    """Whether a word has a part that is no stopword, so PostgreSQL's english configuration keeps it.
-
-    It drops `don't`, `it's` and `now`, and a dropped word would turn its pairs into single words.
-    `scoring.STOPWORDS` holds all its stopwords but `now`, and a few more (`didn't` is left out too).
-    """
-    return any(part not in STOPWORDS and part != "now" and _LETTER.search(part) for part in term.split("'"))
-
-
-_LETTER = re.compile(r"[^\W_]")
-
-
-def any_two(terms: Sequence[str]) -> str:
-    """A `to_tsquery` text matching rows that hold at least two of the words."""
-    quoted = ["'" + term.replace("'", "''") + "'" for term in terms]
-    return " | ".join(f"({a} & {b})" for a, b in combinations(quoted, 2))
 
 
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-fts")
