@@ -1,6 +1,7 @@
 """The SQLite store's full-text stage at scale, on conversation text; prints JSON.
 
     python bench/lexical_scale.py --data ../shared/data/locomo/locomo-dev.json [--n 300000] [--json]
+    python bench/lexical_scale.py --storage-url postgresql://... [--n 1000000]   # the PostgreSQL backend
 
 The synthetic texts of `episodic_latency.py` draw words evenly from topics, so no word is common
 there. Here, for each dev conversation (a fold), a store holds its turns amid `--n` distractor
@@ -13,6 +14,11 @@ holding two of them first (from `PAIRED_ROWS`); `share_F` does so after leaving 
 by more than a share F of the rows (`COMMON_SHARE`). `choice` picks a share per fold on the other
 two conversations (the fastest there whose R@10 and R@50 are each within a point of `all_words`),
 scored on its own. On a slow 2-core machine the run takes about 9 minutes at 300k, 20 at 1M.
+
+With `--storage-url` (an empty database) the stores are PostgreSQL's, loaded with COPY and then
+analysed (as autovacuum does after a bulk load). The same settings but `every_match` apply to its
+`postgres_fts.COMMON_SHARE`, each word's `ts_rank` weighted by its inverse document frequency (the
+backend's way); `words_alike` weighs every word 1, as `ts_rank` alone would.
 """
 
 from __future__ import annotations
@@ -23,55 +29,109 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from locomo_recall import evidence_ids, turn_text, turns_of
-from thoth_episodic import sqlite_fts
+from thoth_episodic import postgres_fts, sqlite_fts
 from thoth_episodic.records import Episode, Query
 from thoth_episodic.sqlite_store import SQLiteStore
 
 SHARES = (0.05, 0.1, 0.2)
 SETTINGS = {"every_match": (10**15, 1.0), "all_words": (0, 1.0)} | {f"share_{f}": (0, f) for f in SHARES}
+POSTGRES_SETTINGS = (  # (word weight, COMMON_SHARE)
+    {"all_words": (postgres_fts.idf, 1.0)}
+    | {f"share_{f}": (postgres_fts.idf, f) for f in SHARES}
+    | {"words_alike": (lambda held, rows: 1.0, 1.0)}
+)
+SCOPE = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s AND superseded_at IS NULL"
 CLOSE_TO_ALL_WORDS = 1.0  # R@10 and R@50 points a share may lose against every word, for `choice`
 
 
-def filled_store(folder: Path, own: list[tuple[str, str]], others: list[str], n: int, seed: int) -> SQLiteStore:
-    """A store of `n` distractor rows with the conversation's turns (id, text) in the middle."""
-    store = SQLiteStore(folder / "episodes.db", ann="exact")
+def episodes(own: list[tuple[str, str]], others: list[str], n: int, seed: int) -> Iterator[list[Episode]]:
+    """Batches of `n` distractor rows with the conversation's turns (id, text) in the middle."""
     rng, start = random.Random(seed), time.time() - 10 * 365 * 86400
     half = n // 2
 
-    def distractors(count: int, offset: int) -> None:
+    def distractors(count: int, offset: int) -> Iterator[list[Episode]]:
         for first in range(0, count, 20_000):
             size = min(20_000, count - first)
             texts = [f"{rng.choice(others)}\n{rng.choice(others)}" for _ in range(size)]
             at = start + offset + first
-            store.add([Episode("w", "p", f"t{(at + i) // 20}", t, occurred_at=at + i) for i, t in enumerate(texts)])
+            yield [Episode("w", "p", f"t{(at + i) // 20}", t, occurred_at=at + i) for i, t in enumerate(texts)]
 
-    distractors(half, 0)
-    store.add(
-        [Episode("w", "p", "own", text, id=dia, occurred_at=start + half + i) for i, (dia, text) in enumerate(own)]
-    )
-    distractors(n - half, half + len(own))
+    yield from distractors(half, 0)
+    yield [Episode("w", "p", "own", text, id=dia, occurred_at=start + half + i) for i, (dia, text) in enumerate(own)]
+    yield from distractors(n - half, half + len(own))
+
+
+def filled_store(folder: Path, batches: Iterator[list[Episode]]) -> SQLiteStore:
+    store = SQLiteStore(folder / "episodes.db", ann="exact")
+    for batch in batches:
+        store.add(batch)
     return store
 
 
-def fold(sample: dict[str, Any], others: list[str], n: int, seed: int) -> dict[str, dict[str, float]]:
+def filled_postgres(url: str, batches: Iterator[list[Episode]]) -> Any:
+    """A PostgreSQL store of these rows in a new `thoth_episodic` schema of that database, loaded with COPY."""
+    import psycopg
+    from thoth_episodic.postgres_store import SCHEMA, PostgresStore
+    from thoth_episodic.scoring import date_words, index_text
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+    store = PostgresStore(url, schema=SCHEMA, ann="exact")
+    columns = "id, workspace, peer, thread, user_text, body, dates, occurred_at, recorded_at"
+    with store._connection() as conn, conn.cursor() as cursor:
+        conn.execute("ALTER INDEX thoth_episodes_tsv SET (fastupdate = on)")  # a bulk load queues its words
+        with cursor.copy(f"COPY thoth_episodes ({columns}) FROM STDIN") as copy:
+            for batch in batches:
+                for e in batch:
+                    at = e.occurred_at
+                    copy.write_row((e.id, e.workspace, e.peer, e.thread, e.user, index_text(e), date_words(at), at, at))
+        conn.execute("VACUUM ANALYZE thoth_episodes")  # merges the queued words into the index
+        conn.execute("ALTER INDEX thoth_episodes_tsv SET (fastupdate = off)")
+    return store
+
+
+def stage(store: Any, text: str) -> list[tuple[int, float, float]]:
+    """The full-text candidates as the store's search reads them."""
+    if isinstance(store, SQLiteStore):
+        return store._lexical(Query(text, "w", "p", k=10), None)
+    asked = {"workspace": "w", "peer": "p", "agent": "default", "n": 50, "newest": None, "as_of": None}
+    return store._lexical(text, SCOPE, asked)
+
+
+def use(setting: str, *, postgres: bool) -> None:
+    """Set the module constants (or word weight) a setting stands for."""
+    if postgres:
+        postgres_fts.idf, postgres_fts.COMMON_SHARE = POSTGRES_SETTINGS[setting]  # type: ignore[assignment]
+    else:
+        sqlite_fts.PAIRED_ROWS, sqlite_fts.COMMON_SHARE = SETTINGS[setting]
+
+
+def fold(sample: dict[str, Any], others: list[str], n: int, seed: int, url: str | None) -> dict[str, dict[str, float]]:
     """Each setting's timings and evidence recall over one conversation's questions."""
     own = [(turn["dia_id"], turn_text(turn)) for _, turn in turns_of(sample)]
     questions = [q for q in sample["qa"] if q.get("category") != 5 and evidence_ids(q.get("evidence", []))]
-    found: dict[str, dict[str, list[float]]] = {name: {"ms": [], "r10": [], "r50": []} for name in SETTINGS}
+    settings = list(POSTGRES_SETTINGS if url else SETTINGS)
+    found: dict[str, dict[str, list[float]]] = {name: {"ms": [], "r10": [], "r50": []} for name in settings}
     with tempfile.TemporaryDirectory() as scratch:
-        store = filled_store(Path(scratch), own, others, n, seed)
-        ids = dict(store._db.execute("SELECT rowid, id FROM episodes WHERE thread = 'own'").fetchall())
+        batches = episodes(own, others, n, seed)
+        store = filled_postgres(url, batches) if url else filled_store(Path(scratch), batches)
+        ids = dict(
+            store._rows("SELECT rowid, id FROM thoth_episodes WHERE thread = 'own'")
+            if url
+            else store._db.execute("SELECT rowid, id FROM episodes WHERE thread = 'own'").fetchall()
+        )
         try:
             for question in questions:
                 evidence = set(evidence_ids(question["evidence"]))
-                for name, (paired_rows, share) in SETTINGS.items():
-                    sqlite_fts.PAIRED_ROWS, sqlite_fts.COMMON_SHARE = paired_rows, share
+                for name in settings:
+                    use(name, postgres=bool(url))
                     started = time.perf_counter()
-                    rows = store._lexical(Query(question["question"], "w", "p", k=10), None)
+                    rows = stage(store, question["question"])
                     found[name]["ms"].append(1000 * (time.perf_counter() - started))
                     ranked = [ids.get(rowid) for rowid, _, _ in rows]
                     for k in (10, 50):
@@ -119,13 +179,15 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).parents[2] / "shared/data/locomo/locomo-dev.json")
     parser.add_argument("--n", type=int, default=300_000, help="Distractor rows in each store.")
     parser.add_argument("--json", action="store_true", help="One line of JSON (default: indented).")
+    parser.add_argument("--storage-url", help="the PostgreSQL backend, in this (empty) database")
     args = parser.parse_args()
     samples = json.loads(args.data.read_text())
     folds = {}
     for index, sample in enumerate(samples):
         others = [turn_text(t) for j, s in enumerate(samples) if j != index for _, t in turns_of(s)]
-        folds[sample["sample_id"]] = fold(sample, others, args.n, seed=index)
-    result = {"n": args.n, "folds": folds, "choice": choice(folds)}
+        folds[sample["sample_id"]] = fold(sample, others, args.n, seed=index, url=args.storage_url)
+    result = {"n": args.n, "backend": "postgres" if args.storage_url else "sqlite", "folds": folds}
+    result["choice"] = choice(folds)
     print(json.dumps(result, indent=None if args.json else 2))
 
 

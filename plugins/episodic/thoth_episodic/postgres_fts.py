@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations
 from typing import Any
 
-from .scoring import PAIRED_ROWS, STOPWORDS, pairable, query_terms
+from .scoring import PAIRED_ROWS, STOPWORDS, pairable, query_terms, uncommon_words
 
 Row = tuple[int, float, float]  # rowid, full-text score, occurred_at
 LEXICAL = (  # the full-text candidates: ranked against the words, among the rows `match` finds
@@ -24,6 +24,7 @@ LEXICAL = (  # the full-text candidates: ranked against the words, among the row
 )
 PAIRS, ANY_WORD = "to_tsquery('english', %(pairs)s)", "websearch_to_tsquery('english', %(q)s)"
 WORD_RANK = "%(idf{i})s * ts_rank(tsv, plainto_tsquery('english', %(word{i})s))"
+COMMON_SHARE = 0.2  # a large table leaves out of the match the words held by more than this share of rows
 COUNTED_ROWS = 10_000  # a table the planner puts below this, and a word the statistics do not list, are counted to it
 WORD_ROWS = """
 WITH common AS MATERIALIZED (
@@ -52,26 +53,54 @@ class FullTextSearch:
     _rows: Callable[..., list[tuple[Any, ...]]]
 
     def _lexical(self, text: str, scope: str, params: dict[str, Any]) -> list[Row]:
-        """The scope's rows matching the query's words, by rarity-weighted `ts_rank`.
-
-        In a large table, rows matching at least two of the words are ranked first, and all
-        matching rows only when fewer than wanted match two (see `PAIRED_ROWS`).
-        """
+        """The scope's rows matching the query's words (`matches` says which), by rarity-weighted `ts_rank`."""
         words = [term for term in query_terms(text) if _has_lexeme(term)]
         if not words:
             return []
-        held = self._rows(WORD_ROWS, {"words": words, "cap": COUNTED_ROWS})
-        rows = int(held[0][0])  # about how many rows the table has
-        params = params | {"q": " or ".join(words), "pairs": any_two(words)}
-        for i, (word, (_, count)) in enumerate(zip(words, held, strict=True)):
-            params |= {f"word{i}": word, f"idf{i}": idf(count, rows)}
+        counted = self._rows(WORD_ROWS, {"words": words, "cap": COUNTED_ROWS})
+        rows, held = int(counted[0][0]), {word: count for word, (_, count) in zip(words, counted, strict=True)}
+        params = params | {f"word{i}": word for i, word in enumerate(words)}
+        params |= {f"idf{i}": idf(held[word], rows) for i, word in enumerate(words)}
         ranked = " + ".join(WORD_RANK.format(i=i) for i in range(len(words)))
         found: list[tuple[Any, ...]] = []
-        if pairable(words) and not params["newest"] and rows >= PAIRED_ROWS:
-            found = self._rows(LEXICAL.format(rank=ranked, scope=scope, match=PAIRS), params)
-        if len(found) < params["n"]:
-            found = self._rows(LEXICAL.format(rank=ranked, scope=scope, match=ANY_WORD), params)
+        large = not params["newest"] and rows >= PAIRED_ROWS
+        for match, asked in matches(words, held, rows, params["n"], large=large):
+            found = self._rows(LEXICAL.format(rank=ranked, scope=scope, match=match), params | asked)
+            if len(found) >= params["n"]:
+                break
         return [(r[0], float(r[1]), r[2]) for r in found]
+
+
+def matches(
+    words: list[str], held: dict[str, float], rows: int, wanted: int, *, large: bool
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """The full-text matches to try in turn, until one finds the candidates wanted; the last holds any word.
+
+    A large table tries, for its uncommon words (`COMMON_SHARE`) and then for all: the rows holding two of
+    them, then the rows holding the rarest of them whose rows can fill the `wanted` candidates; a
+    row holding only commoner words would rank below those, and ranking the rows of a word in a fifth of
+    the table takes seconds.
+    """
+    tried: list[tuple[str, tuple[str, ...]]] = []
+    if large:
+        for chosen in (uncommon_words(words, held, COMMON_SHARE * rows), words):
+            if pairable(chosen):
+                tried.append((PAIRS, tuple(chosen)))
+            tried.append((ANY_WORD, tuple(filling(chosen, held, wanted))))
+    tried.append((ANY_WORD, tuple(words)))
+    for match, chosen in dict.fromkeys(tried):
+        yield match, {"pairs": any_two(chosen), "q": " or ".join(chosen)}
+
+
+def filling(words: Sequence[str], held: dict[str, float], wanted: int) -> list[str]:
+    """The rarest words, in query order, whose rows together number at least `wanted` (or all words)."""
+    rows, chosen = 0.0, set()
+    for word in sorted(words, key=held.__getitem__):
+        if rows >= wanted:
+            break
+        chosen.add(word)
+        rows += held[word]
+    return [word for word in words if word in chosen]
 
 
 def idf(held: float, rows: int) -> float:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import combinations
@@ -70,6 +70,15 @@ def fts_any(terms: Sequence[str]) -> str:
 def pairable(terms: Sequence[str]) -> bool:
     """Whether a large store ranks the rows holding two of these words first."""
     return 2 <= len(terms) <= PAIRED_TERMS
+
+
+def uncommon_words(terms: Sequence[str], held: Mapping[str, float], most: float) -> list[str]:
+    """The words held by at most `most` rows, in query order; the two rarest when fewer are."""
+    kept = [t for t in terms if held[t] <= most]
+    if len(kept) >= 2:
+        return kept
+    rarest = set(sorted(terms, key=held.__getitem__)[:2])
+    return [t for t in terms if t in rarest]
 
 
 def fts_pairs(terms: Sequence[str]) -> str:

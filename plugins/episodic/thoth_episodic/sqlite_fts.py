@@ -13,7 +13,7 @@ import numpy as np
 from thoth_core.storage import connect
 
 from .records import Query
-from .scoring import PAIRED_ROWS, candidate_count, fts_any, fts_pairs, pairable, query_terms
+from .scoring import PAIRED_ROWS, candidate_count, fts_any, fts_pairs, pairable, query_terms, uncommon_words
 from .sqlite_schema import newest_rowid
 
 AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
@@ -93,6 +93,4 @@ def uncommon(db: sqlite3.Connection, terms: list[str], newest: int) -> list[str]
     ends = sorted({newest * (i + 1) // SLICES for i in range(SLICES)})
     sql = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ? AND rowid > ? AND rowid <= ?"
     held = {t: sum(db.execute(sql, [f'"{t}"', end - width, end]).fetchone()[0] for end in ends) for t in terms}
-    kept = [t for t in terms if held[t] <= COMMON_SHARE * width * len(ends)]
-    rarest = set(sorted(terms, key=held.__getitem__)[:2])
-    return kept if len(kept) >= 2 else [t for t in terms if t in rarest]
+    return uncommon_words(terms, held, COMMON_SHARE * width * len(ends))
