@@ -1,4 +1,4 @@
-"""The SQLite store's full-text stage at scale, on conversation text; prints JSON.
+"""Each store's full-text stage at scale, on conversation text; prints JSON.
 
     python bench/lexical_scale.py --data ../shared/data/locomo/locomo-dev.json [--n 300000] [--json]
     python bench/lexical_scale.py --storage-url postgresql://... [--n 1000000]   # the PostgreSQL backend
@@ -8,17 +8,21 @@ there. Here, for each dev conversation (a fold), a store holds its turns amid `-
 rows, each two turns of the other two conversations (their words as common as in real chat, their
 names other people's); the conversation's questions (all but adversarial) go to the full-text stage
 as the store runs it (`_lexical`, the candidates it hands to fusion). Per fold and setting: the
-stage's median and p90 ms, and R@10 / R@50 of the evidence turns among its candidates. Settings:
+stage's median and p90 ms, and R@10 / R@50 of the evidence turns among its candidates. Settings
+(`scoring.large_store_matches` is the way a store of `PAIRED_ROWS` rows or more matches):
 `every_match` ranks every row holding any word (how a small store ranks); `all_words` ranks rows
-holding two of them first (from `PAIRED_ROWS`); `share_F` does so after leaving out the words held
-by more than a share F of the rows (`COMMON_SHARE`). `choice` picks a share per fold on the other
-two conversations (the fastest there whose R@10 and R@50 are each within a point of `all_words`),
-scored on its own. On a slow 2-core machine the run takes about 9 minutes at 300k, 20 at 1M.
+holding two of them first; `share_F` does so after leaving out the words held by more than a share
+F of the rows (`COMMON_SHARE`).
+`choice` picks a share per fold on the other two conversations (the fastest there whose R@10 and
+R@50 are each within a point of `all_words`), scored on its own. On a slow 2-core machine the run
+takes about 9 minutes at 300k, 20 at 1M.
 
 With `--storage-url` (an empty database) the stores are PostgreSQL's, loaded with COPY and then
-analysed (as autovacuum does after a bulk load). The same settings but `every_match` apply to its
-`postgres_fts.COMMON_SHARE`, each word's `ts_rank` weighted by its inverse document frequency (the
-backend's way); `words_alike` weighs every word 1, as `ts_rank` alone would.
+analysed (as autovacuum does after a bulk load), and the settings are those of `postgres_fts`, each
+word's `ts_rank` weighted by its inverse document frequency; `words_alike` weighs every word 1, as
+`ts_rank` alone would; `every_row_of_the_words` is the default share, but when too few rows hold two
+words it ranks every row holding one, not just the rows of the rarest words (`scoring.filling`); and
+`every_match` is left out (a query holding a common word takes seconds).
 """
 
 from __future__ import annotations
@@ -34,17 +38,24 @@ from pathlib import Path
 from typing import Any
 
 from locomo_recall import evidence_ids, turn_text, turns_of
-from thoth_episodic import postgres_fts, sqlite_fts
+from thoth_episodic import postgres_fts, scoring, sqlite_fts
 from thoth_episodic.records import Episode, Query
 from thoth_episodic.sqlite_store import SQLiteStore
 
 SHARES = (0.05, 0.1, 0.2)
-SETTINGS = {"every_match": (10**15, 1.0), "all_words": (0, 1.0)} | {f"share_{f}": (0, f) for f in SHARES}
-POSTGRES_SETTINGS = (  # (word weight, COMMON_SHARE)
-    {"all_words": (postgres_fts.idf, 1.0)}
-    | {f"share_{f}": (postgres_fts.idf, f) for f in SHARES}
-    | {"words_alike": (lambda held, rows: 1.0, 1.0)}
-)
+SETTINGS: dict[str, dict[str, Any]] = {  # what each setting changes from the shipped defaults
+    "every_match": {"PAIRED_ROWS": 10**15},  # SQLite only: a PostgreSQL query of a common word takes seconds
+    "all_words": {"COMMON_SHARE": 1.0},
+    **{f"share_{f}": {"COMMON_SHARE": f} for f in SHARES},
+    "every_row_of_the_words": {"filling": lambda terms, held, wanted: list(terms)},  # before 2026-11-29
+    "words_alike": {"idf": lambda held, rows: 1.0},  # PostgreSQL only: `ts_rank` without the rarity weights
+}
+ONLY = {"every_match": sqlite_fts, "every_row_of_the_words": postgres_fts, "words_alike": postgres_fts}
+DEFAULTS = {
+    module: {"PAIRED_ROWS": module.PAIRED_ROWS, "COMMON_SHARE": module.COMMON_SHARE, "filling": scoring.filling}
+    | ({"idf": module.idf} if module is postgres_fts else {})
+    for module in (sqlite_fts, postgres_fts)
+}
 SCOPE = "workspace = %(workspace)s AND peer = %(peer)s AND agent = %(agent)s AND superseded_at IS NULL"
 CLOSE_TO_ALL_WORDS = 1.0  # R@10 and R@50 points a share may lose against every word, for `choice`
 
@@ -103,19 +114,18 @@ def stage(store: Any, text: str) -> list[tuple[int, float, float]]:
     return store._lexical(text, SCOPE, asked)
 
 
-def use(setting: str, *, postgres: bool) -> None:
-    """Set the module constants (or word weight) a setting stands for."""
-    if postgres:
-        postgres_fts.idf, postgres_fts.COMMON_SHARE = POSTGRES_SETTINGS[setting]  # type: ignore[assignment]
-    else:
-        sqlite_fts.PAIRED_ROWS, sqlite_fts.COMMON_SHARE = SETTINGS[setting]
+def use(setting: str, module: Any) -> None:
+    """Set the backend's full-text module (and `scoring.filling`) as the setting says."""
+    for name, value in (DEFAULTS[module] | SETTINGS[setting]).items():
+        setattr(scoring if name == "filling" else module, name, value)
 
 
 def fold(sample: dict[str, Any], others: list[str], n: int, seed: int, url: str | None) -> dict[str, dict[str, float]]:
     """Each setting's timings and evidence recall over one conversation's questions."""
     own = [(turn["dia_id"], turn_text(turn)) for _, turn in turns_of(sample)]
     questions = [q for q in sample["qa"] if q.get("category") != 5 and evidence_ids(q.get("evidence", []))]
-    settings = list(POSTGRES_SETTINGS if url else SETTINGS)
+    module = postgres_fts if url else sqlite_fts
+    settings = [name for name in SETTINGS if ONLY.get(name, module) is module]
     found: dict[str, dict[str, list[float]]] = {name: {"ms": [], "r10": [], "r50": []} for name in settings}
     with tempfile.TemporaryDirectory() as scratch:
         batches = episodes(own, others, n, seed)
@@ -129,7 +139,7 @@ def fold(sample: dict[str, Any], others: list[str], n: int, seed: int, url: str 
             for question in questions:
                 evidence = set(evidence_ids(question["evidence"]))
                 for name in settings:
-                    use(name, postgres=bool(url))
+                    use(name, module)
                     started = time.perf_counter()
                     rows = stage(store, question["question"])
                     found[name]["ms"].append(1000 * (time.perf_counter() - started))

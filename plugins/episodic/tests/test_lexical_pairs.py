@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from thoth_episodic.contract import episode, query, unit
 from thoth_episodic.postgres_fts import any_two
-from thoth_episodic.scoring import fts_pairs, pairable
+from thoth_episodic.scoring import fts_pairs, large_store_matches, pairable
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -185,8 +185,33 @@ def test_a_words_share_is_counted_in_slices_spread_over_the_store(tmp_path):
     try:
         store.add([episode(f"row {i}" + (" early" if i < 50 else "")) for i in range(1000)])
         with store._reader_connection() as db:
-            assert sqlite_fts.uncommon(db, ["early", "row", "absent"], 1000) == ["early", "absent"]
-            assert sqlite_fts.uncommon(db, ["row", "absent"], 1000) == ["row", "absent"]
-            assert sqlite_fts.uncommon(db, ["row"], 1000) == ["row"]
+            assert sqlite_fts.held_rows(db, ["early", "row", "absent"], 1000) == {"early": 50, "row": 1000, "absent": 0}
     finally:
         store.close()
+
+
+def tried(words: list[str], held: dict[str, float], *, fill: bool = True) -> list[str]:
+    return [
+        " & ".join(chosen) if paired else " | ".join(chosen)
+        for paired, chosen in large_store_matches(words, held, 10**6, 50, 0.2, fill=fill)
+    ]
+
+
+def test_filling_ranks_the_rows_of_the_rarer_words_before_every_match():
+    held = {"melanie": 265, "go": 158_966, "museum": 1}  # counted on 1M rows of chat turns
+    assert tried(["melanie", "go", "museum"], held) == [
+        "melanie & go & museum",  # rows holding two of them: 13
+        "melanie | museum",  # enough rows to fill the 50 candidates: `go`'s 159k are not ranked
+        "melanie | go | museum",
+    ]
+    assert tried(["melanie", "go", "museum"], held, fill=False) == ["melanie & go & museum", "melanie | go | museum"]
+
+
+def test_a_large_store_leaves_its_common_words_out_of_the_match_first():
+    held = {"caroline": 339, "support": 250_000, "lgbtq": 24, "group": 69_700}
+    assert tried(["caroline", "support", "lgbtq", "group"], held) == [
+        "caroline & lgbtq & group",
+        "caroline | lgbtq",
+        "caroline & support & lgbtq & group",
+        "caroline | support | lgbtq | group",
+    ]

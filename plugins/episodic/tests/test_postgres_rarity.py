@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from thoth_episodic import postgres_fts
 from thoth_episodic.contract import episode, query
-from thoth_episodic.postgres_fts import PAIRS, idf, matches
+from thoth_episodic.postgres_fts import idf
 
 
 @pytest.fixture
@@ -45,25 +45,3 @@ def test_the_weight_is_bm25s_inverse_document_frequency():
     assert idf(0, 100) == pytest.approx(math.log(1 + 100.5 / 0.5))
     assert idf(100, 100) == pytest.approx(math.log(1 + 0.5 / 100.5))
     assert idf(None, 10) == idf(0, 10) and idf(50, 10) == idf(10, 10)  # no count yet; a stale row estimate
-
-
-def tried(words: list[str], held: dict[str, float], *, large: bool = True) -> list[str]:
-    return [asked["pairs" if match == PAIRS else "q"] for match, asked in matches(words, held, 10**6, 50, large=large)]
-
-
-def test_a_large_table_ranks_the_rows_of_its_rarer_words_before_every_match():
-    held = {"melanie": 265, "go": 158_966, "museum": 1}  # counted on 1M rows of chat turns
-    assert tried(["melanie", "go", "museum"], held) == [
-        "('melanie' & 'go') | ('melanie' & 'museum') | ('go' & 'museum')",
-        "melanie or museum",  # enough rows to fill the 50 candidates: `go`'s 159k are not ranked
-        "melanie or go or museum",
-    ]
-    assert tried(["melanie", "go", "museum"], held, large=False) == ["melanie or go or museum"]
-
-
-def test_a_large_table_leaves_its_common_words_out_of_the_match_first():
-    held = {"caroline": 339, "support": 250_000, "lgbtq": 24, "group": 69_700}
-    assert tried(["caroline", "support", "lgbtq", "group"], held)[:2] == [
-        "('caroline' & 'lgbtq') | ('caroline' & 'group') | ('lgbtq' & 'group')",
-        "caroline or lgbtq",
-    ]

@@ -72,6 +72,27 @@ def pairable(terms: Sequence[str]) -> bool:
     return 2 <= len(terms) <= PAIRED_TERMS
 
 
+def large_store_matches(
+    terms: Sequence[str], held: Mapping[str, float], rows: float, wanted: int, common_share: float, *, fill: bool
+) -> list[tuple[bool, tuple[str, ...]]]:
+    """The full-text matches a large store tries in turn, until one finds `wanted` rows: (paired, words).
+
+    For its uncommon words (held by at most `common_share` of the rows), then for all: the rows holding
+    two of them, then the rows holding any of them; last, the rows holding any word. With `fill`, "any
+    of them" is the rarest of them whose rows can fill the candidates: a row holding only commoner
+    words ranks below those when the rank weighs every query word by its rarity (PostgreSQL's), and
+    ranking every row of a word in a sixth of 1M rows took 0.9 s there. SQLite's BM25 weighs only the
+    matched words, so there it lost up to 4 points of R@10 at 1M (`bench/lexical_scale.py`).
+    """
+    tried: list[tuple[bool, tuple[str, ...]]] = []
+    for chosen in (uncommon_words(terms, held, common_share * rows), list(terms)):
+        if pairable(chosen):
+            tried.append((True, tuple(chosen)))
+        tried.append((False, tuple(filling(chosen, held, wanted) if fill else chosen)))
+    tried.append((False, tuple(terms)))
+    return list(dict.fromkeys(tried))
+
+
 def uncommon_words(terms: Sequence[str], held: Mapping[str, float], most: float) -> list[str]:
     """The words held by at most `most` rows, in query order; the two rarest when fewer are."""
     kept = [t for t in terms if held[t] <= most]
@@ -79,6 +100,17 @@ def uncommon_words(terms: Sequence[str], held: Mapping[str, float], most: float)
         return kept
     rarest = set(sorted(terms, key=held.__getitem__)[:2])
     return [t for t in terms if t in rarest]
+
+
+def filling(terms: Sequence[str], held: Mapping[str, float], wanted: int) -> list[str]:
+    """The rarest words, in query order, whose rows together number at least `wanted` (or all words)."""
+    rows, chosen = 0.0, set()
+    for word in sorted(terms, key=held.__getitem__):
+        if rows >= wanted:
+            break
+        chosen.add(word)
+        rows += held[word]
+    return [t for t in terms if t in chosen]
 
 
 def fts_pairs(terms: Sequence[str]) -> str:

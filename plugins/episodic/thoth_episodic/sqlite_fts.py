@@ -13,7 +13,7 @@ import numpy as np
 from thoth_core.storage import connect
 
 from .records import Query
-from .scoring import PAIRED_ROWS, candidate_count, fts_any, fts_pairs, pairable, query_terms, uncommon_words
+from .scoring import PAIRED_ROWS, candidate_count, fts_any, fts_pairs, large_store_matches, query_terms
 from .sqlite_schema import newest_rowid
 
 AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
@@ -34,8 +34,8 @@ class FullTextSearch:
     _idle_readers: list[sqlite3.Connection] | None
 
     def _lexical(self, query: Query, allowed: np.ndarray | None) -> list[tuple[int, float, float]]:
-        """BM25 of the scope's rows matching any word; in a large store, of those holding two first (`PAIRED_ROWS`),
-        with its common words left out first (`COMMON_SHARE`)."""
+        """BM25 of the scope's rows matching any word; in a large store (`PAIRED_ROWS`), of the rows that
+        `large_store_matches` finds first."""
         terms = query_terms(query.text)
         if not terms:
             return []
@@ -50,16 +50,13 @@ class FullTextSearch:
         )
         wanted, rows, weight = candidate_count(query.k), [], 1
         with self._reader_connection() as db:
-            newest = newest_rowid(db)
-            large = allowed is None and newest >= PAIRED_ROWS
-            attempts = [terms]
-            if large and (kept := uncommon(db, terms, newest)) != terms:
-                attempts.insert(0, kept)  # every word again when these match fewer rows than wanted
-            for words in attempts:
-                if large and pairable(words):
-                    rows, weight = db.execute(sql, [fts_pairs(words), *params, wanted]).fetchall(), len(words) - 1
-                if len(rows) < wanted:
-                    rows, weight = db.execute(sql, [fts_any(words), *params, wanted]).fetchall(), 1
+            newest, tried = newest_rowid(db), [(False, tuple(terms))]
+            if allowed is None and newest >= PAIRED_ROWS:
+                held = held_rows(db, terms, newest)
+                tried = large_store_matches(terms, held, newest, wanted, COMMON_SHARE, fill=False)
+            for paired, words in tried:
+                expression, weight = (fts_pairs(words), len(words) - 1) if paired else (fts_any(words), 1)
+                rows = db.execute(sql, [expression, *params, wanted]).fetchall()
                 if len(rows) >= wanted:
                     break
         return [(int(r[0]), float(r[1]) / weight, float(r[2])) for r in rows]  # each word's BM25 counted once
@@ -85,12 +82,10 @@ class FullTextSearch:
                 db.close()
 
 
-def uncommon(db: sqlite3.Connection, terms: list[str], newest: int) -> list[str]:
-    """The words held by at most `COMMON_SHARE` of the rows, in query order; the two rarest when fewer are."""
-    if len(terms) <= 2:
-        return terms
+def held_rows(db: sqlite3.Connection, terms: list[str], newest: int) -> dict[str, float]:
+    """About how many rows hold each word, from counts in `SLICES` slices of `SLICE_ROWS` rows spread over the store."""
     width = max(1, min(SLICE_ROWS, newest // SLICES))
     ends = sorted({newest * (i + 1) // SLICES for i in range(SLICES)})
     sql = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ? AND rowid > ? AND rowid <= ?"
-    held = {t: sum(db.execute(sql, [f'"{t}"', end - width, end]).fetchone()[0] for end in ends) for t in terms}
-    return uncommon_words(terms, held, COMMON_SHARE * width * len(ends))
+    counted = {t: sum(db.execute(sql, [f'"{t}"', end - width, end]).fetchone()[0] for end in ends) for t in terms}
+    return {t: count * newest / (width * len(ends)) for t, count in counted.items()}
