@@ -114,7 +114,7 @@ def copy_into_postgres(url: str, episodes: list[Any], vectors: np.ndarray) -> No
 
 def postgres_numbers(url: str, home: Path, episodes: list[Any], vectors: np.ndarray, asked: list[Any]) -> dict:
     """Load, build the index, and time recall on PostgreSQL."""
-    from thoth_episodic import plugin, postgres_store
+    from thoth_episodic import plugin, postgres_fts
     from thoth_episodic.memory import memory_for
     from thoth_episodic.postgres_ann import DenseSearch
     from thoth_episodic.postgres_store import SCHEMA, PostgresStore
@@ -166,7 +166,7 @@ def postgres_numbers(url: str, home: Path, episodes: list[Any], vectors: np.ndar
     lexical: list[list[tuple[int, float, float]]] = []
     out["lexical_stage"] = percentiles(timed(lambda q: lexical.append(store._lexical(q[0], scope, params)), asked))
     everything: list[list[tuple[int, float, float]]] = []
-    with patched(postgres_store, "PAIRED_ROWS", 10**15):  # every matching row ranked, however large the table
+    with patched(postgres_fts, "PAIRED_ROWS", 10**15):  # every matching row ranked, however large the table
         out["lexical_stage_all_matches"] = percentiles(
             timed(lambda q: everything.append(store._lexical(q[0], scope, params)), asked)
         )
