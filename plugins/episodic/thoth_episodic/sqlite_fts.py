@@ -52,7 +52,7 @@ class FullTextSearch:
         with self._reader_connection() as db:
             newest, tried = newest_rowid(db), [(False, tuple(terms))]
             if allowed is None and newest >= PAIRED_ROWS:
-                held = held_rows(db, terms, newest)
+                held = held_rows(db, terms, newest) if len(terms) > 2 else dict.fromkeys(terms, 0.0)  # both stay
                 tried = large_store_matches(terms, held, newest, wanted, COMMON_SHARE, fill=False)
             for paired, words in tried:
                 expression, weight = (fts_pairs(words), len(words) - 1) if paired else (fts_any(words), 1)
