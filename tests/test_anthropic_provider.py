@@ -377,3 +377,11 @@ async def test_an_answer_schema_is_a_forced_tool_and_its_input_the_reply(claude,
     assert repair["messages"][-1]["content"].startswith(
         "Your reply does not fit the verdict schema: answer: not valid JSON"
     )
+
+
+async def test_an_empty_base_url_variable_is_named_not_called(make_runtime, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "")  # the SDK would take "" as the URL: "missing an 'http://'"
+    runtime = make_runtime({}, config={"thoth": {"model": "anthropic"}})
+    with pytest.raises(ModelNotConfigured, match=r"^anthropic: ANTHROPIC_BASE_URL is set but empty; unset it"):
+        runtime.model()

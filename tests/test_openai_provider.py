@@ -357,3 +357,10 @@ def test_thoth_ask_with_a_rejected_key_fails_with_one_line(fake_openai, tmp_path
     assert result.returncode == 2 and result.stdout.strip() == ""
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("thoth: error: openai: authentication failed (401: Incorrect API key provided: wrong***.)")
+
+
+async def test_an_empty_base_url_variable_is_named_not_called(make_runtime, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "")  # the SDK would take "" as the URL
+    runtime = make_runtime({}, config={"thoth": {"model": "openai"}})
+    with pytest.raises(ModelNotConfigured, match=r"^openai: OPENAI_BASE_URL is set but empty; unset it"):
+        runtime.model()

@@ -40,6 +40,7 @@ from thoth_core.default_plugins.sdk import (
     DEFAULT_TOOL_ROUNDS,
     ClientState,
     SDKModel,
+    base_url,
     common_options,
     cost_of,
     run_tool,
@@ -240,12 +241,12 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.anthropic.model", f"expected a model id, got {model!r}")
     keywords, prices = common_options(runtime, options, "models.anthropic")
-    base_url = options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL") or None
+    url = base_url("anthropic", options, "ANTHROPIC_BASE_URL")
     source = (
         "models.anthropic.base_url"
         if options.get("base_url")
         else "ANTHROPIC_BASE_URL"
-        if base_url
+        if url
         else "the Anthropic API at"
     )
 
@@ -255,12 +256,11 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
         "anthropic",
         lambda: ClientState(
             anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, timeout=keywords["timeout"], max_retries=keywords["max_retries"]
+                api_key=api_key, base_url=url, timeout=keywords["timeout"], max_retries=keywords["max_retries"]
             )
         ),
     )
     return AnthropicModel(state.client, model=model, price=price_of(model, prices), url_source=source, **keywords)
-
 
 
 @hookimpl

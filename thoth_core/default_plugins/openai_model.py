@@ -34,6 +34,7 @@ from thoth_core.default_plugins.sdk import (
     DEFAULT_TOOL_ROUNDS,
     ClientState,
     SDKModel,
+    base_url,
     common_options,
     cost_of,
     run_tool,
@@ -245,15 +246,13 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.openai.model", f"expected a model id, got {model!r}")
-    base_url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
-    if base_url is not None and (not isinstance(base_url, str) or urlparse(base_url).scheme not in ("http", "https")):
-        raise runtime.config.error("models.openai.base_url", f"expected an http(s) URL, got {base_url!r}")
-    source = (
-        "models.openai.base_url" if options.get("base_url") else "OPENAI_BASE_URL" if base_url else "the OpenAI API at"
-    )
+    url = base_url("openai", options, "OPENAI_BASE_URL")
+    if url is not None and (not isinstance(url, str) or urlparse(url).scheme not in ("http", "https")):
+        raise runtime.config.error("models.openai.base_url", f"expected an http(s) URL, got {url!r}")
+    source = "models.openai.base_url" if options.get("base_url") else "OPENAI_BASE_URL" if url else "the OpenAI API at"
     api_key = options.get("api_key") or os.environ.get("OPENAI_API_KEY")
     if not api_key:
-        if base_url is None or urlparse(base_url).hostname == PUBLIC_HOST:
+        if url is None or urlparse(url).hostname == PUBLIC_HOST:
             raise ModelNotConfigured(f'openai: no API key; set {KEY_HELP} = {{ "$env" = "VAR" }} in thoth.toml')
         api_key = LOCAL_KEY
     keywords, prices = common_options(runtime, options, "models.openai")
@@ -264,13 +263,12 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
         "openai",
         lambda: ClientState(
             openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, timeout=keywords["timeout"], max_retries=keywords["max_retries"]
+                api_key=api_key, base_url=url, timeout=keywords["timeout"], max_retries=keywords["max_retries"]
             )
         ),
     )
     price = (float(prices["input"]), float(prices["output"])) if prices else None
     return OpenAIModel(state.client, model=model, price=price, url_source=source, **keywords)
-
 
 
 @hookimpl

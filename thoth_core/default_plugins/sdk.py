@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
-from thoth_core import Usage
+from thoth_core import ModelNotConfigured, Usage
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -115,3 +116,15 @@ def common_options(runtime: Any, options: dict[str, Any], table: str) -> tuple[d
         "max_tool_rounds": number_option(runtime, options, table, "max_tool_rounds", DEFAULT_TOOL_ROUNDS, kind=int),
     }
     return keywords, prices
+
+
+def base_url(provider: str, options: dict[str, Any], variable: str) -> str | None:
+    """`[models.NAME] base_url`, else the SDK's environment variable; None for the public API.
+
+    The SDKs read the variable themselves when no URL is given, and an empty one becomes the URL "".
+    """
+    if options.get("base_url"):
+        return options["base_url"]  # type: ignore[no-any-return]
+    if os.environ.get(variable) == "":
+        raise ModelNotConfigured(f"{provider}: {variable} is set but empty; unset it for the public API, or set a URL")
+    return os.environ.get(variable) or None
