@@ -87,22 +87,13 @@ def filled_store(folder: Path, batches: Iterator[list[Episode]]) -> SQLiteStore:
 def filled_postgres(url: str, batches: Iterator[list[Episode]]) -> Any:
     """A PostgreSQL store of these rows in a new `thoth_episodic` schema of that database, loaded with COPY."""
     import psycopg
+    from postgres_recall import copy_into_postgres
     from thoth_episodic.postgres_store import SCHEMA, PostgresStore
-    from thoth_episodic.scoring import date_words, index_text
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
     store = PostgresStore(url, schema=SCHEMA, ann="exact")
-    columns = "id, workspace, peer, thread, user_text, body, dates, occurred_at, recorded_at"
-    with store._connection() as conn, conn.cursor() as cursor:
-        conn.execute("ALTER INDEX thoth_episodes_tsv SET (fastupdate = on)")  # a bulk load queues its words
-        with cursor.copy(f"COPY thoth_episodes ({columns}) FROM STDIN") as copy:
-            for batch in batches:
-                for e in batch:
-                    at = e.occurred_at
-                    copy.write_row((e.id, e.workspace, e.peer, e.thread, e.user, index_text(e), date_words(at), at, at))
-        conn.execute("VACUUM ANALYZE thoth_episodes")  # merges the queued words into the index
-        conn.execute("ALTER INDEX thoth_episodes_tsv SET (fastupdate = off)")
+    copy_into_postgres(url, (episode for batch in batches for episode in batch))
     return store
 
 

@@ -29,7 +29,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -66,8 +66,9 @@ def episodes_of(synthetic: Synthetic, n: int) -> tuple[list[Any], np.ndarray]:
     return out, np.concatenate(vectors)
 
 
-def copy_into_postgres(url: str, episodes: list[Any], vectors: np.ndarray) -> None:
-    """Binary COPY of the episodes into the `thoth_episodic` schema (made by the store), then VACUUM ANALYZE."""
+def copy_into_postgres(url: str, episodes: Iterable[Any], vectors: np.ndarray | None = None) -> None:
+    """Binary COPY of the episodes (with their vectors, if given) into the `thoth_episodic` schema (made by the
+    store), then VACUUM ANALYZE."""
     import psycopg
     from psycopg.adapt import Dumper
     from psycopg.pq import Format
@@ -90,24 +91,25 @@ def copy_into_postgres(url: str, episodes: list[Any], vectors: np.ndarray) -> No
 
         conn.adapters.register_dumper(None, VectorDumper)
         conn.execute("ALTER INDEX thoth_episodes_tsv SET (fastupdate = on)")  # a bulk load queues its words
-        types = ["text"] * 7 + ["float8", "float8", info.oid]
-        with conn.cursor() as cursor, cursor.copy(f"COPY thoth_episodes ({COPIED}) FROM STDIN (FORMAT BINARY)") as copy:
+        columns, types = COPIED, ["text"] * 7 + ["float8", "float8", info.oid]
+        if vectors is None:
+            columns, types = COPIED.removesuffix(", embedding"), types[:-1]
+        copying = f"COPY thoth_episodes ({columns}) FROM STDIN (FORMAT BINARY)"
+        with conn.cursor() as cursor, cursor.copy(copying) as copy:
             copy.set_types(types)
-            for episode, vector in zip(episodes, vectors, strict=True):
-                copy.write_row(
-                    (
-                        episode.id,
-                        episode.workspace,
-                        episode.peer,
-                        episode.thread,
-                        episode.user,
-                        index_text(episode),
-                        date_words(episode.occurred_at),
-                        episode.occurred_at,
-                        episode.recorded_at,
-                        vector,
-                    )
+            for i, episode in enumerate(episodes):
+                row = (
+                    episode.id,
+                    episode.workspace,
+                    episode.peer,
+                    episode.thread,
+                    episode.user,
+                    index_text(episode),
+                    date_words(episode.occurred_at),
+                    episode.occurred_at,
+                    episode.recorded_at,
                 )
+                copy.write_row(row if vectors is None else (*row, vectors[i]))
         conn.execute("VACUUM ANALYZE thoth_episodes")  # merges the queued words into the index
         conn.execute("ALTER INDEX thoth_episodes_tsv SET (fastupdate = off)")
 
