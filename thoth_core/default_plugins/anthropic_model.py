@@ -241,14 +241,7 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.anthropic.model", f"expected a model id, got {model!r}")
     keywords, prices = common_options(runtime, options, "models.anthropic")
-    url = base_url("anthropic", options, "ANTHROPIC_BASE_URL")
-    source = (
-        "models.anthropic.base_url"
-        if options.get("base_url")
-        else "ANTHROPIC_BASE_URL"
-        if url
-        else "the Anthropic API at"
-    )
+    url, source = base_url("anthropic", options, "ANTHROPIC_BASE_URL", "Anthropic")
 
     import anthropic
 

@@ -246,10 +246,9 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
         raise runtime.config.error("models.openai.model", f"expected a model id, got {model!r}")
-    url = base_url("openai", options, "OPENAI_BASE_URL")
+    url, source = base_url("openai", options, "OPENAI_BASE_URL", "OpenAI")
     if url is not None and (not isinstance(url, str) or urlparse(url).scheme not in ("http", "https")):
         raise runtime.config.error("models.openai.base_url", f"expected an http(s) URL, got {url!r}")
-    source = "models.openai.base_url" if options.get("base_url") else "OPENAI_BASE_URL" if url else "the OpenAI API at"
     api_key = options.get("api_key") or os.environ.get("OPENAI_API_KEY")
     if not api_key:
         if url is None or urlparse(url).hostname == PUBLIC_HOST:

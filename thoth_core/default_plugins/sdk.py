@@ -118,13 +118,14 @@ def common_options(runtime: Any, options: dict[str, Any], table: str) -> tuple[d
     return keywords, prices
 
 
-def base_url(provider: str, options: dict[str, Any], variable: str) -> str | None:
-    """`[models.NAME] base_url`, else the SDK's environment variable; None for the public API.
+def base_url(provider: str, options: dict[str, Any], variable: str, public: str) -> tuple[str | None, str]:
+    """`[models.NAME] base_url`, else the SDK's environment variable (None: the public API), and what errors call it.
 
     The SDKs read the variable themselves when no URL is given, and an empty one becomes the URL "".
     """
     if options.get("base_url"):
-        return options["base_url"]  # type: ignore[no-any-return]
+        return options["base_url"], f"models.{provider}.base_url"
     if os.environ.get(variable) == "":
         raise ModelNotConfigured(f"{provider}: {variable} is set but empty; unset it for the public API, or set a URL")
-    return os.environ.get(variable) or None
+    url = os.environ.get(variable) or None
+    return url, variable if url else f"the {public} API at"
