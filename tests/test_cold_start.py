@@ -58,8 +58,9 @@ echo, seen = click.echo, []
 
 def snapshot():
     loaded = {m: first_importer.get(m, "?") for m in HEAVY if m in sys.modules}
+    types = {sdk: sum(m.startswith(sdk + ".types.") for m in list(sys.modules)) for sdk in ("anthropic", "openai")}
     with open(os.environ["PROBE_OUT"], "w") as out:
-        json.dump({"loaded": loaded, "threads": [t.name for t in threading.enumerate()]}, out)
+        json.dump({"loaded": loaded, "types": types, "threads": [t.name for t in threading.enumerate()]}, out)
 
 
 def probe_echo(*args, **kwargs):
@@ -118,6 +119,19 @@ def test_a_replayed_ask_imports_nothing_heavy_on_the_way_to_its_first_byte(tmp_p
     assert not blocking, f"imported on the way to the first byte: {blocking}"
     assert not {"anthropic", "openai"} & set(loaded), "a provider SDK was imported for the replay model"
     assert "usearch" not in loaded, "a store far below the ANN size imported the ANN library"
+
+
+def test_an_sdk_ask_imports_only_the_sdk_types_its_call_uses(tmp_path, monkeypatch, fake_openai):
+    fake_openai.replies = ["Hello from a local model."]
+    home = tmp_path / "home"
+    assert run_thoth("init", str(home)).returncode == 0
+    for key, value in (("thoth.model", "openai"), ("models.openai.base_url", fake_openai.url)):
+        assert run_thoth("config", "set", key, value, cwd=home).returncode == 0
+    monkeypatch.delenv("THOTH_HOME")
+    done, probe = probed(tmp_path, "ask", "hello", cwd=home)
+    assert done.stdout.startswith("Hello from a local model.")
+    assert probe["loaded"]["openai"] == "thoth-import-openai"
+    assert 0 < probe["types"]["openai"] < 100  # of about 470: `openai/types/__init__.py` imports them all
 
 
 def test_help_imports_no_heavy_library(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .lazy_reexports import defer_reexports
 from .types import ContextBlock, Message, Reply, Usage
 
 if TYPE_CHECKING:
@@ -40,7 +41,11 @@ def start_import(module: str) -> None:
 
 
 def preload_provider_sdk(config: Config) -> None:
-    """Start importing the configured provider's SDK (~1-2 s) on a thread, so it overlaps loading the plugins."""
+    """Start importing the configured provider's SDK (~1-2 s) on a thread, so it overlaps loading the plugins.
+
+    Every SDK's `types` package then imports the types a call uses, not all of them (`lazy_reexports`).
+    """
+    defer_reexports(*(f"{sdk}.types" for sdk in PROVIDER_SDKS.values()))
     module = PROVIDER_SDKS.get(configured_model(config) or "")
     if module:
         start_import(module)
