@@ -57,3 +57,41 @@ def test_a_recall_during_the_load_uses_bm25_alone_and_the_next_one_is_hybrid(mak
     memory._warm_up.join(5)
     assert memory.recall("violin lesson", workspace="w", peer="ann")
     assert ["violin lesson"] in slow.embedder.calls
+
+
+async def spoke_a_moment_ago(make_runtime, slow: SlowPlugin, text: str) -> None:
+    """One process answers a turn in thread `t` and embeds it (the model then loads at once)."""
+    slow.embedder.loaded.set()
+    earlier = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    await earlier.turn(text, peer="ann", thread="t")
+    await earlier.drain()
+    assert memory_for(earlier).flush(5)
+    slow.embedder.calls.clear()
+
+
+async def test_the_model_loads_at_session_start_only_when_the_first_turn_will_recall(make_runtime):
+    slow = SlowPlugin()
+    await spoke_a_moment_ago(make_runtime, slow, "The plumber comes on Thursday.")
+    runtime = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    memory = memory_for(runtime)
+
+    resumed = await runtime.session(peer="ann", thread="t")  # its session resumes: its next turn recalls nothing
+    memory._warm_up.join(5)
+    assert memory.resumes(resumed) and slow.embedder.calls == []
+
+    fresh = await runtime.session(peer="ann", thread="another")
+    memory._warm_up.join(5)
+    assert not memory.resumes(fresh) and slow.embedder.calls == [["warm up"]]
+
+
+async def test_a_thread_expected_to_resume_whose_turn_recalls_after_all_loads_the_model_then(make_runtime):
+    slow = SlowPlugin()
+    await spoke_a_moment_ago(make_runtime, slow, "My violin lesson moved to Thursday.")
+    runtime = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    memory = memory_for(runtime)
+    await runtime.session(peer="ann", thread="t")  # no working layer here: its history is not restored
+    memory._warm_up.join(5)
+    assert slow.embedder.calls == []
+
+    await runtime.turn("when is the violin lesson", peer="ann", thread="t")
+    assert slow.embedder.calls[:2] == [["warm up"], ["when is the violin lesson"]]

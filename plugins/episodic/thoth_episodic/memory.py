@@ -188,15 +188,38 @@ class EpisodicMemory:
                 self._embedder_failed, self._embedder = True, None
             return None
 
-    def warm_up(self) -> None:
-        """Load the embedder in a background thread so the first recall does not wait for it."""
-        if not self._warming and not self._embedder_failed:
+    def warm_up(self, session: Session | None = None) -> None:
+        """Load the embedder on a background thread, so the first recall does not wait for the model.
+
+        Given a starting session, the thread first checks whether it resumes its thread (`resumes`):
+        its next turn then recalls nothing, and the model loads when a turn needs it.
+        """
+        with self._lock:
+            if self._warming or self._embedder_failed:
+                return
             self._warming = True
-            self._warm_up = threading.Thread(
-                target=self.embed, args=(["warm up"],), name="episodic-warm-up", daemon=True
-            )
-            self._warm_up.start()
-            self._backfill()
+        self._warm_up = threading.Thread(target=self._warm, args=(session,), name="episodic-warm-up", daemon=True)
+        self._warm_up.start()
+
+    def _warm(self, session: Session | None) -> None:
+        try:
+            resumed = session is not None and not self.settings.related_every_turn and self.resumes(session)
+        except Exception as exc:  # noqa: BLE001 - the turn itself reports a store that does not open
+            logger.debug("episodic: could not tell whether the session resumes: %s", exc)
+            resumed = False
+        if resumed:
+            self._warming = False  # a later `warm_up` starts the model
+            return
+        self._backfill()
+        self.embed(["warm up"])
+
+    def resumes(self, session: Session) -> bool:
+        """Whether the thread spoke within `thoth.idle_minutes`: its session then resumes, and recalls nothing."""
+        latest = self.store.latest(
+            workspace=session.workspace, peer=session.peer, thread=session.thread, agent=session.agent
+        )
+        idle_seconds = float(self.runtime.config.get("thoth.idle_minutes")) * 60
+        return latest is not None and time.time() - latest.occurred_at < idle_seconds
 
     def _backfill(self) -> None:
         """Once per process: embed the stored episodes an earlier one left without a vector."""
@@ -205,8 +228,11 @@ class EpisodicMemory:
             self.queue.backfill()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every written episode has its vector; False when the timeout came first."""
-        return self.queue.join(timeout)
+        """Wait until every written episode has its vector (and the warm-up); False when the timeout came first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._warm_up is not None:
+            self._warm_up.join(timeout)
+        return self.queue.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     # --- writing ----------------------------------------------------------------------
 

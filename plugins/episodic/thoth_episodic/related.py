@@ -52,6 +52,7 @@ def related_block(memory: EpisodicMemory, turn: Turn, session: Session) -> Conte
     if not settings.related_k or not (settings.related_every_turn or session.is_new_thread):
         return None
     started = time.monotonic()
+    memory.warm_up()  # when `session_start` expected the session to resume, and it did not
     shown: list[str] = session.scratch.setdefault(SHOWN_KEY, [])
     own = {str(entry.get("turn_id")) for entry in session.transcript if entry.get("turn_id")}
     asked = min(settings.related_k + len(shown) + len(own), MAX_ASKED)
