@@ -9,11 +9,14 @@ byte; one on a warm-up thread (the SDK import, the episodic embedder) is meant t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from thoth_core.testing import run_thoth
 
@@ -121,17 +124,21 @@ def test_a_replayed_ask_imports_nothing_heavy_on_the_way_to_its_first_byte(tmp_p
     assert "usearch" not in loaded, "a store far below the ANN size imported the ANN library"
 
 
-def test_an_sdk_ask_imports_only_the_sdk_types_its_call_uses(tmp_path, monkeypatch, fake_openai):
-    fake_openai.replies = ["Hello from a local model."]
+@pytest.mark.parametrize(("sdk", "share"), [("openai", 0.1), ("anthropic", 0.85)])
+def test_an_sdk_ask_imports_only_the_sdk_types_its_call_uses(tmp_path, monkeypatch, request, sdk, share):
+    fake = request.getfixturevalue(f"fake_{sdk}")
+    fake.replies = ["Hello from the SDK."]
     home = tmp_path / "home"
     assert run_thoth("init", str(home)).returncode == 0
-    for key, value in (("thoth.model", "openai"), ("models.openai.base_url", fake_openai.url)):
+    for key, value in (("thoth.model", sdk), (f"models.{sdk}.base_url", fake.url)):
         assert run_thoth("config", "set", key, value, cwd=home).returncode == 0
     monkeypatch.delenv("THOTH_HOME")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     done, probe = probed(tmp_path, "ask", "hello", cwd=home)
-    assert done.stdout.startswith("Hello from a local model.")
-    assert probe["loaded"]["openai"] == "thoth-import-openai"
-    assert 0 < probe["types"]["openai"] < 100  # of about 470: `openai/types/__init__.py` imports them all
+    assert done.stdout.startswith("Hello from the SDK.")
+    assert probe["loaded"][sdk] == f"thoth-import-{sdk}"
+    type_modules = len(list(Path(importlib.util.find_spec(sdk).origin).parent.joinpath("types").rglob("*.py")))
+    assert 0 < probe["types"][sdk] < share * type_modules  # eagerly, `types/__init__.py` imports them all
 
 
 def test_help_imports_no_heavy_library(tmp_path, monkeypatch):
