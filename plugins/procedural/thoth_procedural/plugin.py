@@ -18,7 +18,7 @@ from thoth_core import ContextBlock, Session, ThothError, Turn, hookimpl
 from thoth_core.redact import redactor_of
 from thoth_core.runtime import Command
 
-from . import drafts
+from . import drafts, frontmatter
 from .cli import skills as skills_cli
 from .defaults import copy_defaults
 from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
@@ -50,6 +50,7 @@ def load_context(runtime: Any) -> SessionContext:
     """Read the persona, knowledge notes, skills index and reflexion records."""
     settings = Settings.of(runtime)
     errors: list[str] = []
+    frontmatter.recall(runtime.home / NAME)
 
     def persona_error(exc: PersonaError) -> None:
         logger.error("%s", exc)
@@ -59,7 +60,9 @@ def load_context(runtime: Any) -> SessionContext:
     catalog = discover(settings.skills, settings.limits)
     index = catalog.index_block()
     blocks += ([index] if index else []) + load_notes(settings.knowledge)
-    return SessionContext(blocks, load_reflexion(settings.reflexion), errors + catalog.errors)
+    context = SessionContext(blocks, load_reflexion(settings.reflexion), errors + catalog.errors)
+    frontmatter.remember(runtime.home / NAME)
+    return context
 
 
 def session_context(session: Session) -> SessionContext:

@@ -20,6 +20,8 @@ from typing import Any
 
 from thoth_core import ThothError
 
+from .frontmatter import yaml_data
+
 SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -69,13 +71,10 @@ def parse_frontmatter(text: str, *, source: Path | str) -> tuple[dict[str, Any],
     parts = text.split("---", 2)
     if len(parts) < 3:
         raise SkillError(f"{source}: malformed frontmatter: no closing '---'")
-    import strictyaml  # imported here: it costs ~30 ms, too much for `thoth --help`
-
     try:
-        data = strictyaml.load(parts[1]).data if parts[1].strip() else {}
-    except strictyaml.YAMLError as exc:
-        problem = " ".join(str(exc).split())
-        raise SkillError(f"{source}: malformed frontmatter: {problem}") from exc
+        data = yaml_data(parts[1])
+    except ValueError as exc:
+        raise SkillError(f"{source}: malformed frontmatter: {exc}") from exc
     if not isinstance(data, dict):
         raise SkillError(f"{source}: malformed frontmatter: expected a mapping of keys, got {type(data).__name__}")
     return data, parts[2].strip()
