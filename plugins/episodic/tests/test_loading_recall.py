@@ -77,11 +77,11 @@ async def test_the_model_loads_at_session_start_only_when_the_first_turn_will_re
 
     resumed = await runtime.session(peer="ann", thread="t")  # its session resumes: its next turn recalls nothing
     memory._warm_up.join(5)
-    assert memory.resumes(resumed) and slow.embedder.calls == []
+    assert not memory.recalls_first(resumed) and slow.embedder.calls == []
 
     fresh = await runtime.session(peer="ann", thread="another")
     memory._warm_up.join(5)
-    assert not memory.resumes(fresh) and slow.embedder.calls == [["warm up"]]
+    assert memory.recalls_first(fresh) and slow.embedder.calls == [["warm up"]]
 
 
 async def test_a_thread_expected_to_resume_whose_turn_recalls_after_all_loads_the_model_then(make_runtime):

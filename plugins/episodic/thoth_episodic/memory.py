@@ -191,8 +191,8 @@ class EpisodicMemory:
     def warm_up(self, session: Session | None = None) -> None:
         """Load the embedder on a background thread, so the first recall does not wait for the model.
 
-        Given a starting session, the thread first checks whether it resumes its thread (`resumes`):
-        its next turn then recalls nothing, and the model loads when a turn needs it.
+        Given a starting session, the thread first checks that its first turn will recall
+        (`recalls_first`); when it will not, the model loads when a turn needs it.
         """
         with self._lock:
             if self._warming or self._embedder_failed:
@@ -202,24 +202,29 @@ class EpisodicMemory:
         self._warm_up.start()
 
     def _warm(self, session: Session | None) -> None:
-        try:
-            resumed = session is not None and not self.settings.related_every_turn and self.resumes(session)
-        except Exception as exc:  # noqa: BLE001 - the turn itself reports a store that does not open
-            logger.debug("episodic: could not tell whether the session resumes: %s", exc)
-            resumed = False
-        if resumed:
+        if session is not None and not self.recalls_first(session):
             self._warming = False  # a later `warm_up` starts the model
             return
         self._backfill()
         self.embed(["warm up"])
 
-    def resumes(self, session: Session) -> bool:
-        """Whether the thread spoke within `thoth.idle_minutes`: its session then resumes, and recalls nothing."""
-        latest = self.store.latest(
-            workspace=session.workspace, peer=session.peer, thread=session.thread, agent=session.agent
-        )
+    def recalls_first(self, session: Session) -> bool:
+        """Whether a starting session's first turn recalls: a new thread, or every turn recalls.
+
+        A thread that spoke within `thoth.idle_minutes` counts as resumed: its session goes on, and its
+        next turn is not a thread's first.
+        """
+        if not self.settings.related_k or self.settings.related_every_turn:
+            return bool(self.settings.related_k)
+        try:
+            latest = self.store.latest(
+                workspace=session.workspace, peer=session.peer, thread=session.thread, agent=session.agent
+            )
+        except Exception as exc:  # noqa: BLE001 - the turn itself reports a store that does not open
+            logger.debug("episodic: could not tell whether the session resumes: %s", exc)
+            return True
         idle_seconds = float(self.runtime.config.get("thoth.idle_minutes")) * 60
-        return latest is not None and time.time() - latest.occurred_at < idle_seconds
+        return latest is None or time.time() - latest.occurred_at >= idle_seconds
 
     def _backfill(self) -> None:
         """Once per process: embed the stored episodes an earlier one left without a vector."""
