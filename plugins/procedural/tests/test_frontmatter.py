@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from thoth_procedural import frontmatter
+from thoth_procedural import frontmatter, plugin
 from thoth_procedural.plugin import load_context
 from thoth_procedural.validate import SkillError, parse_frontmatter
 
@@ -72,3 +72,13 @@ def test_the_file_keeps_the_most_recently_used_texts_and_a_bad_file_is_ignored(r
     frontmatter.yaml_data("n: 2\n")  # used again: the most recent
     frontmatter.remember(folder)
     assert list(json.loads((folder / frontmatter.FILE).read_text())) == ["n: 3\n", "n: 4\n", "n: 2\n"]
+
+
+def test_forget_drops_every_remembered_frontmatter(runtime_at):
+    runtime = runtime_at()
+    folder = runtime.home / "procedural"
+    frontmatter.yaml_data("name: ann-divorce-paperwork\ndescription: Help Ann with her divorce papers\n")
+    frontmatter.remember(folder)  # a draft from Ann's session was parsed, then a session started
+    assert "Ann" in (folder / frontmatter.FILE).read_text()
+    plugin.forget(peer="ann", thread=None, workspace="default", runtime=runtime)
+    assert not (folder / frontmatter.FILE).exists() and frontmatter._parsed == {}

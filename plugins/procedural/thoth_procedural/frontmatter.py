@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from thoth_core import ThothError
+
 logger = logging.getLogger(__name__)
 
 KEPT = 256
@@ -90,3 +92,15 @@ def remember(folder: Path) -> None:
         logger.debug("procedural: could not write %s: %s", folder / FILE, exc)
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
+
+
+def forget(folder: Path) -> None:
+    """Drop everything remembered, here and in the file: a forgotten peer's draft may have been parsed."""
+    global _changed
+    with _lock:
+        _parsed.clear()
+        _changed = False
+    try:
+        (folder / FILE).unlink(missing_ok=True)
+    except OSError as exc:
+        raise ThothError(f"procedural: could not delete {folder / FILE}: {exc}") from exc

@@ -245,6 +245,7 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
 @hookimpl
 def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
     receipt = drafts.forget(runtime, peer=peer, workspace=workspace, thread=thread)
+    frontmatter.forget(runtime.home / NAME)
     return {k: v for k, v in receipt.items() if v} or None
 
 
