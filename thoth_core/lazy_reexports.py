@@ -102,6 +102,7 @@ class DeferredInit(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         package, names = module.__name__, self.names
+        submodules = {submodule.partition(".")[0] for submodule, _ in names.values()}  # attributes once run
 
         def __getattr__(name: str) -> Any:
             if name in names:
@@ -109,12 +110,8 @@ class DeferredInit(importlib.abc.Loader):
                 value = getattr(importlib.import_module(f"{package}.{submodule}"), original)
                 setattr(module, name, value)
                 return value
-            if not name.startswith("__"):
-                try:
-                    return importlib.import_module(f"{package}.{name}")
-                except ModuleNotFoundError as exc:
-                    if exc.name != f"{package}.{name}":
-                        raise
+            if name in submodules:
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
         def __dir__() -> list[str]:
