@@ -174,6 +174,7 @@ class Runtime:
             session = Session(*key, home=self.home, runtime=self, agent=self.agent)
             self.sessions[key] = session
             await call_each(self.pm, "session_start", {"session": session}, deadline_for=self.deadline_for)
+            session.started.set()
         return session
 
     async def end_session(self, session: Session, reason: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -121,7 +122,9 @@ class Session:
     """One conversation of one peer in one thread with one agent; plugins may keep state in `scratch`.
 
     `agent` scopes the working and episodic layers when several agents share a home; left empty,
-    it is the runtime's agent (`Runtime.agent`), else `DEFAULT_AGENT`.
+    it is the runtime's agent (`Runtime.agent`), else `DEFAULT_AGENT`. `started` is set once every
+    `session_start` hook has returned, so a plugin's own thread can wait for what the others
+    restored (the history).
     """
 
     workspace: str
@@ -137,6 +140,7 @@ class Session:
     ended: bool = False
     runtime: Any = field(default=None, repr=False, compare=False)
     agent: str = ""
+    started: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.agent:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 from thoth_episodic import plugin
@@ -10,7 +11,7 @@ from thoth_episodic.contract import unit
 from thoth_episodic.memory import memory_for
 from thoth_episodic.records import Episode
 
-from thoth_core import hookimpl
+from thoth_core import Message, hookimpl
 
 
 class SlowLoadingEmbedder:
@@ -59,39 +60,44 @@ def test_a_recall_during_the_load_uses_bm25_alone_and_the_next_one_is_hybrid(mak
     assert ["violin lesson"] in slow.embedder.calls
 
 
-async def spoke_a_moment_ago(make_runtime, slow: SlowPlugin, text: str) -> None:
-    """One process answers a turn in thread `t` and embeds it (the model then loads at once)."""
+class Restorer:
+    """Restores thread `t`'s history at session start, as the working layer does for a resumed session."""
+
+    @hookimpl
+    def session_start(self, session):
+        time.sleep(0.2)  # after the episodic layer's own hook has returned
+        if session.thread == "t":
+            session.history += [Message("user", "My violin lesson moved to Thursday."), Message("assistant", "Noted.")]
+
+
+def runtime_with(make_runtime, slow: SlowPlugin):
     slow.embedder.loaded.set()
-    earlier = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
-    await earlier.turn(text, peer="ann", thread="t")
-    await earlier.drain()
-    assert memory_for(earlier).flush(5)
-    slow.embedder.calls.clear()
+    plugins = {"episodic": plugin, "slow": slow, "restorer": Restorer()}
+    return make_runtime(plugins, config={"plugins": {"episodic": {"embedder": "slow"}}})
 
 
 async def test_the_model_loads_at_session_start_only_when_the_first_turn_will_recall(make_runtime):
     slow = SlowPlugin()
-    await spoke_a_moment_ago(make_runtime, slow, "The plumber comes on Thursday.")
-    runtime = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    runtime = runtime_with(make_runtime, slow)
     memory = memory_for(runtime)
 
-    resumed = await runtime.session(peer="ann", thread="t")  # its session resumes: its next turn recalls nothing
+    resumed = await runtime.session(peer="ann", thread="t")  # its next turn recalls nothing
     memory._warm_up.join(5)
-    assert not memory.recalls_first(resumed) and slow.embedder.calls == []
+    assert not memory.recalls(resumed) and slow.embedder.calls == []
 
-    fresh = await runtime.session(peer="ann", thread="another")
+    new = await runtime.session(peer="ann", thread="another")
     memory._warm_up.join(5)
-    assert memory.recalls_first(fresh) and slow.embedder.calls == [["warm up"]]
+    assert memory.recalls(new) and slow.embedder.calls == [["warm up"]]
 
 
-async def test_a_thread_expected_to_resume_whose_turn_recalls_after_all_loads_the_model_then(make_runtime):
+async def test_a_resumed_session_whose_turn_recalls_after_all_loads_the_model_then(make_runtime):
     slow = SlowPlugin()
-    await spoke_a_moment_ago(make_runtime, slow, "My violin lesson moved to Thursday.")
-    runtime = make_runtime({"episodic": plugin, "slow": slow}, config={"plugins": {"episodic": {"embedder": "slow"}}})
+    runtime = runtime_with(make_runtime, slow)
     memory = memory_for(runtime)
-    await runtime.session(peer="ann", thread="t")  # no working layer here: its history is not restored
+    session = await runtime.session(peer="ann", thread="t")
     memory._warm_up.join(5)
     assert slow.embedder.calls == []
 
+    session.history.clear()  # as a frontend starting the thread over does
     await runtime.turn("when is the violin lesson", peer="ann", thread="t")
     assert slow.embedder.calls[:2] == [["warm up"], ["when is the violin lesson"]]

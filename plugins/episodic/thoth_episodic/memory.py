@@ -52,6 +52,7 @@ STORE_OPTIONS: dict[str, Any] = {
 }
 LOADING_MARGIN = 0.5  # seconds of the layer's deadline left for BM25 when the embedder is still loading at start
 QUEUED_WAIT = 0.5  # seconds a recall waits for queued episodes' vectors before it searches without them
+STARTED_WAIT = 2.0  # seconds the warm-up waits for the other `session_start` hooks when the layer has no deadline
 
 
 @dataclass
@@ -191,8 +192,8 @@ class EpisodicMemory:
     def warm_up(self, session: Session | None = None) -> None:
         """Load the embedder on a background thread, so the first recall does not wait for the model.
 
-        Given a starting session, the thread first checks that its first turn will recall
-        (`recalls_first`); when it will not, the model loads when a turn needs it.
+        Given a starting session, the thread first waits for every `session_start` hook (the working
+        layer restores the history), then loads the model only when the session's next turn recalls.
         """
         with self._lock:
             if self._warming or self._embedder_failed:
@@ -202,29 +203,17 @@ class EpisodicMemory:
         self._warm_up.start()
 
     def _warm(self, session: Session | None) -> None:
-        if session is not None and not self.recalls_first(session):
-            self._warming = False  # a later `warm_up` starts the model
-            return
+        if session is not None:
+            session.started.wait(self.runtime.deadline_for(NAME) or STARTED_WAIT)
+            if not self.recalls(session):
+                self._warming = False  # a later `warm_up` starts the model
+                return
         self._backfill()
         self.embed(["warm up"])
 
-    def recalls_first(self, session: Session) -> bool:
-        """Whether a starting session's first turn recalls: a new thread, or every turn recalls.
-
-        A thread that spoke within `thoth.idle_minutes` counts as resumed: its session goes on, and its
-        next turn is not a thread's first.
-        """
-        if not self.settings.related_k or self.settings.related_every_turn:
-            return bool(self.settings.related_k)
-        try:
-            latest = self.store.latest(
-                workspace=session.workspace, peer=session.peer, thread=session.thread, agent=session.agent
-            )
-        except Exception as exc:  # noqa: BLE001 - the turn itself reports a store that does not open
-            logger.debug("episodic: could not tell whether the session resumes: %s", exc)
-            return True
-        idle_seconds = float(self.runtime.config.get("thoth.idle_minutes")) * 60
-        return latest is None or time.time() - latest.occurred_at >= idle_seconds
+    def recalls(self, session: Session) -> bool:
+        """Whether the session's next turn recalls: on a thread's first turn, or on every turn."""
+        return bool(self.settings.related_k) and (self.settings.related_every_turn or session.is_new_thread)
 
     def _backfill(self) -> None:
         """Once per process: embed the stored episodes an earlier one left without a vector."""

@@ -55,9 +55,9 @@ def register_embedders(register: Callable[..., None]) -> None:
 def session_start(session: Session) -> None:
     """Start loading the embedder when the session's first turn recalls, so that turn does not wait for the model.
 
-    A thread that spoke within `thoth.idle_minutes` resumes its session, whose next turn recalls
-    nothing; loading the model then would only compete with the provider's SDK import and delay a
-    one-shot `thoth ask` (by ~0.3 s here). Its turns are embedded after the reply.
+    A resumed session (the working layer restored its history) recalls nothing on its next turn;
+    loading the model then would only compete with the provider's SDK import and delay a one-shot
+    `thoth ask` (by ~0.3 s here). Its turns are embedded after the reply.
     """
     memory_for(session.runtime).warm_up(session)
 

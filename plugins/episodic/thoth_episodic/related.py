@@ -49,10 +49,10 @@ def fitting(hits: list[Hit], budget: int) -> list[Hit]:
 def related_block(memory: EpisodicMemory, turn: Turn, session: Session) -> ContextBlock | None:
     """The block of up to `related_k` related episodes this session has not been offered yet."""
     settings = memory.settings
-    if not settings.related_k or not (settings.related_every_turn or session.is_new_thread):
+    if not memory.recalls(session):
         return None
     started = time.monotonic()
-    memory.warm_up()  # when `session_start` expected the session to resume, and it did not
+    memory.warm_up()  # when the session began without needing it (its history went since)
     shown: list[str] = session.scratch.setdefault(SHOWN_KEY, [])
     own = {str(entry.get("turn_id")) for entry in session.transcript if entry.get("turn_id")}
     asked = min(settings.related_k + len(shown) + len(own), MAX_ASKED)
