@@ -12,13 +12,12 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from thoth_core import ThothError
+from thoth_core.storage import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -81,17 +80,10 @@ def remember(folder: Path) -> None:
             return
         _changed = False
         snapshot = dict(_parsed)
-    temporary: str | None = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, suffix=".tmp", delete=False) as out:
-            temporary = out.name
-            json.dump(snapshot, out)
-        os.replace(temporary, folder / FILE)
+        write_atomic(folder / FILE, json.dumps(snapshot))
     except (OSError, TypeError, ValueError) as exc:  # a cache: the next start parses again
         logger.debug("procedural: could not write %s: %s", folder / FILE, exc)
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
 
 
 def forget(folder: Path) -> None:
