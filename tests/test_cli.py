@@ -165,6 +165,13 @@ def test_chat_with_an_unknown_frontend_is_a_one_line_error(tmp_path):
     )
 
 
+def test_ask_with_an_empty_message_sends_and_stores_nothing(tmp_path):
+    result = run_thoth("ask", " \n", cwd=tmp_path, env={"THOTH_LOAD_PLUGINS": ""})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == "thoth: error: thoth ask: the message is empty; nothing was sent"
+    assert not (tmp_path / ".thoth").exists()
+
+
 def test_ask_without_a_model_says_how_to_configure_one(tmp_path):
     result = run_thoth("ask", "hello", cwd=tmp_path, env={"THOTH_LOAD_PLUGINS": ""})
     assert (

@@ -146,6 +146,8 @@ def chat(peer: str, thread: str | None, frontend: str | None) -> None:
 @workspace_option
 def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     """Run one whole turn and print the reply as it streams."""
+    if not message.strip():
+        raise ThothError("thoth ask: the message is empty; nothing was sent")
 
     async def turn() -> None:
         result = await runtime().turn(
