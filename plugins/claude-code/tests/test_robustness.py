@@ -104,13 +104,14 @@ def test_the_prompt_hook_process_keeps_its_budget_with_a_slow_plugin(agent, hook
     )
     assert "quick plugin was here" in fast.stdout, fast.stderr
     with (agent / "thoth.toml").open("a") as toml:
-        toml.write("budget = 1.2\n")  # counted from the process's start: Python and the plugins take ~0.4 s of it
+        # counted from the process's start: Python and the plugins take ~0.4 s of it, over 1.2 s on a loaded machine
+        toml.write("budget = 2.5\n")
     env = {"CC_SLOW_ASYNC": "1" if blocking_async else None}
     started = time.monotonic()
     result = hooks.shell(command, "UserPromptSubmit", "s-1", prompt="hello", env=env)
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
-    assert took < 2.5, took  # the 1.2 s budget from the process's start, then exiting; the plugin sleeps 5 s
+    assert took < 4.0, took  # the 2.5 s budget from the process's start, then exiting; the plugin sleeps 5 s
     if blocking_async:  # the plugin holds the event loop: nothing is ready, the process leaves at the budget
         assert result.stdout == ""
         assert "UserPromptSubmit context not ready within its budget" in result.stderr
