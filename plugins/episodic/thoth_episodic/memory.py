@@ -206,7 +206,8 @@ class EpisodicMemory:
         if session is not None:
             session.started.wait(self.runtime.deadline_for(NAME) or STARTED_WAIT)
             if not self.recalls(session):
-                self._warming = False  # a later `warm_up` starts the model
+                with self._lock:
+                    self._warming = False  # a later `warm_up` starts the model
                 return
         self._backfill()
         self.embed(["warm up"])
