@@ -1,7 +1,7 @@
 """Importance of memory snapshot lines: which survive the nightly cut to `snapshot_tokens`, and where the rest go.
 
-A line's score is its kind's weight (a line a person wrote into the snapshot, weighed so that even
-years old it outranks a fresh note > an approved note > an absorbed session or episode), times how
+A line's score is its kind's weight (a line a person wrote into the snapshot or approved, weighed so
+that even years old it outranks a fresh note > a note > an absorbed session or episode), times how
 often it was confirmed (near-duplicates of one owner merge and add up their counts), halved when a
 later line of the same owner supersedes it, times recency (half of the score fades with a 30-day
 half-life, so an old important line still beats a new unimportant one).
@@ -9,7 +9,8 @@ Kinds and counts survive between nights in `snapshot-weights.json` (keys are has
 row of the shared store's `documents` when there is one, see `documents`);
 a snapshot line it does not know is untagged (a person wrote it: `stated`) or a note. Lines cut for
 the budget, or merged away by the model, are appended with their owner tags to `snapshot-archive.md`
-(which `forget` cleans like MEMORY.md), so nothing leaves the snapshot unseen.
+(which `forget` cleans like MEMORY.md), so nothing leaves the snapshot unseen. Lines a person wrote or
+approved (`PERSON`) keep their words; an approved line is never cut either: it stays until a person removes it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from thoth_core.owners import Owner, split_owner, tagged
 if TYPE_CHECKING:
     from .documents import Documents
 
-KIND_WEIGHT = {"stated": 5.0, "note": 2.0, "session": 1.0, "episode": 1.0}
+KIND_WEIGHT = {"stated": 5.0, "approved": 5.0, "note": 2.0, "session": 1.0, "episode": 1.0}
+PERSON = frozenset({"stated", "approved"})  # lines a person wrote or approved: never reworded or merged away
 DUPLICATE = 0.8  # word overlap (Jaccard) at which two lines of one owner say the same thing
 SUPERSEDED = 0.5  # ... at which a later line replaces an earlier one (same subject, changed detail)
 SUPERSEDED_FACTOR = 0.5
@@ -150,8 +152,8 @@ class Weights:
 
 
 def merge(entries: list[Entry]) -> list[Entry]:
-    """Near-duplicates of one owner merged into the latest wording, their counts added; then later lines
-    that change an earlier one's detail mark it superseded. Order (oldest first) is kept."""
+    """Near-duplicates of one owner merged into the latest wording (a person's, when one is), their counts added;
+    then later lines that change an earlier one's detail mark it superseded. Order (oldest first) is kept."""
     merged: list[Entry] = []
     for entry in entries:
         match = next(
@@ -165,9 +167,13 @@ def merge(entries: list[Entry]) -> list[Entry]:
         if match is None:
             merged.append(entry)
             continue
+        if merged[match].kind in PERSON and entry.kind in PERSON:  # two lines a person gave: both stay
+            merged.append(entry)
+            continue
         old = merged.pop(match)
         rank = max((old, entry), key=lambda e: KIND_WEIGHT.get(e.kind, 1.0))
-        merged.append(replace(entry, kind=rank.kind, seen=old.seen + entry.seen, day=max(old.day, entry.day)))
+        wording = old if old.kind in PERSON else entry  # a person's words are never replaced by a later wording
+        merged.append(replace(wording, kind=rank.kind, seen=old.seen + entry.seen, day=max(old.day, entry.day)))
     return [
         replace(
             entry,
@@ -183,11 +189,12 @@ def merge(entries: list[Entry]) -> list[Entry]:
 
 
 def cut(entries: list[Entry], budget: int, today: str) -> tuple[list[Entry], list[Entry]]:
-    """(kept, cut): the most important lines whose tokens fit the budget (kept in day order), and the rest."""
+    """(kept, cut): every approved line, then the most important others whose tokens fit the budget (kept in day
+    order), and the rest."""
     order = sorted(range(len(entries)), key=lambda i: (entries[i].score(today), entries[i].day, i), reverse=True)
-    chosen: set[int] = set()
-    used = 0
-    for index in order:  # line breaks cost no tokens, so the lines' costs add up exactly
+    chosen = {i for i, entry in enumerate(entries) if entry.kind == "approved"}
+    used = sum(count_tokens(entries[i].line) for i in chosen)
+    for index in (i for i in order if i not in chosen):  # line breaks cost no tokens: the lines' costs add up exactly
         cost = count_tokens(entries[index].line)
         if used + cost <= budget:
             chosen.add(index)
@@ -207,6 +214,7 @@ def archive(docs: Documents, *, day: str, how: str, budget: int, gone: list[tupl
         return
     heading = f"## {day} nightly ({how}): {len(gone)} line(s) left the {budget}-token snapshot"
     lines = [tagged(f"- [{e.day}] {e.text} ({why}; {e.kind}, seen {e.seen}×)", e.owner) for e, why in gone]
+
     def appended(current: str | None) -> str:
         current = current or "# Snapshot archive\n\nLines nightly consolidation removed from the memory snapshot.\n"
         return current.rstrip("\n") + f"\n\n{heading}\n\n" + "\n".join(lines) + "\n"

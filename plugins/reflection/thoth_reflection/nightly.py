@@ -33,6 +33,7 @@ from .documents import documents
 from .importance import (
     ARCHIVE_FILE,
     KIND_WEIGHT,
+    PERSON,
     SUPERSEDED,
     Entry,
     Weights,
@@ -74,6 +75,7 @@ class Material:
     episodes: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
     redactor: Redactor = field(default_factory=Redactor)  # the runtime's `[privacy]` policy
+    approved: frozenset[str] = frozenset()  # `Entry.key`s of the notes a person approved
 
     def clean(self, text: str, peer: str = "") -> str | None:
         """The text redacted, links as `[link]` and cut to LINE_TOKENS; None (counted as dropped) when the
@@ -85,12 +87,28 @@ class Material:
         return truncate(clean, LINE_TOKENS) or None
 
     def add(self, day: str, text: str, owner: Owner | None = None, *, kind: str = "note") -> None:
-        """Add one line of this kind after `clean`."""
+        """Add one line of this kind after `clean`; a note a person approved is kept in its words, unchecked."""
         text, found = split_owner(text)
-        clean = self.clean(text, peer=(owner or found or ("", ""))[0])
+        owner = owner or found
+        if kind == "note" and Entry(day, text, owner).key in self.approved:
+            clean: str | None = " ".join(text.split())
+            kind = "approved"
+        else:
+            clean = self.clean(text, peer=(owner or ("", ""))[0])
         if clean is not None:
-            self.lines.append(tagged(f"- [{day}] {clean}", owner or found))
+            self.lines.append(tagged(f"- [{day}] {clean}", owner))
             self.kinds.append(kind)
+
+
+def approved_notes(st: State) -> frozenset[str]:
+    """The `Entry.key`s of the memory notes a person approved (their final text, with their owner)."""
+    keys = set()
+    for item in st.store.items_of_kind("memory-note"):
+        source = item["source"]
+        owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
+        if item["status"] == "approved":
+            keys.add(Entry("", item["text"], owner).key)
+    return frozenset(keys)
 
 
 def transcript_of(runtime: Any, session_id: str) -> list[dict[str, Any]]:
@@ -201,20 +219,24 @@ async def compress(st: State, snapshot: str, material: Material, day: str) -> Ou
     left as they are), then importance decides the cut."""
     budget = st.settings.snapshot_tokens
     weights = Weights(documents(st))
-    old, new = _snapshot_entries(snapshot, weights, day), _entries(material)
+    old = [
+        replace(e, kind="approved") if e.key in material.approved else e
+        for e in _snapshot_entries(snapshot, weights, day)
+    ]
+    new = _entries(material)
     kept, gone = rank(old + new, budget, day)
     try:
         model = st.model()
     except ModelNotConfigured:
         return Outcome(kept, "extractive", gone, "no model configured; lines ranked by importance")
     groups: dict[Owner | None, tuple[list[Entry], list[Entry]]] = {}
-    entries = [e for e in old if e.kind == "stated"]  # a person's own words: ranked, never rewritten
+    entries = [e for e in old + new if e.kind in PERSON]  # a person's words or approval: never rewritten
     for entry in old:
-        if entry.kind == "stated":
-            continue
-        groups.setdefault(entry.owner, ([], []))[0].append(entry)
+        if entry.kind not in PERSON:
+            groups.setdefault(entry.owner, ([], []))[0].append(entry)
     for entry in new:
-        groups.setdefault(entry.owner, ([], []))[1].append(entry)
+        if entry.kind not in PERSON:
+            groups.setdefault(entry.owner, ([], []))[1].append(entry)
     over = sum(count_tokens(e.line) for e in old + new) > budget
     merged_away: list[tuple[Entry, str]] = []
     for owner, (before, added) in groups.items():
@@ -310,7 +332,7 @@ async def _nightly(st: State, runtime: Any, now: float) -> dict[str, Any]:
     """The nightly job, while this worker holds its claim."""
     day = utc_day(now)
     memory = MemoryFile(st.path(st.settings.memory_file))
-    material = Material(redactor=redactor_of(st))
+    material = Material(redactor=redactor_of(st), approved=approved_notes(st))
     gather(st, material, now)
     material.notes = memory.notes()
     for note_day, text in material.notes:
