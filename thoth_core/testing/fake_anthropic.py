@@ -11,7 +11,9 @@ Scripting, through the `fake_anthropic` fixture:
   `match` (a regular expression searched in the last user text) fits answers; a rule may have
   `tool_use` ({"name", "input"}) to call a tool (after its text, if any), `once` (used up after one answer),
   `delay` (seconds between streamed pieces), `pause` (a `threading.Event` the stream waits
-  for after its first delta, to prove a client shows text before the reply is complete).
+  for after its first delta, to prove a client shows text before the reply is complete),
+  `stall` (seconds the stream waits after its last text delta, before its end events, so a
+  test can kill a client that has shown the whole reply but not seen the stream end).
   `fake.replies` may also be a callable body -> str | dict. When the request forces a tool
   (`tool_choice` `{"type": "tool", "name": ...}`, as for a structured answer), a reply that is a
   JSON object comes back as that tool's call; any other reply stays text, to script a bad answer.
@@ -371,7 +373,13 @@ class _Handler(BaseHTTPRequestHandler):
         message = message_json(body, content, usage, output)
         if not body.get("stream"):
             return self._json(200, message)
-        self._stream(message, delay=float(rule.get("delay", 0)), pause=rule.get("pause"), failure=failure)
+        self._stream(
+            message,
+            delay=float(rule.get("delay", 0)),
+            pause=rule.get("pause"),
+            failure=failure,
+            stall=float(rule.get("stall", 0)),
+        )
 
     def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -385,7 +393,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _stream(
-        self, message: dict[str, Any], *, delay: float, pause: threading.Event | None, failure: _Failure | None
+        self,
+        message: dict[str, Any],
+        *,
+        delay: float,
+        pause: threading.Event | None,
+        failure: _Failure | None,
+        stall: float = 0.0,
     ) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -398,6 +412,8 @@ class _Handler(BaseHTTPRequestHandler):
             for event, data in stream_events(message):
                 if failure is not None and deltas == 1:
                     self._chunk("error", error_body(failure.status))
+                    break
+                if event == "message_delta" and stall and self.state._stopping.wait(stall):
                     break
                 self._chunk(event, data)
                 if event == "content_block_delta":
