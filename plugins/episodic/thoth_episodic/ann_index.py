@@ -1,14 +1,16 @@
-"""An HNSW index (usearch) over the current episodes' embeddings, persisted beside the SQLite file.
+"""An HNSW index (usearch) over the current episodes' embeddings, persisted beside the SQLite file: a cache.
 
 Keys are episode rowids; vectors are stored as float16 (int8 storage lost a tenth of
 recall@10 against exact search). The index is saved as `<db>.usearch` with a `<db>.usearch.json`
 sidecar naming the newest rowid, vector version and generation it covers, and is opened
 memory-mapped (`view=True`): a new process answers its first query without loading anything.
+This process only maps and searches: every write of the file (build, compaction, forget) runs
+in a child process (`ann_writer`), so a native abort there costs one warning and a rebuild, never
+the user's process, and a file is mapped only when its sidecar vouches for it (format, size).
 Rows stored after the save ("pending": newer rowids, or vectors set later) are scored exactly
 from their SQLite blobs; rows deleted or superseded in this process are left out. Once enough
-pending rows or any removal pile up, `compact` (in a background thread) loads a writable copy,
-applies them, saves atomically and maps the new file, so a forgotten episode's vector leaves
-the file on the next save. A missing or unreadable file is rebuilt from SQLite (one log line).
+pending rows pile up, `compact` runs the writer in a background thread; a delete runs it at once
+(`sync`), so a forgotten episode's vector has left the file when `forget` returns.
 Callers verify every candidate against SQLite (scope, current, has a vector) and rescore it in
 float32, so a stale entry can never be returned.
 """
@@ -18,14 +20,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ann_writer import CONNECTIVITY as CONNECTIVITY  # re-exported for the benches
+from .ann_writer import CURRENT, FILLER_KEYS, index_paths, read_sidecar, unpack
 from .sqlite_schema import newest_rowid
 
 if TYPE_CHECKING:
@@ -39,19 +48,12 @@ log = logging.getLogger(__name__)
 # build 1.4x as long (368 s against 263 s on 2 cores; on one thread, below, 1,364 s on a machine twice as slow).
 # Built on one thread, the same data held 0.996 at beams 192 and 256, 0.997 at 400 and 0.976 at 160: the
 # stranded nodes below had cost the multi-threaded graphs their recall, so the search beam is back at 256.
-CONNECTIVITY = 24
-EXPANSION_ADD = 96
+# (`ann_writer` builds with them.)
 # The search beam grows with the index, one step per this many rows, up to the configured `expansion`: at 100k
 # and 500k rows a beam of 150 (the candidates asked for, usearch's floor) held the whole exact top 10, and at 100k
 # took 4.9 ms against 7.4-8.0 ms at 256; at 1M 160 held 0.976 and 250-256 0.996.
 ROWS_PER_BEAM_STEP = 4_000
-# One inserting thread: concurrent adds leave some nodes stored but unreachable by search (usearch issue #735,
-# unfixed in 2.25/2.26); on two threads 0.03-0.13% of rows were never found even as their own nearest neighbour.
-ADD_THREADS = 1
 COMPACT_PENDING = 2_000  # pending rows that trigger a compaction
-CURRENT = "superseded_at IS NULL AND embedding IS NOT NULL"
-
-Connect = Callable[[], sqlite3.Connection]  # a fresh connection to the store, for background work
 
 
 def search_beam(rows: int, most: int) -> int:
@@ -67,11 +69,11 @@ def usearch_index() -> type[Index]:
 
 
 class AnnIndex:
-    """The persisted HNSW index of one store; see the module docstring."""
+    """The persisted HNSW index of one store, mapped read-only; see the module docstring."""
 
     def __init__(self, db_path: Path, dim: int, *, expansion: int) -> None:
-        self.path = Path(f"{db_path}.usearch")
-        self.meta_path = Path(f"{db_path}.usearch.json")
+        self.db_path = Path(db_path)
+        self.path, self.meta_path = index_paths(db_path)
         self.dim, self.expansion = dim, expansion
         self.index: Index | None = None
         self.covered_rowid = 0  # rows up to this rowid were in the saved file
@@ -82,6 +84,7 @@ class AnnIndex:
         self.seen_vectors = 0
         self.removed: set[int] = set()
         self.lock = threading.RLock()
+        self.writing = threading.Lock()  # one writer child at a time from this process
         self.worker: threading.Thread | None = None
 
     def __len__(self) -> int:
@@ -90,11 +93,13 @@ class AnnIndex:
     # --- files ------------------------------------------------------------------------
 
     def open(self) -> bool:
-        """Map the saved index; False when it is missing or unreadable (then it needs `build`)."""
+        """Map the saved file if its sidecar vouches for it; False when missing or set aside (then it needs `build`)."""
         if not self.path.exists():
             return False
         try:
-            meta = json.loads(self.meta_path.read_text())
+            meta = read_sidecar(self.db_path) or _after_a_moment(self.db_path)  # a writer may be between its renames
+            if meta is None:
+                raise ValueError("its sidecar is missing, of an older format or of another file")
             if int(meta["dim"]) != self.dim:
                 raise ValueError(f"dimension {meta['dim']}, expected {self.dim}")
             index = self._mapped()
@@ -103,12 +108,7 @@ class AnnIndex:
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
             log.warning("episodic: rebuilding the ANN index %s: %s", self.path, error)
             return False
-        with self.lock:
-            self.index = index
-            self.covered_rowid = self.seen_rowid = int(meta["rowid"])
-            self.covered_vectors = self.seen_vectors = int(meta["vectors"])
-            self.generation = int(meta["generation"])
-            self.pending, self.removed = {}, set()
+        self._adopt(index, meta, set())
         return True
 
     def _mapped(self) -> Index | None:
@@ -118,105 +118,100 @@ class AnnIndex:
             index.expansion_search = search_beam(len(index), self.expansion)
         return index
 
-    def _save(self, index: Index, rowid: int, vectors: int, generation: int) -> None:
-        """Write the index and its sidecar, each by an atomic rename."""
-        unique = f"{os.getpid()}.{threading.get_ident()}.tmp"  # two processes may save at once
-        temporary = self.path.with_name(f"{self.path.name}.{unique}")
-        index.save(str(temporary))
-        meta = {"dim": self.dim, "count": len(index), "rowid": rowid, "vectors": vectors, "generation": generation}
-        meta_temporary = self.meta_path.with_name(f"{self.meta_path.name}.{unique}")
-        meta_temporary.write_text(json.dumps(meta))
-        os.replace(temporary, self.path)
-        os.replace(meta_temporary, self.meta_path)
+    def _adopt(self, index: Index | None, meta: dict[str, Any], removed_before: set[int]) -> None:
+        """Serve this mapped file from now on (rows removed since `removed_before` was taken stay left out)."""
+        with self.lock:
+            self.index = index
+            self.covered_rowid = self.seen_rowid = int(meta["rowid"])
+            self.covered_vectors = self.seen_vectors = int(meta["vectors"])
+            self.generation = int(meta["generation"])
+            self.pending = {}
+            self.removed -= removed_before
 
-    def _new(self) -> Index:
-        return usearch_index()(
-            ndim=self.dim,
-            metric="ip",
-            dtype="f16",
-            connectivity=CONNECTIVITY,
-            expansion_add=EXPANSION_ADD,
-        )
+    def build(self, stop: threading.Event | None = None, progress: Callable[[int], None] | None = None) -> bool:
+        """Write the file from the store (kept and updated when usable, else rebuilt) and map it; False when stopped."""
+        return self.sync(stop=stop, progress=progress)
 
-    def build(
-        self, connect: Connect, stop: threading.Event | None = None, progress: Callable[[int], None] | None = None
-    ) -> None:
-        """(Re)build the whole index from the store's current rows and save it; a set `stop` abandons it unsaved.
+    def sync(
+        self,
+        *,
+        rebuild: bool = False,
+        stop: threading.Event | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> bool:
+        """Bring the file up to the store in a child process and map it; False when `stop` ended the child.
 
-        Rows written after the scan read past them are left to `catch_up` (they are not counted as seen).
+        A child that fails or dies (a native abort) is run once more, rebuilding from the store; a second
+        failure raises `RuntimeError`.
         """
-        db = connect()
-        try:
-            vectors, generation = _counters(db)
-            index, last = self._new(), 0
-            while True:
+        with self.writing:
+            with self.lock:
+                removed = set(self.removed)
+            error = ""
+            for again in (False, True):
+                meta, error = self._run_writer(rebuild=rebuild or again, stop=stop, progress=progress)
                 if stop is not None and stop.is_set():
-                    return
-                rows = db.execute(
-                    f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND {CURRENT} ORDER BY rowid LIMIT 5000",
-                    (last,),
-                ).fetchall()
-                if not rows:
+                    return False
+                if meta is not None:
                     break
-                keys, matrix = _unpack(rows, self.dim)
-                if len(keys):
-                    index.add(keys, matrix, threads=ADD_THREADS)
-                last = int(rows[-1][0])
-                if progress is not None:
-                    progress(len(rows))
-        finally:
-            db.close()
-        self._save(index, last, vectors, generation)
-        self.open()
+                if not again:
+                    log.warning("episodic: the ANN index writer failed (%s); rebuilding %s", error, self.path)
+            else:
+                raise RuntimeError(f"could not write the ANN index {self.path}: {error}")
+            if meta.get("rebuilt") == "unusable file":
+                log.info("episodic: rebuilt the ANN index %s from the store", self.path)
+            self._adopt(self._mapped(), meta, removed)
+        return True
 
-    def compact(self, connect: Connect) -> None:
+    def _run_writer(
+        self, *, rebuild: bool, stop: threading.Event | None, progress: Callable[[int], None] | None
+    ) -> tuple[dict[str, Any] | None, str]:
+        """Run `ann_writer` once: (its sidecar, "") or (None, why it failed)."""
+        command = [sys.executable, "-m", "thoth_episodic.ann_writer", str(self.db_path), str(self.dim)]
+        with tempfile.TemporaryFile(mode="w+") as errors:
+            child = subprocess.Popen(
+                [*command, *(["--rebuild"] if rebuild else [])],
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+                env=_child_env(),
+            )
+            if stop is not None:
+                threading.Thread(target=_kill_when, args=(child, stop), daemon=True).start()
+            last = ""
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("progress ") and progress is not None:
+                    progress(int(line.split()[1]))
+                elif line.strip():
+                    last = line
+            code = child.wait()
+            errors.seek(0)
+            said = [line for line in errors.read().splitlines() if line.strip()]
+        if code == 0:
+            try:
+                return dict(json.loads(last)), ""
+            except ValueError:
+                return None, f"unexpected output {last[:200]!r}"
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        return None, f"{how}: {said[-1]}" if said else how
+
+    def compact(self) -> None:
         """Fold pending rows and removals into the saved file (and drop rows other processes deleted)."""
-        with self.lock:
-            pending, removed = dict(self.pending), set(self.removed)
-            rowid, vectors, generation = self.seen_rowid, self.seen_vectors, self.generation
-        index = usearch_index().restore(str(self.path))  # a writable copy; the mapped one keeps serving
-        index.expansion_add = EXPANSION_ADD
-        db = connect()
-        try:
-            _, now = _counters(db)
-            if now != generation:  # another process deleted or superseded rows: keep only current ones
-                keys = np.asarray(index.keys, dtype=np.int64)
-                alive = set()
-                for start in range(0, len(keys), 50_000):
-                    chunk = [int(k) for k in keys[start : start + 50_000]]
-                    marks = ", ".join("?" * len(chunk))
-                    found = db.execute(f"SELECT rowid FROM episodes WHERE rowid IN ({marks}) AND {CURRENT}", chunk)
-                    alive.update(r[0] for r in found)
-                removed |= {int(k) for k in keys if int(k) not in alive}
-        finally:
-            db.close()
-        gone = [k for k in removed | set(pending) if k in index]
-        if gone:
-            index.remove(gone)
-        if pending:
-            keys = np.fromiter(pending, dtype=np.int64)
-            index.add(keys, np.stack([pending[int(k)] for k in keys]), threads=ADD_THREADS)
-        self._save(index, rowid, vectors, now)
-        with self.lock:
-            self.index = self._mapped()
-            self.covered_rowid, self.covered_vectors, self.generation = rowid, vectors, now
-            for key in pending:
-                if self.pending.get(key) is pending[key]:
-                    del self.pending[key]
-            self.removed -= removed
+        self.sync()
 
-    def compact_soon(self, connect: Connect, *, removals: bool = False, force: bool = False) -> None:
-        """Start a background compaction when enough changes wait (any removal counts), or `force`."""
+    def compact_soon(self, *, force: bool = False) -> None:
+        """Start a background compaction when enough rows wait, or `force`."""
         with self.lock:
-            due = force or (self.removed if removals else len(self.pending) >= COMPACT_PENDING)
+            due = force or len(self.pending) >= COMPACT_PENDING
             if not due or self.index is None or (self.worker is not None and self.worker.is_alive()):
                 return
-            self.worker = threading.Thread(target=self._compact_logged, args=(connect,), daemon=True)
+            self.worker = threading.Thread(target=self._compact_logged, daemon=True, name="episodic-ann-compact")
             self.worker.start()
 
-    def _compact_logged(self, connect: Connect) -> None:
+    def _compact_logged(self) -> None:
         try:
-            self.compact(connect)
+            self.compact()
         except Exception:  # a failure to persist is never silent
             log.exception("episodic: could not save the ANN index %s", self.path)
 
@@ -225,6 +220,16 @@ class AnnIndex:
         worker = self.worker
         if worker is not None:
             worker.join()
+
+    def check(self) -> str | None:
+        """Whether the file agrees with the store, checked in a child process: None when it does, else what is wrong."""
+        command = [sys.executable, "-m", "thoth_episodic.ann_writer", str(self.db_path), str(self.dim), "--check"]
+        done = subprocess.run(command, capture_output=True, text=True, env=_child_env(), check=False)
+        if done.returncode < 0:
+            return f"reading it ended its reader with signal {signal.Signals(-done.returncode).name}"
+        if done.returncode:
+            return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return json.loads(done.stdout).get("problem")
 
     # --- keeping up with the store ----------------------------------------------------
 
@@ -244,7 +249,7 @@ class AnnIndex:
                 ).fetchall()
                 self.seen_vectors = vectors
             self.seen_rowid = max(self.seen_rowid, last)
-            keys, matrix = _unpack(rows, self.dim)
+            keys, matrix = unpack(rows, self.dim)
             for key, vector in zip(keys.tolist(), matrix, strict=True):
                 self.pending[key] = vector
                 self.removed.discard(key)
@@ -265,6 +270,8 @@ class AnnIndex:
                 matches = index.search(vector, min(count, len(index)))
                 keys = np.asarray(matches.keys, dtype=np.int64)
                 similarity = 1 - np.asarray(matches.distances, dtype=np.float32)  # metric "ip": distance is 1 - ip
+                real = keys < FILLER_KEYS  # fillers hold the slots of removed rows
+                keys, similarity = keys[real], similarity[real]
             if pending:
                 keys = np.concatenate([keys, np.fromiter(pending, dtype=np.int64, count=len(pending))])
                 similarity = np.concatenate([similarity, np.stack(list(pending.values())) @ vector])
@@ -274,15 +281,21 @@ class AnnIndex:
             return keys[np.argsort(-similarity, kind="stable")[:count]]
 
 
-def _counters(db: sqlite3.Connection) -> tuple[int, int]:
-    """The store's (vector version, generation)."""
-    values = dict(db.execute("SELECT key, CAST(value AS INTEGER) FROM meta").fetchall())
-    return int(values["vectors"]), int(values["generation"])
+def _after_a_moment(db_path: Path) -> dict[str, Any] | None:
+    """The sidecar read again shortly (a writer renames the file, then its sidecar)."""
+    time.sleep(0.05)
+    return read_sidecar(db_path)
 
 
-def _unpack(rows: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rowids, float32 matrix) of rows whose blob is a vector of this dimension."""
-    good = [(r, b) for r, b in rows if b is not None and len(b) == 4 * dim]
-    keys = np.array([r for r, _ in good], dtype=np.int64)
-    matrix = np.frombuffer(b"".join(b for _, b in good), dtype=np.float32).reshape(len(good), dim)
-    return keys, matrix
+def _child_env() -> dict[str, str]:
+    """The environment of a writer child: this package importable whatever the parent's path."""
+    here = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+
+
+def _kill_when(child: subprocess.Popen[str], stop: threading.Event) -> None:
+    """Kill the child once `stop` is set (checked while it runs)."""
+    while child.poll() is None:
+        if stop.wait(0.2):
+            child.kill()
+            return

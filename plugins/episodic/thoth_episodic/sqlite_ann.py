@@ -1,4 +1,4 @@
-"""The SQLite store's use of the ANN index: when it is ready, building it, and dense search through it."""
+"""The SQLite store's use of the ANN index: when it is ready, building it, erasing from it, dense search through it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from .ann_index import AnnIndex
 from .ann_search import allowed_exact, ann_dense
+from .ann_writer import discard_files
 from .records import Query
 from .scoring import candidate_count
 from .sqlite_schema import newest_rowid
@@ -43,12 +44,8 @@ class IndexedSearch:
             if allowed is not None:
                 return allowed_exact(self._db, query, allowed, vector, self.dim, n)
             found = ann_dense(self._db, self._index, query, vector, n)
-        self._index.compact_soon(self._reader)
+        self._index.compact_soon()
         return found
-
-    def _reader(self) -> sqlite3.Connection:
-        """A separate connection for background index work."""
-        return sqlite3.connect(self.path, timeout=30.0)
 
     def _usable_index(self) -> AnnIndex | None:
         """The index when ready; else builds it (`usearch`) or from `ann_min_rows` starts a background build."""
@@ -72,13 +69,37 @@ class IndexedSearch:
     def index_now(self, progress: Callable[[int], None] | None = None) -> None:
         """Build the ANN index here and now (an import does: short commands would each start one and abandon it)."""
         assert self._index is not None
-        self._index.build(self._reader, progress=progress)
-        self._index_ready = True
+        self._index_ready = self._index.build(progress=progress)
 
     def _build_logged(self) -> None:
         try:
             assert self._index is not None
-            self._index.build(self._reader, self._stop_building)
-            self._index_ready = not self._stop_building.is_set()
+            self._index_ready = self._index.build(self._stop_building)
         except Exception:  # a failure to persist is never silent
             log.exception("episodic: could not build the ANN index %s", f"{self.path}.usearch")
+
+    def _erase_from_index(self, rowids: list[int]) -> None:
+        """After a delete, before it returns: the rows leave the index file (rewritten), or the file goes."""
+        building = self._building
+        if building is not None and building.is_alive():  # it read the rows before the delete: stop it
+            self._stop_building.set()
+            building.join()
+            self._building, self._stop_building = None, threading.Event()
+        if self._index is not None:
+            self._index.remove(rowids)
+            if self._index_ready:
+                try:
+                    self._index.sync()
+                    return
+                except Exception:  # noqa: BLE001 - the file goes instead: forget must not leave the vectors
+                    log.warning("episodic: could not rewrite the ANN index %s; deleting it", self._index.path)
+                    self._index_ready, self._index.index = False, None
+        discard_files(self.path)  # not in use here (`exact`, or set aside): delete it rather than rewrite it
+
+    def index_checks(self) -> list[tuple[bool, str]]:
+        """`thoth doctor` lines about the ANN index file (none when there is none): readable, agrees with the store."""
+        index = self._index or AnnIndex(self.path, self.dim, expansion=1)
+        if not index.path.exists():
+            return []
+        problem = index.check()
+        return [(problem is None, f"episodic: ANN index {index.path}: {problem or 'agrees with the store'}")]

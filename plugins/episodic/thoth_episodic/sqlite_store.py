@@ -92,7 +92,7 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
         self._index = None if ann == "exact" else AnnIndex(self.path, dim, expansion=ann_expansion)
         self._index_ready = self._index is not None and self._index.open()
         if self._index_ready and self._index.generation != self._counter("generation"):
-            self._index.compact_soon(self._reader, force=True)  # rows deleted since the save leave the file
+            self._index.compact_soon(force=True)  # rows deleted since the save leave the file
         self._building: threading.Thread | None = None
         self._stop_building = threading.Event()
         self._readers_lock = threading.Lock()  # not `_lock`: the full-text stage must not wait for the writer
@@ -231,10 +231,8 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             if rows:
                 self._bump()
             self._db.execute("COMMIT")
-        if rows and self._index is not None:  # forget: out of the index now, out of its file at the next save
-            self._index.remove([r[0] for r in rows])
-            if self._index_ready:
-                self._index.compact_soon(self._reader, removals=True)
+        if rows:  # forget: out of the index and its file before this returns
+            self._erase_from_index([r[0] for r in rows])
         return len({r[1] for r in rows})
 
     def mark_consolidated(self, ids: Sequence[str]) -> None:
@@ -422,8 +420,8 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             self._building.join()
         if self._index is not None:
             self._index.wait()
-            if self._index_ready and self._index.removed:
-                self._index.compact(self._reader)
+            if self._index_ready and self._index.removed:  # superseded rows
+                self._index.compact()
         with self._readers_lock:
             idle, self._idle_readers = self._idle_readers or [], None
         for reader in idle:  # one in use is closed when its search returns it
