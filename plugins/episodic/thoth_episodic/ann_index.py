@@ -99,7 +99,7 @@ class AnnIndex:
         try:
             meta = read_sidecar(self.db_path) or _after_a_moment(self.db_path)  # a writer may be between its renames
             if meta is None:
-                raise ValueError("its sidecar is missing, of an older format or of another file")
+                raise ValueError("no sidecar vouches for it (missing, older format, another file, removed slots)")
             if int(meta["dim"]) != self.dim:
                 raise ValueError(f"dimension {meta['dim']}, expected {self.dim}")
             index = self._mapped()

@@ -48,14 +48,19 @@ def index_paths(db_path: Path | str) -> tuple[Path, Path]:
 
 
 def read_sidecar(db_path: Path | str) -> dict[str, Any] | None:
-    """The sidecar when it describes the file beside it (format, size) and the file has no removed slot; else None."""
+    """The sidecar when it describes the file beside it (format, size, count) and the file has no removed slot."""
+    from usearch.index import Index
+
     path, meta_path = index_paths(db_path)
     try:
         meta = json.loads(meta_path.read_text())
         if int(meta.get("format", 1)) != FORMAT or int(meta["bytes"]) != path.stat().st_size:
             return None
+        header = Index.metadata(str(path))  # the header only: loading a file with removed slots may abort
+        if not header or header["count_deleted"] or header["count_present"] != int(meta["count"]):
+            return None
         return dict(meta)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
 
 
@@ -220,7 +225,7 @@ class Writer:
 
         meta = read_sidecar(self.db_path)
         if meta is None:
-            return {"problem": "no usable file (missing, of an older format, or its sidecar names another file)"}
+            return {"problem": "no sidecar vouches for it (missing, older format, another file, removed slots)"}
         index = Index.restore(str(self.path), view=True)
         keys = np.asarray(index.keys if index is not None else [], dtype=np.int64)
         keys = keys[keys < FILLER_KEYS]

@@ -156,6 +156,13 @@ def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
 
 
 @hookimpl
+def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]] | None:
+    """The store's own checks, where its backend has some (SQLite: its ANN index file is readable and agrees)."""
+    checks = getattr(memory_for(runtime).store, "index_checks", None)
+    return checks() if checks is not None else None
+
+
+@hookimpl
 def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
     """Episodes before `before` (the caller's now minus `retention_days`) not yet consolidated.
 
