@@ -12,17 +12,28 @@ SQLite's migrations and PostgreSQL's. Migrations run under a lock in both dialec
 workers starting at once apply each step once. `lock(key)` is a mutual exclusion across every
 process sharing the store (a PostgreSQL advisory lock, or a file lock beside the SQLite file),
 released when its holder exits or dies.
+
+When the server goes away, no caller waits for it: every store on one URL shares a `Circuit`.
+A connection that breaks, or a pool that gives none within `POOL_WAIT_SECONDS`, makes the circuit
+try one fresh connection (`CONNECT_SECONDS` at most); if that fails too, the server is *down*:
+every statement raises `StoreDown` at once, and a daemon thread tries to connect every
+`PROBE_SECONDS`. Once one works the circuit is *up* again and calls its listeners: each store
+swaps its pool for a new one (the old one's connections died with the server, and its reconnect
+back-off could otherwise hold the next statements up), `HeldLock`s take their locks again, and
+whoever asked (`when_back`) replays what waited.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,9 +47,18 @@ from .storage import connect, migrate, scrub
 URL_ENV = "THOTH_STORAGE_URL"
 POOL_SIZE = 4  # connections per store and process; a turn's writes rarely overlap more
 LOCK_CONNECT_SECONDS = 10  # a lock's own connection: a server that does not answer fails the lock, not hangs it
+CONNECT_SECONDS = 2  # one connection attempt (pool, probe, held lock): libpq's smallest useful timeout
+POOL_WAIT_SECONDS = 1.0  # a statement waits this long for a pooled connection before the server is probed
+POOL_TIMEOUT = 30.0  # ... and, the server answering (the pool is only busy), this long in all
+OPEN_SECONDS = 5.0  # a new store waits this long for its first connection
+PROBE_SECONDS = 0.5  # how often a server found down is tried again
+KEEP_SECONDS = 1.0  # how often a held lock's connection is checked (and the lock re-taken after a restart)
+RESTART_GRACE_SECONDS = 10.0  # after the server (re)starts, how long a lock's holder has to take it again
 VERSION_TABLE = "thoth_schema_version"
 
 PgMigration = str | Callable[["Database"], object]
+
+logger = logging.getLogger(__name__)
 
 
 class Result(Protocol):
@@ -69,6 +89,133 @@ def storage_url(config: Any) -> str | None:
 
 _REACHED: set[str] = set()  # each process connects once per URL before its stores open
 _UNREACHABLE: dict[str, str] = {}  # url -> why it did not answer
+
+
+class StoreDown(Exception):
+    """The shared PostgreSQL does not answer; raised at once, without waiting, until a probe finds it up."""
+
+
+class Circuit:
+    """Whether one PostgreSQL server answers, shared by every store of this process on its URL (see the module doc)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.down: str | None = None  # why, while the server is found down
+        self.since = self._last_back = 0.0
+        self._up = threading.Event()
+        self._up.set()
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], object]] = []
+        self._resets: list[Callable[[], object]] = []  # run before the circuit closes (stores swap their pools)
+
+    def check(self) -> None:
+        """Raise StoreDown if the server is found down (no waiting)."""
+        if self.down is not None:
+            raise StoreDown(f"the shared PostgreSQL does not answer ({self.down})")
+
+    def answers(self) -> bool:
+        """Whether a fresh connection can be made now (within CONNECT_SECONDS)."""
+        import psycopg
+
+        try:
+            psycopg.connect(self.url, connect_timeout=CONNECT_SECONDS, autocommit=True).close()
+        except psycopg.Error:
+            return False
+        return True
+
+    def failed(self, exc: BaseException, *, broken: bool = False) -> None:
+        """A connection broke (`broken`) or none came: find the server down unless a fresh connection works.
+
+        A broken connection on a server that answers means it restarted (or the link was cut): the
+        listeners run as after an outage (new pools, locks re-taken), at most once per `PROBE_SECONDS` * 4.
+        """
+        if self.down is not None:
+            return
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if not self.answers():
+            self.trip(reason)
+            return
+        if broken:
+            with self._lock:
+                if self.down is not None or time.monotonic() - self._last_back < PROBE_SECONDS * 4:
+                    return
+                self._last_back = time.monotonic()
+            logger.warning("storage: a connection to the shared PostgreSQL broke (%s); it answers: renewing", reason)
+            threading.Thread(target=self._back, name="thoth-store-back", daemon=True).start()
+
+    def trip(self, reason: str) -> None:
+        """Find the server down: statements fail at once and a probe waits for it to answer again."""
+        with self._lock:
+            if self.down is not None:
+                return
+            self.down, self.since = reason, time.monotonic()
+            self._up.clear()
+        logger.warning("storage: the shared PostgreSQL does not answer (%s); trying again every %.1f s", reason, PROBE_SECONDS)
+        threading.Thread(target=self._probe, name="thoth-store-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        while not self.answers():
+            time.sleep(PROBE_SECONDS)
+        logger.warning("storage: the shared PostgreSQL answers again after %.1f s", time.monotonic() - self.since)
+        self._back()
+
+    def _back(self) -> None:
+        """The server answers: reset the stores, let statements through, then call the listeners."""
+        with self._lock:
+            self._last_back = time.monotonic()
+            resets = list(self._resets)
+        _call_each(resets)
+        with self._lock:
+            self.down = None
+            listeners = list(self._listeners)
+        _call_each(listeners)
+        self._up.set()
+
+    def wait_up(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the server to be up (at once if it is not found down); whether it is."""
+        return self._up.wait(timeout)
+
+    def on_up(self, listener: Callable[[], object], *, first: bool = False) -> Callable[[], None]:
+        """Call `listener` (in the probe's thread) each time the server answers again; returns the unsubscribe.
+
+        `first` listeners run before statements are let through again (a store swapping its pool).
+        """
+        listeners = self._resets if first else self._listeners
+        with self._lock:
+            listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in listeners:
+                    listeners.remove(listener)
+
+        return unsubscribe
+
+
+def _call_each(listeners: list[Callable[[], object]]) -> None:
+    for listener in listeners:
+        try:
+            listener()
+        except Exception:  # noqa: BLE001 - one listener's failure must not keep the others from running
+            logger.exception("storage: a listener failed after the server came back")
+
+
+_CIRCUITS: dict[str, Circuit] = {}
+_CIRCUITS_LOCK = threading.Lock()
+
+
+def circuit(url: str) -> Circuit:
+    """The circuit of the server at `url`, one per process."""
+    with _CIRCUITS_LOCK:
+        if url not in _CIRCUITS:
+            _CIRCUITS[url] = Circuit(url)
+        return _CIRCUITS[url]
+
+
+def when_back(config: Any, listener: Callable[[], object]) -> Callable[[], None] | None:
+    """Call `listener` each time the shared PostgreSQL answers again after an outage; None without one."""
+    url = storage_url(config)
+    return None if url is None else circuit(url).on_up(listener)
 
 
 def reachable(config: Any) -> Any:
@@ -265,49 +412,96 @@ def _row_factory(rows: bool) -> Any:
 
 
 class PostgresDatabase(Database):
-    """A store's schema in the shared PostgreSQL, through a small pool of connections."""
+    """A store's schema in the shared PostgreSQL, through a small pool of connections (swapped after an outage)."""
 
     dialect = "postgres"
 
     def __init__(self, url: str, name: str, migrations: Sequence[PgMigration], *, rows: bool = False) -> None:
         try:
             import psycopg
-            from psycopg_pool import ConnectionPool, PoolTimeout
+            from psycopg_pool import PoolTimeout
         except ImportError as exc:
             hint = "pip install 'thoth-core[postgres]'"
             raise ConfigError(
                 f"storage.url: the PostgreSQL store needs psycopg and psycopg-pool: {hint} ({exc})"
             ) from exc
-        self.errors = (psycopg.Error, PoolTimeout)
+        self.errors = (psycopg.Error, PoolTimeout, StoreDown)
         self.url = url
         if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
             raise ValueError(f"store name {name!r}: lower-case letters, digits and '_'")
         self.schema = f"thoth_{name}"
         self.where = f"PostgreSQL schema {self.schema}"
+        self.circuit = circuit(url)
         self._row_factory = _row_factory(rows)
         self._bound = threading.local()
-        self.pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            kwargs={"autocommit": True, "options": f"-c search_path={self.schema},public"},
-            configure=self._configure,
-            open=False,
-            name=self.schema,
-        )
+        self.circuit.check()
+        self.pool = self._new_pool()
         try:
-            self.pool.open(wait=True, timeout=30)
+            try:
+                self.pool.open(wait=True, timeout=OPEN_SECONDS)
+            except PoolTimeout as exc:
+                self.circuit.failed(exc)
+                self.circuit.check()
+                raise
             self._migrate(migrations)
         except BaseException:
             self.pool.close()
             raise
+        self._unsubscribe = self.circuit.on_up(self._renew_pool, first=True)
+
+    def _new_pool(self) -> Any:
+        from psycopg_pool import ConnectionPool
+
+        return ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            kwargs={
+                "autocommit": True,
+                "options": f"-c search_path={self.schema},public",
+                "connect_timeout": CONNECT_SECONDS,
+            },
+            configure=self._configure,
+            check=ConnectionPool.check_connection,  # a connection that died with a restart is replaced, not handed out
+            open=False,
+            name=self.schema,
+        )
+
+    def _renew_pool(self) -> None:
+        """The server answers again: a new pool (the old one's connections died with it, its back-off is long)."""
+        old, self.pool = self.pool, self._new_pool()
+        self.pool.open(wait=False)
+        old.close(timeout=0)
 
     def _configure(self, connection: Any) -> None:
         connection.row_factory = self._row_factory
 
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, in a transaction block if one is opened on it; StoreDown at once while the server is down."""
+        from psycopg_pool import PoolTimeout
+
+        self.circuit.check()
+        pool = self.pool
+        try:
+            conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
+        except PoolTimeout as exc:  # down, or only busy: one fresh connection tells
+            self.circuit.failed(exc)
+            self.circuit.check()
+            conn = pool.getconn(timeout=POOL_TIMEOUT - POOL_WAIT_SECONDS)
+        try:
+            with conn:
+                yield conn
+        except self.errors as exc:
+            if conn.broken or conn.closed:
+                self.circuit.failed(exc, broken=True)
+            raise
+        finally:
+            pool.putconn(conn)
+
     def _migrate(self, migrations: Sequence[PgMigration]) -> None:
         """Apply the steps not yet applied, all under one advisory lock, so concurrent starts apply each once."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER NOT NULL)")
@@ -330,7 +524,7 @@ class PostgresDatabase(Database):
         bound = getattr(self._bound, "conn", None)
         if bound is not None:
             return self._run(bound, sql, params)
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             return self._run(conn, sql, params)
 
     def _run(self, conn: Any, sql: str, params: Sequence[Any] | dict[str, Any]) -> Fetched:
@@ -343,7 +537,7 @@ class PostgresDatabase(Database):
         if getattr(self._bound, "conn", None) is not None:  # nested: part of the outer one
             yield self
             return
-        with self.pool.connection() as conn, conn.transaction():
+        with self._connection() as conn, conn.transaction():
             self._bound.conn = conn
             try:
                 yield self
@@ -355,19 +549,115 @@ class PostgresDatabase(Database):
         """An advisory lock on a connection of its own (not the pool's): a dead holder's lock goes with it."""
         import psycopg
 
-        with psycopg.connect(self.url, autocommit=True, connect_timeout=LOCK_CONNECT_SECONDS) as conn:
+        self.circuit.check()
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_SECONDS)
+        except psycopg.OperationalError as exc:
+            self.circuit.failed(exc)
+            raise
+        with conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"{self.schema}:{key}",))
             yield
 
+    def uptime(self) -> float:
+        """Seconds since the server (re)started."""
+        row = self.execute("SELECT CAST(EXTRACT(EPOCH FROM now() - pg_postmaster_start_time()) AS DOUBLE PRECISION)")
+        return float(row.fetchone()[0])
+
     def scrub(self, tables: Sequence[str] = (), fts: Sequence[str] = ()) -> dict[str, int]:
         """VACUUM the tables a forget deleted from, so their dead rows' pages are reused."""
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             for table in tables:
                 conn.execute(f'VACUUM "{table}"')
         return {}
 
     def close(self) -> None:
+        self._unsubscribe()
         self.pool.close()
+
+
+class HeldLock:
+    """A PostgreSQL advisory lock held for a process's life on a connection of its own, re-taken after a restart.
+
+    The lock goes with its connection: a holder that dies frees it at once. A server restart (or a
+    cut connection) frees it too while the holder lives, so a thread checks the connection every
+    `KEEP_SECONDS` (and at once when the circuit finds the server up) and, if it died, connects
+    again and takes the lock again. Others give a holder `RESTART_GRACE_SECONDS` after the server
+    starts before they read a free lock as a dead holder (`PostgresDatabase.uptime`).
+    """
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url, self.key = url, key
+        self._conn: Any = None
+        self._guard = threading.Lock()
+        self._stopped = threading.Event()
+        self._take(wait=True)
+        self._unsubscribe = circuit(url).on_up(self.keep)
+        self._keeper = threading.Thread(target=self._keep_forever, name="thoth-held-lock", daemon=True)
+        self._keeper.start()
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the lock now (as far as its last check knows)."""
+        return self._conn is not None
+
+    def _take(self, *, wait: bool) -> bool:
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_SECONDS)
+        try:
+            function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+            row = conn.execute(f"SELECT {function}(hashtextextended(%s, 0))", (self.key,)).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if not wait and not row[0]:  # still held by our old session (not yet ended on the server)
+            conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def keep(self) -> None:
+        """Check the lock's connection; if it died, connect again and re-take the lock (one try)."""
+        import psycopg
+
+        with self._guard:
+            if self._stopped.is_set():
+                return
+            if self._conn is not None:
+                try:
+                    self._conn.execute("SELECT 1")
+                    return
+                except psycopg.Error as exc:
+                    logger.warning("storage: lost the lock %s (%s); taking it again", self.key, exc)
+                    self._conn.close()
+                    self._conn = None
+            try:
+                if self._take(wait=False):
+                    logger.warning("storage: took the lock %s again", self.key)
+            except psycopg.Error:
+                pass  # the server is still away: the next check tries again
+
+    def _keep_forever(self) -> None:
+        while not self._stopped.wait(KEEP_SECONDS):
+            self.keep()
+
+    def release(self) -> None:
+        """Give the lock up at once (not when the server notices the connection closed) and stop keeping it."""
+        import psycopg
+
+        self._stopped.set()
+        self._unsubscribe()
+        with self._guard:
+            conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self.key,))
+        except psycopg.Error as exc:
+            logger.info("storage: releasing the lock %s found its connection gone: %s", self.key, exc)
+        finally:
+            conn.close()
 
 
 def shared(config: Any) -> bool:
@@ -376,15 +666,20 @@ def shared(config: Any) -> bool:
 
 
 __all__ = [
+    "Circuit",
     "Database",
+    "HeldLock",
     "PostgresDatabase",
     "Result",
     "Row",
     "SqliteDatabase",
+    "StoreDown",
+    "circuit",
     "open_database",
     "reachable",
     "postgres_sql",
     "shared",
     "storage_url",
+    "when_back",
     "worker_id",
 ]

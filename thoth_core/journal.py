@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .database import open_database
+from .database import RESTART_GRACE_SECONDS, HeldLock, open_database
 from .types import Reply, Session, Turn, Usage
 
 RESERVE_BYTES = 256 << 10  # room for dozens of turns on a full disk
@@ -78,6 +78,7 @@ POSTGRES = [
     """
 ]
 ENTRY_COLUMNS = "turn, reply, session_id, session_started, plugins, attempts, error"
+CLOSED = "closed:"  # a writer id with this prefix: the writer closed, its turns are anyone's
 IN_FLIGHT_SECONDS = 3600  # a row of another live process younger than this is its own, still being written
 
 
@@ -133,7 +134,7 @@ class TurnJournal:
         )
         self.shared = self._db.dialect == "postgres"
         self.writer = uuid.uuid4().hex
-        self._writer_conn: Any = None  # holds the writer lock (PostgreSQL)
+        self._writer_lock: HeldLock | None = None  # the writer lock (PostgreSQL)
         if self.shared:
             self._hold_writer_lock()
             return
@@ -147,20 +148,12 @@ class TurnJournal:
         return f"{getattr(self._db, 'schema', 'thoth_journal')}:writer:{writer}"
 
     def _hold_writer_lock(self) -> None:
-        """Take this writer's lock on a connection of its own, kept until `close` (or the process's death)."""
-        import psycopg
-
+        """Take this writer's lock, held until `close` (or the process's death) and re-taken after a server restart."""
         try:
-            conn = psycopg.connect(self._db.url, autocommit=True)  # type: ignore[attr-defined]
-            try:
-                conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self._writer_key(self.writer),))
-            except BaseException:
-                conn.close()
-                raise
+            self._writer_lock = HeldLock(self._db.url, self._writer_key(self.writer))  # type: ignore[attr-defined]
         except BaseException:
             self._db.close()
             raise
-        self._writer_conn = conn
 
     def _reserve(self, *, always: bool = False) -> None:
         """Grow the file's free pages (and the rollback journal) to the reserve; reused by every turn."""
@@ -251,21 +244,30 @@ class TurnJournal:
         return not taken
 
     def _claim_dead_writers(self) -> int:
-        """Make the turns of writers that died this writer's; returns how many (each taken by one claimer)."""
+        """Make the turns of writers that closed or died this writer's; returns how many (each taken by one claimer).
+
+        A free lock means a dead writer only once the server has been up `RESTART_GRACE_SECONDS`:
+        a restart frees every writer's lock, and the live ones take theirs again within that time.
+        A writer that closed left its turns to anyone (`close`), at once.
+        """
         sql = "SELECT DISTINCT writer FROM pending WHERE writer<>?"
         with self._lock:
             writers = [row[0] for row in self._db.execute(sql, (self.writer,)).fetchall()]
+        released = [writer for writer in writers if writer.startswith(CLOSED)]
+        others = [writer for writer in writers if not writer.startswith(CLOSED)]
+        if others and self._db.uptime() < RESTART_GRACE_SECONDS:  # type: ignore[attr-defined]
+            logger.info("turn journal: the server restarted moments ago; the other writers' turns are left to them")
+            others = []
         claimed = 0
-        for writer in writers:
-            if self.writer_alive(writer):
-                continue
+        for writer in released + [writer for writer in others if not self.writer_alive(writer)]:
             with self._lock:  # of two claimers, the second finds the rows no longer the dead writer's
                 taken = self._db.execute(
                     "UPDATE pending SET writer=?, writer_pid=? WHERE writer=? RETURNING turn_id",
                     (self.writer, os.getpid(), writer),
                 ).fetchall()
             if taken:
-                logger.info("turn journal: took over %d turn(s) of writer %s, which is gone", len(taken), writer)
+                gone = "which closed" if writer.startswith(CLOSED) else "which is gone"
+                logger.info("turn journal: took over %d turn(s) of writer %s, %s", len(taken), writer, gone)
             claimed += len(taken)
         return claimed
 
@@ -286,17 +288,21 @@ class TurnJournal:
         return deleted
 
     def close(self) -> None:
-        """Close the store and give up the writer lock."""
+        """Leave this writer's turns to the next replay, give up the writer lock and close the store."""
         with self._lock:
-            if self._writer_conn is not None:
-                conn, self._writer_conn = self._writer_conn, None
-                try:  # at once, not when the server notices the connection closed: a replay may follow right away
-                    conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._writer_key(self.writer),))
-                except self._db.errors as exc:
-                    logger.warning("turn journal: releasing writer %s failed: %s", self.writer, exc)
-                finally:
-                    conn.close()
+            if self._writer_lock is not None:
+                held, self._writer_lock = self._writer_lock, None
+                try:  # whoever replays next takes them at once, with no wait for a restart's grace
+                    self._db.execute("UPDATE pending SET writer=? WHERE writer=?", (CLOSED + self.writer, self.writer))
+                except self._db.errors as exc:  # the server is away: they are taken once the grace is over
+                    logger.info("turn journal: could not leave writer %s's turns to others: %s", self.writer, exc)
+                held.release()  # at once, not when the server notices the connection closed: a replay may follow
             self._db.close()
+
+    @property
+    def writer_lock_held(self) -> bool:
+        """Whether this journal holds its writer lock now (always True on SQLite, which has none)."""
+        return self._writer_lock is None or self._writer_lock.held
 
 
 def _alive_other(pid: int | None) -> bool:

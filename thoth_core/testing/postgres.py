@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,28 @@ def storage_config(request: pytest.FixtureRequest) -> dict[str, Any]:
     if request.param == "sqlite":
         return {}
     return {"storage": {"url": request.getfixturevalue("storage_url")}}
+
+
+def stop_server(server: Any) -> None:
+    """Stop the server at once (`pg_ctl stop -m fast`): every connection to it breaks, new ones are refused."""
+    from pgserver._commands import pg_ctl
+
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+
+
+def start_server(server: Any) -> None:
+    """Start a server `stop_server` stopped, on the same socket (its URLs stay valid)."""
+    server.ensure_postgres_running()
+
+
+@contextmanager
+def outage(server: Any) -> Iterator[None]:
+    """The server stopped for the block, started again after it (also when the block fails)."""
+    stop_server(server)
+    try:
+        yield
+    finally:
+        start_server(server)
 
 
 def fresh_database(server: Any) -> str:
