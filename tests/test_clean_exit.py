@@ -1,11 +1,24 @@
-"""Short commands exit 0 every time: no native thread (ONNX Runtime, tokenizers) is left running at exit.
+"""Short commands exit 0 every time: no thread is left in native code when the interpreter finalizes.
 
-`bench/clean_exits.py --runs 100` is the long form of this test.
+Python 3.11 ends a daemon thread that wakes during finalization with `pthread_exit`, whose
+unwinding aborts the process (exit 134) when the thread's stack holds a Rust or C++ frame:
+ONNX Runtime, tokenizers, or the Honcho SDK's `validate_call` wrapper (pydantic-core). The
+Honcho case is reproduced deterministically: the fake Honcho answers the hung dialectic only
+once the process runs its last `atexit` callback, so the answer lands while Python finalizes.
+`bench/clean_exits.py --runs 50` is the long form of these tests (with a slow real Honcho too).
 """
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import threading
+import time
+
 import pytest
+from honcho import Honcho
+from thoth_identity.fake_honcho import FakeHoncho
 
 from thoth_core.testing import run_thoth
 
@@ -15,6 +28,21 @@ COMMANDS = [
     ("context", "green tea", "--peer", "ann"),
     ("recall", "green tea", "--peer", "ann"),
 ]
+RELEASE_DELAYS = (0.02, 0.05, 0.1)  # seconds after the last atexit callback; Python finalizes for longer than that
+
+# The `thoth context` command in a process that finalizes as Python does (not through `thoth`'s
+# main, which ends with os._exit), with one atexit callback registered first, so it runs last.
+CHILD = """
+import atexit, socket, sys
+
+def answer_now():
+    socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()
+
+atexit.register(answer_now)
+from thoth_core.cli import cli
+
+cli(["context", "green tea", "--peer", "ann", "--json"], prog_name="thoth", standalone_mode=False)
+"""
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
@@ -22,3 +50,59 @@ def test_a_short_command_exits_0_every_time(tmp_path, command):
     env = {"THOTH_HOME": str(tmp_path / "home"), "THOTH_LOAD_PLUGINS": "working,procedural,identity,episodic"}
     codes = [run_thoth(*command, cwd=tmp_path, env=env).returncode for _ in range(RUNS)]
     assert codes == [0] * RUNS
+
+
+class Releaser:
+    """A loopback listener: each connection releases the fake Honcho's hung requests `delay` s later."""
+
+    def __init__(self, fake: FakeHoncho) -> None:
+        self.fake, self.delay, self.calls = fake, 0.0, 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:
+                return
+            connection.close()
+            self.calls += 1
+            time.sleep(self.delay)
+            self.fake.release.set()
+
+
+@pytest.fixture
+def hung_dialectic(tmp_path):
+    """A fake Honcho that knows ann and hangs her dialectic, and a thoth.toml pointing at it."""
+    fake = FakeHoncho().start()
+    Honcho(base_url=fake.url, workspace_id="w").peer("ann")  # a known peer: the dialectic is asked
+    fake.mode, fake.only = "hang", r"/chat$"
+    config = tmp_path / "thoth.toml"
+    # the SDK's own timeout (2.9 s) outlasts the layer's deadline (about 2.6 s): the call is abandoned
+    config.write_text(
+        f'[plugins.identity]\ndeadline = 3.0\nbase_url = "{fake.url}"\nworkspace = "w"\n'
+        "dialectic_timeout = 2.9\n"
+    )
+    yield fake, config
+    fake.stop()
+
+
+def test_an_abandoned_dialectic_answered_while_python_finalizes_does_not_abort(tmp_path, hung_dialectic):
+    fake, config = hung_dialectic
+    releaser = Releaser(fake)
+    env = {**dict(__import__("os").environ), "THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
+    env["THOTH_LOAD_PLUGINS"] = "identity"
+    results = []
+    for delay in RELEASE_DELAYS:
+        fake.release.clear()
+        releaser.delay, chats = delay, len(fake.calls("/chat$"))
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(releaser.port)], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert len(fake.calls("/chat$")) == chats + 1, done.stderr  # the dialectic was asked, and hung
+        assert "no answer in time" in done.stderr and '"blocks"' in done.stdout
+        results.append((delay, done.returncode, done.stderr[-300:] if done.returncode else ""))
+    assert releaser.calls == len(RELEASE_DELAYS)  # every process reached its last atexit callback
+    assert [code for _, code, _ in results] == [0] * len(RELEASE_DELAYS), results

@@ -6,6 +6,12 @@ deadline set by the layer), and a patient one for background writes. When the di
 slow, down, rate-limited or refused, the block falls back to the last good answer or the peer's
 cached representation (refreshed after each ingest), marked as stale, and the log says why.
 
+The dialectic runs on the event loop through the SDK's async view, so the deadline cancels it:
+no call is left behind in a thread. (An abandoned call in a daemon thread aborted the process,
+exit 134, when Honcho's late answer woke it while the interpreter finalized: Python 3.11 ends
+such a thread with `pthread_exit`, whose unwinding cannot pass the Rust frame of the SDK's
+`validate_call` wrapper.)
+
 Reads never create anything: before the dialectic, a peer this process has not written is
 looked up (`peers/list`, filtered by id); an unknown one has nothing to tell, so Honcho's chat
 (which creates unknown peers and starts LLM work) is not called. Writes go through the outbox
@@ -33,6 +39,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 from honcho import Honcho, Peer
 from honcho import Session as HonchoSession
 
@@ -61,21 +68,6 @@ def session_id(peer: str, thread: str) -> str:
     """The Honcho session of a peer's thread: readable, and distinct for every (peer, thread) pair."""
     digest = hashlib.sha1(f"{peer}\x00{thread}".encode()).hexdigest()[:12]
     return f"{honcho_id(f'{peer}-{thread}')[:80]}-{digest}"  # well inside Honcho's id length
-
-
-def in_daemon_thread(function: Any, *args: Any) -> Future[Any]:
-    """Run a call in a new daemon thread (never joined at exit); its future resolves when it returns."""
-    future: Future[Any] = Future()
-
-    def run() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(function(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
-                future.set_exception(exc)
-
-    threading.Thread(target=run, name="thoth-identity-dialectic", daemon=True).start()
-    return future
 
 
 class SerialWorker:
@@ -124,9 +116,9 @@ class HonchoBackend(IdentityBackend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clients: dict[tuple[str, bool], Honcho] = {}
+        self._http: list[httpx.Client] = []  # the sync clients' connections, closed by `close`
         self._known: set[tuple[str, str, str]] = set()  # (honcho workspace, kind, id) known to exist on the server
         self._lock = threading.Lock()
-        self._dialectic_busy = threading.Semaphore(4)  # dialectic threads at once (each ends by its SDK timeout)
         self.writer = SerialWorker("thoth-identity-writes")  # in order
         self.outbox = Outbox(self.store) if self.store is not None else None
         self.refused: str | None = None  # why Honcho refused the key (401/403): nothing is sent until a restart
@@ -152,12 +144,16 @@ class HonchoBackend(IdentityBackend):
         key = (workspace, fast)
         with self._lock:
             if key not in self._clients:
+                timeout = self.settings.dialectic_timeout if fast else self.settings.write_timeout
+                http = httpx.Client(timeout=httpx.Timeout(timeout))  # ours, so `close` can close it
+                self._http.append(http)
                 self._clients[key] = Honcho(
                     base_url=self.settings.base_url,
                     api_key=self.settings.api_key,
                     workspace_id=self.workspace_id(workspace),
-                    timeout=self.settings.dialectic_timeout if fast else self.settings.write_timeout,
+                    timeout=timeout,
                     max_retries=0 if fast else self.settings.write_retries,
+                    http_client=http,
                 )
             return self._clients[key]
 
@@ -174,6 +170,17 @@ class HonchoBackend(IdentityBackend):
         if (honcho.workspace_id, "peer", pid) in self._known:
             return True
         found = any(peer.id == pid for peer in honcho.peers(filters={"id": pid}, size=1).items)
+        if found:
+            self._known.add((honcho.workspace_id, "peer", pid))
+        return found
+
+    async def peer_exists_async(self, honcho: Honcho, name: str) -> bool:
+        """`peer_exists` on the event loop (the SDK's async view), so a deadline can cancel it."""
+        pid = honcho_id(name)
+        if (honcho.workspace_id, "peer", pid) in self._known:
+            return True
+        page = await honcho.aio.peers(filters={"id": pid}, size=1)
+        found = any(peer.id == pid for peer in page.items)
         if found:
             self._known.add((honcho.workspace_id, "peer", pid))
         return found
@@ -204,11 +211,7 @@ class HonchoBackend(IdentityBackend):
                 raise PermissionError(self.refused)
             if timeout <= 0:
                 raise TimeoutError
-            if not self._dialectic_busy.acquire(blocking=False):  # every dialectic thread is stuck on a hung server
-                raise TimeoutError
-            future = in_daemon_thread(self._ask, turn.workspace, turn.peer, turn.text)
-            future.add_done_callback(lambda _: self._dialectic_busy.release())
-            answer = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+            answer = await asyncio.wait_for(self._ask(turn.workspace, turn.peer, turn.text), timeout)
         except Exception as exc:  # noqa: BLE001 - slow, down, refused or rate-limited: the turn goes on
             self.last_kind = "fallback"
             return await asyncio.to_thread(self._fallback, turn, facts, exc)
@@ -217,15 +220,15 @@ class HonchoBackend(IdentityBackend):
             await asyncio.to_thread(self.store.cache_put, turn.workspace, turn.peer, "dialectic", answer)
         return user_model_block(turn.peer, facts=facts, answer=answer or None, budget=self.budget)
 
-    def _ask(self, workspace: str, peer: str, text: str) -> str:
+    async def _ask(self, workspace: str, peer: str, text: str) -> str:
         honcho = self.client(workspace, fast=True)
-        if not self.peer_exists(honcho, peer):  # nothing to know; chat would create the peer and start LLM work
+        if not await self.peer_exists_async(honcho, peer):  # nothing to know; chat would create the peer
             return ""
         kwargs: dict[str, Any] = {"timeout": self.settings.dialectic_timeout}
         if self.settings.reasoning_level:
             kwargs["reasoning_level"] = self.settings.reasoning_level
         try:
-            answer = Peer(honcho_id(peer), honcho).chat(text, **kwargs)
+            answer = await Peer(honcho_id(peer), honcho).aio.chat(text, **kwargs)
         except Exception as exc:
             if error_kind(exc) in ("unauthorized", "forbidden"):
                 self._refuse(exc)
@@ -417,6 +420,6 @@ class HonchoBackend(IdentityBackend):
         """Give the writer thread a moment (what it could not send stays in the outbox), close the clients."""
         if not self.writer.wait(CLOSE_GRACE):
             logger.info("identity: Honcho writes still running at exit; what was not sent waits in the outbox")
-        for honcho in self._clients.values():
-            honcho._http.close()  # the SDK offers no public close for its sync client
+        for http in self._http:
+            http.close()
         super().close()

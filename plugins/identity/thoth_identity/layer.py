@@ -61,6 +61,12 @@ def _warm_up(runtime: Any, settings: IdentitySettings) -> None:
     logger.debug("identity: warm-up took %.2fs", time.perf_counter() - started)
 
 
+def _seen(future: asyncio.Future[Any]) -> None:
+    """Mark a future's outcome as read, so asyncio does not log it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
 class IdentityLayer:
     """Per-runtime state: settings, the store and backend (made once, off the loop), the deadline-bound block."""
 
@@ -70,6 +76,7 @@ class IdentityLayer:
         self._lock = threading.Lock()
         self._store: IdentityStore | None = None
         self._backend: IdentityBackend | None = None
+        self._closed = False
         self.last_kind = ""  # `live` or `fallback`: what the last block was (for status and the bench)
         self.warmed: Future[None] = Future()
         threading.Thread(target=self._warm, name="thoth-identity-warm-up", daemon=True).start()
@@ -88,6 +95,8 @@ class IdentityLayer:
         """The local store, opened on first use (blocking: call from a worker thread)."""
         if self._store is None:
             with self._lock:
+                if self._closed:
+                    raise RuntimeError("identity: the layer is closed")
                 if self._store is None:
                     self._store = IdentityStore(self.path, self.runtime.config)
         return self._store
@@ -97,6 +106,8 @@ class IdentityLayer:
         if self._backend is None:
             store = self.store()
             with self._lock:
+                if self._closed:  # closed while the store opened: a late first use makes nothing
+                    raise RuntimeError("identity: the layer is closed")
                 if self._backend is None:
                     backend = make_backend(self.runtime, self.settings, store)
                     backend.start()
@@ -107,7 +118,9 @@ class IdentityLayer:
         """The backend, made in a worker thread when it does not exist yet (the loop never blocks on it)."""
         if self._backend is not None:
             return self._backend
-        return await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, self.backend))
+        making = asyncio.get_running_loop().run_in_executor(None, self.backend)
+        making.add_done_callback(_seen)  # a turn past its deadline stops waiting; a later use reports a failure
+        return await asyncio.shield(making)
 
     async def context(self, turn: Turn, session: Session) -> ContextBlock | None:
         """The `user-model` block, live when it comes in time, else the fallback; always within the deadline."""
@@ -153,7 +166,9 @@ class IdentityLayer:
         return int(self.runtime.config.layer_budgets.get("identity", 800))
 
     def close(self) -> None:
-        """Close the backend (or the store alone)."""
+        """Close the backend (or the store alone); a backend being made (a turn past its deadline) is waited for."""
+        with self._lock:
+            self._closed = True
         if self._backend is not None:
             self._backend.close()
         elif self._store is not None:
