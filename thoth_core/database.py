@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .errors import ConfigError
 from .storage import connect, migrate, scrub
@@ -57,6 +57,7 @@ RESTART_GRACE_SECONDS = 10.0  # after the server (re)starts, how long a lock's h
 VERSION_TABLE = "thoth_schema_version"
 
 PgMigration = str | Callable[["Database"], object]
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -286,6 +287,23 @@ class Database:
     def scrub(self, tables: Sequence[str] = (), fts: Sequence[str] = ()) -> dict[str, int]:
         """Erase what deletes left behind in the files (after a forget); a receipt addition."""
         return {}
+
+    def wait_up(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for a server found down to answer again; True at once if it is not found down."""
+        return True
+
+    def patiently(self, action: Callable[[], T], seconds: float) -> T:
+        """Run `action` (statements on this store), trying again for up to `seconds` while the store fails."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                return action()
+            except self.errors:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                self.wait_up(min(left, PROBE_SECONDS))
+                time.sleep(min(max(left, 0.0), 0.1))
 
     def close(self) -> None:
         """Close the connections."""
@@ -558,6 +576,9 @@ class PostgresDatabase(Database):
         with conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"{self.schema}:{key}",))
             yield
+
+    def wait_up(self, timeout: float) -> bool:
+        return self.circuit.wait_up(timeout)
 
     def uptime(self) -> float:
         """Seconds since the server (re)started."""

@@ -398,14 +398,22 @@ def test_a_waiting_message_is_stored_redacted_and_answered_from_the_text_receive
     assert slack.bridge.inbox.db.execute("SELECT text FROM inbox").fetchone()[0] == ""
 
 
-def test_a_message_the_inbox_cannot_record_is_still_answered_and_the_failure_logged(make_slack, caplog):
+def test_a_message_the_inbox_cannot_record_is_not_acked_and_is_answered_once_when_slack_sends_it_again(
+    make_slack, caplog
+):
+    import json
     import logging
 
-    from thoth_slack.testing import dm
+    from thoth_slack.testing import again, dm, event_body, signed
 
     slack = make_slack(replies=[{"reply": "still here"}])
     slack.bridge.inbox.db.execute("PRAGMA query_only = ON")  # as a full or read-only disk refuses the insert
+    delivery = signed(json.dumps(event_body(dm("hello"))))
     with caplog.at_level(logging.WARNING, logger="thoth_slack.bridge"):
-        slack.send(dm("hello"))
+        refused = slack.dispatch(delivery)
+    assert refused.status == 500 and slack.replies("DANN") == []  # not acked: Slack delivers it again
+    assert "not acked, Slack sends it again" in caplog.text
+    slack.bridge.inbox.db.execute("PRAGMA query_only = OFF")
+    assert slack.dispatch(again(delivery)).status == 200
+    assert slack.dispatch(again(delivery)).status == 200  # a second redelivery adds nothing
     assert slack.replies("DANN") == ["still here"]
-    assert "could not record a message in the inbox" in caplog.text

@@ -30,7 +30,7 @@ from thoth_core.types import FEEDBACK_KINDS, Session
 from thoth_core.writes import unsaved_message
 
 from .cards import APPROVE, REJECT, decided_card
-from .drain import ThreadDrain
+from .drain import STORE_WAIT_SECONDS, ThreadDrain
 from .inbox import Inbox, Pending, digest
 from .loop import LoopThread
 from .mrkdwn import escape
@@ -53,6 +53,7 @@ PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 TICK_SECONDS = 60.0
 STOP_WAIT_SECONDS = 30.0
+ACK_WAIT_SECONDS = 2.0  # a delivery waits this long for a store that is down; then it is not acked (Slack resends it)
 NEW_HELP = "end this session; the next message starts a fresh one (Slack)"
 
 
@@ -204,19 +205,37 @@ class SlackBridge:
     def _on_mention(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> None:
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts") or event.get("ts"))
         if inbound is not None:
-            self.inbox.join(inbound.thread)
-            self._receive(inbound, event, body)
+            until = time.monotonic() + ACK_WAIT_SECONDS
+            self._recording(lambda: self.inbox.join(inbound.thread), until)
+            self._receive(inbound, event, body, until)
 
     def _on_message(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> None:
         direct = event.get("channel_type") == "im"
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts"))
+        until = time.monotonic() + ACK_WAIT_SECONDS
         if inbound is None or (
-            not direct and (f"<@{self.bot_user}>" in event.get("text", "") or not self.inbox.joined(inbound.thread))
+            not direct
+            and (
+                f"<@{self.bot_user}>" in event.get("text", "")
+                or not self._recording(lambda: self.inbox.joined(inbound.thread), until)
+            )
         ):
             return  # channel messages are answered as mentions, or inside a thread the agent is in
-        self._receive(inbound, event, body)
+        self._receive(inbound, event, body, until)
 
-    def _receive(self, inbound: Inbound, event: dict[str, Any], body: dict[str, Any]) -> None:
+    def _recording(self, action: Callable[[], Any], until: float) -> Any:
+        """A store action of a delivery, waiting for a store that is down until `until` (monotonic).
+
+        If the store still fails, the delivery fails (500, or no ack in Socket Mode): Slack sends it
+        again. A message is never answered unrecorded: only the inbox keeps replies once and in order.
+        """
+        try:
+            return self.inbox.db.patiently(action, max(0.0, until - time.monotonic()))
+        except self.inbox.db.errors as exc:
+            logger.warning("slack: the inbox cannot record a delivery now (%s); not acked, Slack sends it again", exc)
+            raise
+
+    def _receive(self, inbound: Inbound, event: dict[str, Any], body: dict[str, Any], until: float) -> None:
         """Record the message in the inbox (before Slack is acked), then drain its thread."""
         ts = str(event.get("ts") or "")
         key = digest(request_key(body) or f"message {inbound.channel} {ts}")
@@ -224,11 +243,10 @@ class SlackBridge:
         pending = Pending(key, inbound.team, inbound.user, inbound.channel, inbound.thread_ts, kept, inbound.thread)
         self.drain.remember(pending, inbound.text)  # before the insert: a drain running here may take it at once
         try:
-            waiting = self.inbox.receive(pending, ts)
-        except self.inbox.db.errors as exc:  # answer it rather than drop it: better out of order than never
-            logger.warning("slack: could not record a message in the inbox (%s); answering it unrecorded", exc)
-            self.loop.submit(self.answer(replace(pending, text=inbound.text), recorded=False))
-            return
+            waiting = self._recording(lambda: self.inbox.receive(pending, ts), until)
+        except self.inbox.db.errors:
+            self.drain.answered(pending.key)  # not kept here: the redelivery brings it back
+            raise
         if not waiting:
             logger.info("slack: ignored a request already handled (%s)", (request_key(body) or "").partition("|")[0])
             return
@@ -245,15 +263,19 @@ class SlackBridge:
         team = context.team_id or event.get("team") or self.runtime.config.get("thoth.workspace")
         return Inbound(team=team, user=user, channel=event["channel"], thread_ts=thread_ts, text=text)
 
-    async def answer(self, pending: Pending, *, recorded: bool = True) -> None:
-        """Run one turn and stream the reply into a placeholder in the thread (the one already posted, if any)."""
+    async def answer(self, pending: Pending) -> None:
+        """Run one turn and stream the reply into a placeholder in the thread (the one already posted, if any).
+
+        The inbox records the placeholder and the answer's end, waiting out a store that is down
+        (`STORE_WAIT_SECONDS`): this worker keeps the thread meanwhile (claims do not lapse across
+        a restart), so no other worker answers the message again or the next one first.
+        """
         text = self.drain.text_of(pending)
         inbound = Inbound(pending.team, pending.peer, pending.channel, pending.thread_ts, text)
         ts = pending.reply_ts
         if ts is None:
             ts = await asyncio.to_thread(self.outbox.post, inbound.channel, PLACEHOLDER, thread_ts=inbound.thread_ts)
-            if recorded:
-                await asyncio.to_thread(self.inbox.placed, pending.key, ts)
+            await self._stored(lambda: self.inbox.placed(pending.key, ts))
         streamer = Streamer(
             self.outbox, inbound.channel, ts, self.settings.stream_interval, thread_ts=inbound.thread_ts
         )
@@ -274,9 +296,13 @@ class SlackBridge:
                 logger.warning("slack: could not record reply %s in the ledger: %s", piece_ts, exc)
         if turn_id is not None:  # the thread's next message, on whichever worker, finds this turn stored
             await self.runtime.writes.written(turn_id, timeout=self.settings.claim_seconds / 2)
-        if recorded and not await asyncio.to_thread(self.inbox.finish, pending.key, turn_id):
+        if not await self._stored(lambda: self.inbox.finish(pending.key, turn_id)):
             logger.warning("slack: answered a message in %s that another worker took over", inbound.thread)
         self.drain.answered(pending.key)
+
+    async def _stored(self, action: Callable[[], Any]) -> Any:
+        """A store action of an answer under way, in a worker thread, waiting out a store that is down."""
+        return await asyncio.to_thread(self.inbox.db.patiently, action, STORE_WAIT_SECONDS)
 
     async def _turn(self, inbound: Inbound, streamer: Streamer, turn_id: str) -> tuple[str, Any, str | None]:
         """The reply text, session and turn id (None for commands); `/new` is this frontend's own command.

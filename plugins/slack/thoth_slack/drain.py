@@ -6,7 +6,8 @@ answers the pending messages oldest first, re-taking its claim before each (it s
 worker took the thread over), and releases the claim. A thread of its own renews this worker's
 claims, so a busy or stalled loop does not let them lapse. `sweep()` runs every few seconds on
 every worker: it drains the threads whose messages are due with no live holder (a worker killed
-mid-turn, or a failure to reach Slack waited out).
+mid-turn, or a failure to reach Slack waited out). A store that is down is waited out
+(`STORE_WAIT_SECONDS`) with the thread kept, so a restart changes neither who answers nor the order.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ RAW_KEEP = 10_000  # texts received here but answered elsewhere are forgotten pa
 RAW_KEEP_SECONDS = 3600.0  # ... or this old (a worker taking over answers from the stored text)
 RETRYABLE: tuple[type[BaseException], ...] = (SlackApiError, OSError, HTTPException)  # Slack or the network down
 ANSWERED, ELSEWHERE, STOPPED = "answered", "elsewhere", "stopped"
+STORE_WAIT_SECONDS = 600.0  # a drain waits this long for a store that is down (it keeps its threads meanwhile)
 
 
 class ThreadDrain:
@@ -122,10 +124,10 @@ class ThreadDrain:
                 try:
                     outcome = await self._answer_all(thread)
                 finally:
-                    await asyncio.to_thread(self.inbox.release, thread)
+                    await self._stored(lambda: self.inbox.release(thread))
                 if outcome == ELSEWHERE:
                     return  # its holder looks for new messages before letting go; the sweep covers a dead one
-                if outcome == ANSWERED and await asyncio.to_thread(self.inbox.ready, thread):
+                if outcome == ANSWERED and await self._stored(lambda: self.inbox.ready(thread)):
                     self._wanted.add(thread)  # arrived while we let go, and its receiver found us holding it
         finally:
             self._draining.discard(thread)
@@ -138,7 +140,7 @@ class ThreadDrain:
         """
         done = 0
         while True:
-            held, pending = await asyncio.to_thread(self._take_next, thread)
+            held, pending = await self._stored(lambda: self._take_next(thread))
             if not held:
                 if done:
                     logger.warning("slack: another worker took %s over (this one's claim lapsed); leaving it", thread)
@@ -151,6 +153,10 @@ class ThreadDrain:
                 await self._failed(thread, pending, exc)
                 return STOPPED
             done += 1
+
+    async def _stored(self, action: Callable[[], Any]) -> Any:
+        """A store action, in a worker thread, waiting out a store that is down."""
+        return await asyncio.to_thread(self.inbox.db.patiently, action, STORE_WAIT_SECONDS)
 
     def _take_next(self, thread: str) -> tuple[bool, Pending | None]:
         """Re-take the thread's claim, then its next due message (None if none is, or the claim was lost meanwhile)."""

@@ -7,7 +7,9 @@ are answered in order (Slack ts, then arrival) by whichever worker holds the thr
 row with an owner and an expiry that the holder renews while it works. A worker killed mid-turn
 stops renewing; once its claim expires any worker's sweep takes the thread over, and a message
 whose placeholder was already posted gets that placeholder updated rather than a second reply.
-Claim times are the database's clock, so hosts whose clocks disagree judge expiry alike. A
+Claim times are the database's clock, so hosts whose clocks disagree judge expiry alike; no
+claim lapses within `claim_seconds` of the database's (re)start, as no holder could renew it while
+it was down (a holder that lives renews it by then, and keeps its thread through a restart). A
 holder re-takes its claim before each message and `next`, `placed` and `finish` act only while
 it still owns the thread: a worker whose claim lapsed (a stalled loop, a store blip) and was
 taken over stops there, and the new holder's answer is the one that counts.
@@ -63,6 +65,10 @@ POSTGRES_RETRIES = SQLITE_RETRIES.replace("REAL", "DOUBLE PRECISION")
 CLOCKS = {  # the database's time in epoch seconds (SQLite's is the host's; 3.40 has no unixepoch('subsec'))
     "postgres": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)",
     "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+}
+STARTED = {  # when the database (re)started, in epoch seconds: no claim lapses within claim_seconds of it
+    "postgres": "CAST(EXTRACT(EPOCH FROM pg_postmaster_start_time()) AS DOUBLE PRECISION)",
+    "sqlite": "0",
 }
 OWNED = "EXISTS (SELECT 1 FROM claims WHERE claims.thread = inbox.thread AND claims.owner = ?)"
 
@@ -131,13 +137,24 @@ class Inbox:
     def claim(self, thread: str, now: float | None = None) -> bool:
         """Take (or keep) the thread for this worker unless another holds an unexpired claim."""
         at, clock = self._clock(now)
+        lapsed, grace = self._lapsed("claims", now)
         row = self.db.execute(
             f"INSERT INTO claims (thread, owner, expires) VALUES (?, ?, {at} + ?) ON CONFLICT (thread) DO UPDATE "
             "SET owner = excluded.owner, expires = excluded.expires "
-            f"WHERE claims.expires < {at} OR claims.owner = excluded.owner RETURNING owner",
-            (thread, self.owner, *clock, self.claim_seconds, *clock),
+            f"WHERE {lapsed} OR claims.owner = excluded.owner RETURNING owner",
+            (thread, self.owner, *clock, self.claim_seconds, *grace),
         ).fetchone()
         return row is not None
+
+    def _lapsed(self, table: str, now: float | None) -> tuple[str, tuple[float, ...]]:
+        """SQL (and its parameters) true when a claim of `table` has lapsed; the database's restart gives a grace."""
+        at, clock = self._clock(now)
+        if now is not None:  # a given clock (tests) has no restart to judge by
+            return f"{table}.expires < {at}", clock
+        return (
+            f"({table}.expires < {at} AND {STARTED[self.db.dialect]} + ? < {at})",
+            (*clock, self.claim_seconds, *clock),
+        )
 
     def renew(self, now: float | None = None, *, threads: Collection[str] | None = None) -> None:
         """Push back the expiry of the claims this worker holds (of `threads` only, if given)."""
@@ -229,11 +246,12 @@ class Inbox:
     def orphans(self, now: float | None = None) -> list[str]:
         """Threads with messages due that no live worker holds (its claim expired, or none)."""
         at, clock = self._clock(now)
+        lapsed, grace = self._lapsed("claims", now)
         rows = self.db.execute(
             "SELECT inbox.thread FROM inbox LEFT JOIN claims ON claims.thread = inbox.thread "
-            f"WHERE inbox.state = ? AND (claims.thread IS NULL OR claims.expires < {at}) "
+            f"WHERE inbox.state = ? AND (claims.thread IS NULL OR {lapsed}) "
             f"GROUP BY inbox.thread HAVING MAX(inbox.retry_at) <= {at}",
-            (PENDING, *clock, *clock),
+            (PENDING, *grace, *clock),
         ).fetchall()
         return [row[0] for row in rows]
 
