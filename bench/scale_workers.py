@@ -7,7 +7,10 @@ shared) sit behind a round-robin "load balancer" (this script). T threads each g
 then follow-ups in the thread, sent one after the other (each once the previous was acked) to
 the next live worker; some deliveries are sent twice to two workers at once (a duplicate), some
 are retried with `X-Slack-Retry-Num` to another worker, and halfway through one worker is
-SIGKILLed mid-run: deliveries it does not answer are retried on the others, as Slack would.
+SIGKILLed mid-run: deliveries it does not answer are retried on the others, as Slack would. With
+`--restart-db`, PostgreSQL is also stopped at that moment (`pg_ctl stop -m fast`: every connection
+breaks) and started again `--outage` seconds later; a delivery no worker can record then is not
+acked, and is sent again, as Slack would.
 
 Measured from the fake Slack server's chat.postMessage / chat.update calls: replies_lost (events
 without a complete reply), duplicate_replies (events with more than one), out_of_order (threads
@@ -15,7 +18,7 @@ whose replies were posted in another order than their events), stuck_placeholder
 the store: episodes_lost (answered turns without their episode in the shared store) and
 episodes_stored_twice (events whose turn has two current episodes, e.g. re-run after a kill).
 
-    .venv/bin/python bench/scale_workers.py [--events 200] [--threads 20] [--workers 3] [--json]
+    .venv/bin/python bench/scale_workers.py [--events 200] [--threads 20] [--workers 3] [--restart-db] [--json]
 """
 
 from __future__ import annotations
@@ -323,11 +326,15 @@ def run(
     seed: int = 1,
     timeout: float = 180.0,
     keep: Path | None = None,
+    restart_db: bool = False,
+    outage: float = 3.0,
 ) -> dict[str, Any]:
     """Run the whole bench; the result as a dict (see the module docstring)."""
     folder = Path(tempfile.mkdtemp(prefix="thoth-scale-"))
     folder.chmod(0o755)
     server = None
+    if restart_db and storage_url is not None:
+        raise SystemExit("--restart-db restarts the bench's own PostgreSQL: leave out --storage-url")
     if storage_url is None:
         import pgserver
 
@@ -347,6 +354,22 @@ def run(
         balancer = Balancer(ports)
         killed: list[int] = []
 
+        restarts: list[float] = []
+
+        def restart_db_now() -> None:
+            from thoth_core.testing.postgres import start_server, stop_server
+
+            began = time.monotonic()
+            stop_server(server)
+            time.sleep(outage)
+            start_server(server)
+            restarts.append(time.monotonic() - began)
+
+        def halfway() -> None:
+            if restart_db:
+                threading.Thread(target=restart_db_now, daemon=True).start()
+            kill_one()
+
         def kill_one() -> None:
             if kill and len(processes) > 1:
                 processes[0].send_signal(signal.SIGKILL)
@@ -356,7 +379,7 @@ def run(
 
         began = time.monotonic()
         sent = send_all(
-            balancer, events, threads, duplicates=duplicates, retries=retries, gap=gap, seed=seed, on_half=kill_one
+            balancer, events, threads, duplicates=duplicates, retries=retries, gap=gap, seed=seed, on_half=halfway
         )
         wait_for_replies(fake, events, timeout)
         wall = time.monotonic() - began
@@ -375,6 +398,8 @@ def run(
             "episodes_source": where,
             "workers": workers,
             "workers_killed": len(killed),
+            "db_restarts": len(restarts),
+            "db_down_s": round(restarts[0], 2) if restarts else 0.0,
             **dict(sorted(COUNTS.items())),
             "wall_s": round(wall, 2),
             "total_s": round(time.monotonic() - started, 2),
@@ -399,6 +424,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--storage-url", default=None, help="a postgresql:// URL (default: a pgserver in a temp dir)")
     parser.add_argument("--no-kill", action="store_true", help="kill no worker")
+    parser.add_argument("--restart-db", action="store_true", help="stop PostgreSQL halfway and start it again")
+    parser.add_argument("--outage", type=float, default=3.0, help="seconds PostgreSQL stays down (--restart-db)")
     parser.add_argument("--model-delay", type=float, default=0.1, help="seconds the replay model takes per reply")
     parser.add_argument("--plugins", default="slack,working,episodic")
     parser.add_argument("--seed", type=int, default=1)
@@ -415,6 +442,8 @@ def main(argv: list[str] | None = None) -> None:
         plugins=args.plugins,
         seed=args.seed,
         keep=args.keep,
+        restart_db=args.restart_db,
+        outage=args.outage,
     )
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
 

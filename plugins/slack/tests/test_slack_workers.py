@@ -417,3 +417,40 @@ def test_a_message_the_inbox_cannot_record_is_not_acked_and_is_answered_once_whe
     assert slack.dispatch(again(delivery)).status == 200
     assert slack.dispatch(again(delivery)).status == 200  # a second redelivery adds nothing
     assert slack.replies("DANN") == ["still here"]
+
+
+def test_a_postgresql_restart_mid_thread_keeps_every_answer_once_and_in_order(make_slack, storage_url, pg_server):
+    from thoth_core.testing.postgres import start_server, stop_server
+
+    replies = [{"match": f"q{i}\\b", "reply": f"a{i}"} for i in range(8)]
+    workers = [_shared(make_slack, storage_url, replies=replies) for _ in range(2)]
+    root = "1700000000.000100"
+    bodies = [json.dumps(event_body(mention("q0", ts=root)))]
+    for i in range(1, 8):
+        follow = {"type": "message", "channel_type": "channel", "user": "UANN", "text": f"q{i}", "channel": "CGENERAL"}
+        bodies.append(json.dumps(event_body({**follow, "ts": f"1700000000.{(i + 1) * 100:06d}", "thread_ts": root})))
+
+    def restart() -> None:
+        stop_server(pg_server)
+        time.sleep(2.0)
+        start_server(pg_server)
+
+    restarter = threading.Thread(target=restart)
+    refused = 0
+    for i, body in enumerate(bodies):  # one worker gets each delivery; one it does not ack goes to the other, as Slack does
+        if i == 3:
+            restarter.start()
+        for attempt in range(20):
+            if workers[(i + attempt) % 2].dispatch(signed(body), wait=False).status == 200:
+                break
+            refused += 1
+        else:
+            raise AssertionError(f"no worker acked q{i}")
+    restarter.join(30)
+    deadline = time.monotonic() + 60
+    while len(workers[0].replies("CGENERAL", root)) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for worker in workers:
+        worker.bridge.loop.join()
+    assert refused > 0  # the outage was seen: some delivery could not be recorded
+    assert workers[0].replies("CGENERAL", root) == [f"a{i}" for i in range(8)]
