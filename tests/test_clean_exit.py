@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from honcho import Honcho
@@ -105,4 +106,39 @@ def test_an_abandoned_dialectic_answered_while_python_finalizes_does_not_abort(t
         assert "no answer in time" in done.stderr and '"blocks"' in done.stdout
         results.append((delay, done.returncode, done.stderr[-300:] if done.returncode else ""))
     assert releaser.calls == len(RELEASE_DELAYS)  # every process reached its last atexit callback
+    assert [code for _, code, _ in results] == [0] * len(RELEASE_DELAYS), results
+
+
+def test_thoth_exits_0_when_a_write_left_at_exit_is_answered_while_it_ends(tmp_path):
+    """`thoth ask /remember` with Honcho hung: the writer thread is still in the SDK when the command exits."""
+    fake = FakeHoncho().start()
+    fake.mode = "hang"
+    config = tmp_path / "thoth.toml"
+    config.write_text(f'[plugins.identity]\nbase_url = "{fake.url}"\nworkspace = "w"\nwrite_retries = 0\n')
+    env = {**dict(__import__("os").environ), "THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
+    env["THOTH_LOAD_PLUGINS"] = "working,procedural,identity"
+    thoth = Path(sys.executable).with_name("thoth")
+    results = []
+    try:
+        for delay in RELEASE_DELAYS:
+            fake.release.clear()
+            process = subprocess.Popen(
+                [str(thoth), "-v", "ask", "/remember I like green tea", "--peer", "ann"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert process.stderr is not None
+            for line in process.stderr:  # the backend closes, its write still hung: answer it as the process ends
+                if "Honcho writes still running at exit" in line:
+                    time.sleep(delay)
+                    fake.release.set()
+                    break
+            else:
+                pytest.fail("the identity backend did not close with a write under way")
+            rest = process.stderr.read()
+            results.append((delay, process.wait(30), rest[-300:]))
+    finally:
+        fake.stop()
     assert [code for _, code, _ in results] == [0] * len(RELEASE_DELAYS), results

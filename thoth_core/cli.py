@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import getpass
 import json
 import logging
@@ -396,15 +397,51 @@ def storage_migrate(merge: bool) -> None:
     click.echo(f"Done. Now: thoth config set storage.url {setting} (and start each worker with ${URL_ENV} set)")
 
 
+_exit_status = [1]  # what the process exits with, once `main` knows it
+
+
+def exit_status(code: object) -> int:
+    """The status Python gives `sys.exit(code)`: None is 0, an int itself, anything else (a message) 1."""
+    return 0 if code is None else code if isinstance(code, int) else 1
+
+
+def _end_before_finalizing() -> None:
+    """The last exit step: flush, then leave without finalizing the interpreter (see `main`)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
+            pass
+    os._exit(_exit_status[0])
+
+
 def main() -> None:
-    """Entry point of the `thoth` console script."""
+    """Entry point of the `thoth` console script.
+
+    The process ends after every normal exit step (the runtime closed, non-daemon threads joined,
+    the other atexit callbacks run, output flushed) but before Python finalizes: Python 3.11 ends
+    a daemon thread that wakes during finalization with pthread_exit, and that aborts the process
+    (exit 134) when the thread's stack holds Rust or C++ frames (pydantic-core, ONNX Runtime,
+    tokenizers). Such threads are by design (a plugin call past its deadline is left running in
+    one); the exit code is the one Python would have used.
+    """
+    atexit.register(_end_before_finalizing)  # registered first in this process's run, so it runs last
     # before click resolves a plugin subcommand (which loads the plugins, and may warn); -v lowers the level
     logging.basicConfig(level=logging.WARNING, format="thoth: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         cli(prog_name="thoth")
     except ThothError as exc:  # raised while building the command list
         click.echo(f"thoth: error: {exc}", err=True)
+        _exit_status[0] = 2
         sys.exit(2)
+    except SystemExit as exc:
+        _exit_status[0] = exit_status(exc.code)
+        raise
+    except KeyboardInterrupt:
+        _exit_status[0] = 130
+        raise
+    _exit_status[0] = 0
 
 
 if __name__ == "__main__":
