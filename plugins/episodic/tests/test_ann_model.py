@@ -134,3 +134,16 @@ IndexAgreesWithTheStore.TestCase.settings = settings(
     max_examples=8, stateful_step_count=8, deadline=None, derandomize=True
 )
 test_the_index_agrees_with_the_store = IndexAgreesWithTheStore.TestCase
+
+
+def test_a_re_embedded_row_waiting_for_the_file_is_a_candidate_once():
+    """Found by the machine above: the file's stale copy and the pending new vector were both candidates."""
+    state = IndexAgreesWithTheStore()
+    try:
+        state.dense_answers_equal_exact_search()  # builds the (empty) index
+        state.add(peer="ann", count=48)
+        state.compact()
+        state.store.set_vectors([i for i, _ in state.ids_and_peers()][:7], unit(state.rng, 7))
+        state.dense_answers_equal_exact_search()
+    finally:
+        state.teardown()

@@ -272,8 +272,10 @@ class AnnIndex:
                 similarity = 1 - np.asarray(matches.distances, dtype=np.float32)  # metric "ip": distance is 1 - ip
                 real = keys < FILLER_KEYS  # fillers hold the slots of removed rows
                 keys, similarity = keys[real], similarity[real]
-            if pending:
-                keys = np.concatenate([keys, np.fromiter(pending, dtype=np.int64, count=len(pending))])
+            if pending:  # a pending row's vector is newer than the file's (re-embedded): it is not a candidate twice
+                waiting = np.fromiter(pending, dtype=np.int64, count=len(pending))
+                stale = np.isin(keys, waiting)
+                keys, similarity = np.concatenate([keys[~stale], waiting]), similarity[~stale]
                 similarity = np.concatenate([similarity, np.stack(list(pending.values())) @ vector])
             if removed:
                 kept = ~np.isin(keys, np.fromiter(removed, dtype=np.int64))

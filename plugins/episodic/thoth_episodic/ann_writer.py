@@ -38,6 +38,7 @@ EXPANSION_ADD = 96
 # unfixed in 2.25/2.26); on two threads 0.03-0.13% of rows were never found even as their own nearest neighbour.
 ADD_THREADS = 1
 FILLER_KEYS = 1 << 62  # keys from here up are fillers, never rowids
+FILLER_EXPANSION_ADD = 16  # a filler's own links need not be good: inserting it with a narrow beam is cheaper
 CURRENT = "superseded_at IS NULL AND embedding IS NOT NULL"
 BATCH = 5000
 
@@ -185,6 +186,7 @@ class Writer:
             start = int(fillers.max()) + 1 if len(fillers) else FILLER_KEYS
             filler = np.random.default_rng().standard_normal((holes, self.dim)).astype(np.float32)
             filler /= np.linalg.norm(filler, axis=1, keepdims=True)
+            index.expansion_add = FILLER_EXPANSION_ADD
             index.add(np.arange(start, start + holes, dtype=np.int64), filler, threads=ADD_THREADS)
         return index, left
 
