@@ -1,4 +1,4 @@
-"""The real Honcho of `../shared/honcho-real` for tests and the bench: start, stop, hang, a second API with auth.
+"""The real Honcho of `../shared/honcho-real` for tests and the bench: start, stop, hang, slow, a second API with auth.
 
 `start DIR` builds the server under DIR once (1.5-3 min) and later starts it in seconds, so
 DIR lives outside the clone: `$THOTH_HONCHO_REAL_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/thoth-tests/honcho-real`
@@ -11,13 +11,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import http.client
 import json
 import os
+import random
+import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from .fake_honcho import free_port
 
@@ -170,3 +177,82 @@ class AuthApi:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(5)
         self.process = None
+
+
+class SlowProxy:
+    """A loopback HTTP proxy in front of a Honcho that holds the requests matching `pattern` (e.g. its dialectic).
+
+    A held request goes on after a random delay in `delay` (seconds, low and high), or, with
+    `hold`, once `release` is set; the rest pass at once. Honcho itself is untouched: this is a
+    slow network or a slow LLM behind the dialectic, as the client sees it.
+    """
+
+    def __init__(
+        self, upstream: str, pattern: str = r"/chat$", delay: tuple[float, float] = (0.0, 0.0), *, hold: bool = False
+    ) -> None:
+        self.upstream, self.pattern, self.delay, self.hold = urlsplit(upstream), re.compile(pattern), delay, hold
+        self.release = threading.Event()
+        self.held = 0  # requests held so far
+        self.server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the SDK."""
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> SlowProxy:
+        """Listen on a free loopback port in a daemon thread."""
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                proxy.forward(self)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Let held requests go and stop listening."""
+        self.release.set()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def forward(self, request: BaseHTTPRequestHandler) -> None:
+        """Send one request upstream (after holding it, when it matches) and its answer back."""
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else None
+        if self.pattern.search(urlsplit(request.path).path):
+            self.held += 1
+            if self.hold:
+                self.release.wait(120)
+            else:
+                time.sleep(random.uniform(*self.delay))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "connection")}
+        upstream = http.client.HTTPConnection(self.upstream.hostname or "127.0.0.1", self.upstream.port, timeout=120)
+        try:
+            upstream.request(request.command, request.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+            request.send_response(answer.status)
+            for name, value in answer.getheaders():
+                if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    request.send_header(name, value)
+            request.send_header("Content-Length", str(len(data)))
+            request.end_headers()
+            request.wfile.write(data)
+        except OSError:
+            request.close_connection = True  # the client gave up (or Honcho went away)
+        finally:
+            upstream.close()
