@@ -53,6 +53,7 @@ PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 TICK_SECONDS = 60.0
 STOP_WAIT_SECONDS = 30.0
+NOT_RECORDED = 500  # the status of a delivery the inbox could not record: Slack sends it again
 ACK_WAIT_SECONDS = 2.0  # a delivery waits this long for a store that is down; then it is not acked (Slack resends it)
 NEW_HELP = "end this session; the next message starts a fresh one (Slack)"
 
@@ -202,32 +203,42 @@ class SlackBridge:
         next()
         return None
 
-    def _on_mention(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> None:
+    def _on_mention(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> BoltResponse | None:
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts") or event.get("ts"))
-        if inbound is not None:
-            until = time.monotonic() + ACK_WAIT_SECONDS
+        if inbound is None:
+            return None
+        until = time.monotonic() + ACK_WAIT_SECONDS
+        try:
             self._recording(lambda: self.inbox.join(inbound.thread), until)
             self._receive(inbound, event, body, until)
+        except self.inbox.db.errors:
+            return BoltResponse(status=NOT_RECORDED, body="")
+        return None
 
-    def _on_message(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> None:
+    def _on_message(self, event: dict[str, Any], context: Any, body: dict[str, Any]) -> BoltResponse | None:
         direct = event.get("channel_type") == "im"
         inbound = self._inbound(event, context, thread_ts=event.get("thread_ts"))
         until = time.monotonic() + ACK_WAIT_SECONDS
-        if inbound is None or (
-            not direct
-            and (
-                f"<@{self.bot_user}>" in event.get("text", "")
-                or not self._recording(lambda: self.inbox.joined(inbound.thread), until)
-            )
-        ):
-            return  # channel messages are answered as mentions, or inside a thread the agent is in
-        self._receive(inbound, event, body, until)
+        try:
+            if inbound is None or (
+                not direct
+                and (
+                    f"<@{self.bot_user}>" in event.get("text", "")
+                    or not self._recording(lambda: self.inbox.joined(inbound.thread), until)
+                )
+            ):
+                return None  # channel messages are answered as mentions, or inside a thread the agent is in
+            self._receive(inbound, event, body, until)
+        except self.inbox.db.errors:
+            return BoltResponse(status=NOT_RECORDED, body="")
+        return None
 
     def _recording(self, action: Callable[[], Any], until: float) -> Any:
         """A store action of a delivery, waiting for a store that is down until `until` (monotonic).
 
-        If the store still fails, the delivery fails (500, or no ack in Socket Mode): Slack sends it
-        again. A message is never answered unrecorded: only the inbox keeps replies once and in order.
+        If the store still fails, it raises and the listener answers `NOT_RECORDED` (500, or no ack in
+        Socket Mode): Slack sends the event again. A message is never answered unrecorded: only the
+        inbox keeps replies once and in order.
         """
         try:
             return self.inbox.db.patiently(action, max(0.0, until - time.monotonic()))
