@@ -120,7 +120,7 @@ async def test_forget_erases_the_peers_journaled_turns(tmp_path, storage):
     assert [e.turn.peer for e in runtime.journal.pending()] == ["bob"]
     if storage:
         assert not list(tmp_path.glob("journal.db*"))  # the shared store holds the journal
-        rows = runtime.journal._db.execute("SELECT turn FROM pending").fetchall()
+        rows = runtime.journal.remote._db.execute("SELECT turn FROM pending").fetchall()
         assert len(rows) == 1 and "bob's plan" in rows[0][0]
     await runtime.aclose()
     if not storage:

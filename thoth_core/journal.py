@@ -1,12 +1,15 @@
-"""The turn journal: a replied turn is on disk before its post-turn writes start, until every layer has it.
+"""The turn journal: a user's message is on disk from the moment it is accepted until every layer has it.
 
 One synced row per turn (`$THOTH_HOME/journal.db`, SQLite with `synchronous=FULL`; or the
 `thoth_journal` schema of the shared PostgreSQL with `[storage] url`) holds the turn, the reply,
-the session it belongs to and the plugins whose `post_turn_write` has not yet succeeded. Each
-plugin that succeeds is struck off; the row goes when none is left. A process killed after the
-reply was shown leaves the row behind, and the next runtime replays it to the plugins still
-listed (`thoth_core.writes.TurnWriter.recover`). A plugin that fails stays listed: the next start
-retries it, and the user is told the turn is not saved yet.
+the session it belongs to and the plugins whose `post_turn_write` has not yet succeeded. The row
+is written before the model is called, its reply then holds what was shown so far, marked cut
+short (`progress`), until the whole reply replaces it. Each plugin that succeeds is struck off;
+the row goes when none is left. A process killed at any point after the message was accepted
+leaves the row behind, and the next runtime replays it to the plugins still listed
+(`thoth_core.writes.TurnWriter.recover`): a mid-stream kill keeps the message and the reply as far
+as it was shown. A plugin that fails stays listed: it is retried, and the user is told the turn
+is not saved yet.
 
 Whose row is it? With SQLite, the writer's pid (one host). With PostgreSQL, each journal has a
 writer id and holds an advisory lock named after it for its whole life: a row belongs to a live
@@ -191,6 +194,15 @@ class TurnJournal:
                 f"ON CONFLICT (turn_id) DO UPDATE SET {update}, attempts=0, error=NULL",
                 row,
             )
+
+    def progress(self, turn_id: str, reply: Reply) -> bool:
+        """Replace a journaled turn's reply (a streaming reply as far as it was shown), synced; False if no row."""
+        with self._lock:
+            cursor = self._db.execute(
+                "UPDATE pending SET reply=?, journaled_at=? WHERE turn_id=?",
+                (json.dumps(asdict(reply)), time.time(), turn_id),
+            )
+        return bool(cursor.rowcount)
 
     def settle(self, turn_id: str, *, done: list[str], failed: dict[str, str]) -> None:
         """Strike off the plugins that wrote the turn; count an attempt for those that failed."""

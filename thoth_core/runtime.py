@@ -29,7 +29,7 @@ from .plugins import make_plugin_manager
 from .redact import Redactor
 from .tools import recorded
 from .types import Command, ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
-from .writes import TurnWriter
+from .writes import StreamedReply, TurnWriter
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +289,12 @@ class Runtime:
                 return TurnResult(
                     await self.run_command(name, args.strip(), turn, session), Assembly([]), session, turn
                 )
-        assembly, tools = await asyncio.gather(self.context(turn, session), self.tools(turn, session))
+        self.writes.retry_now()  # what this process could not write yet is retried as a new turn comes
+        model = self.model()  # no model configured: the turn is refused before anything is accepted
+        # the message is journaled (synced) while the context gathers, before the model is called
+        assembly, tools, (kept, journaled) = await asyncio.gather(
+            self.context(turn, session), self.tools(turn, session), self.writes.accept(turn, session)
+        )
         message, message_cut = fit_message(text, int(self.config.get("budget.message")))
         assembly.cuts += [message_cut] if message_cut else []
         request = ModelRequest(
@@ -298,10 +303,14 @@ class Runtime:
             messages=trim_history(session.history, int(self.config.get("budget.history"))) + [Message("user", message)],
             max_tokens=int(self.config.get("thoth.max_tokens")),
         )
-        self.redactor.compile_soon()  # while the model answers, not after the reply is shown
-        reply = await self._ask(self.model(), request, turn, session, on_delta)
+        streamed = self.writes.stream(kept, model.name, on_delta, journaled=journaled)
+        reply = await self._ask(model, request, turn, session, streamed)
         self.last = result = TurnResult(reply, assembly, session, turn)
-        await self.record(turn, reply, session)
+        await self.record(turn, reply, session)  # the whole reply replaces the part journaled so far
+        try:
+            await streamed.finish()  # then the rest of it is shown
+        except Exception as exc:
+            raise ModelError(f"showing the reply failed: {type(exc).__name__}: {exc}") from exc
         return result
 
     async def record(self, turn: Turn, reply: Reply, session: Session) -> None:
@@ -327,27 +336,29 @@ class Runtime:
         return await self.writes.recover()
 
     async def _ask(
-        self, model: Model, request: ModelRequest, turn: Turn, session: Session, on_delta: Callable[[str], Any] | None
+        self, model: Model, request: ModelRequest, turn: Turn, session: Session, streamed: StreamedReply
     ) -> Reply:
-        parts: list[str] = []
+        """Stream the model's reply through `streamed`; a failed or cancelled stream keeps the turn, cut short."""
         usage = Usage()
         try:
             async for item in model.stream(request):
                 if isinstance(item, Usage):
                     usage = item
                     continue
-                parts.append(item)
-                if on_delta is not None:
-                    outcome = on_delta(item)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+                streamed.add(item)
+            await streamed.end()
+        except asyncio.CancelledError:  # stopped (Ctrl-C, a closed frontend): kept as far as it was shown
+            self.background(self.record(turn, streamed.cut(), session))
+            raise
         except Exception as exc:
             error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
             session.transcript.append(error | {"user": self.redactor.redact(turn.text)})
+            cut = await streamed.stop()  # the accepted message stays, with the reply as far as it was shown
+            await self.writes.start(streamed.turn, replace(cut, text=self.redactor.redact(cut.text)), session)
             if isinstance(exc, ThothError):
                 raise
             raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
-        return Reply(text="".join(parts), model=model.name, usage=usage)
+        return Reply(text=streamed.text, model=model.name, usage=usage)
 
     async def run_command(self, name: str, args: str, turn: Turn, session: Session) -> Reply:
         """Run a slash command; its errors come back as the reply text."""
@@ -368,11 +379,13 @@ class Runtime:
     ) -> dict[str, dict[str, int]]:
         """Ask every plugin to delete what it holds of a peer (remote queues: wait up to `wait` s); a receipt each."""
         workspace = workspace or self.config.get("thoth.workspace")
+        held = self.writes.forget(workspace=workspace, peer=peer, thread=thread)  # no retry of theirs starts now
         await self.drain()  # a write still in flight must not land after the delete
         for key in [k for k in self.sessions if k[0] == workspace and k[1] == peer and thread in (None, k[2])]:
             self.sessions.pop(key).ended = True
         # the journal first: a replay must not bring back what the layers are about to delete
-        journaled = await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
+        journaled = held + self.writes.forget(workspace=workspace, peer=peer, thread=thread)  # owed, failed meanwhile
+        journaled += await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
         receipt: dict[str, dict[str, int]] = {"journal": {"unwritten turns": journaled}} if journaled else {}
         kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self, "wait": wait}
         outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=lambda p: self.background_deadline(p) + wait)
@@ -483,7 +496,9 @@ class Runtime:
 
     async def aclose(self) -> None:
         """Finish background work (post-turn writes for at most `[thoth] exit_deadline` s) and close plugin state."""
+        self.writes.stop_retrying()
         await self.drain(writes_within=float(self.config.get("thoth.exit_deadline")))
+        await self.writes.at_exit()  # the last try to journal what only memory holds; one line for what is not saved
         for name, state in self._state.items():
             close = getattr(state, "close", None)
             if close is not None:

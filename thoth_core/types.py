@@ -106,15 +106,24 @@ class Usage:
     cost_usd: float | None = None
 
 
+CUT_SHORT = "[reply cut short]"  # ends the kept text of a reply whose stream stopped early
+
+
 @dataclass
 class Reply:
-    """The agent's answer to one turn."""
+    """The agent's answer to one turn; `cut_short` when its stream stopped before the end (kill, model error)."""
 
     text: str
     model: str = ""
     usage: Usage = field(default_factory=Usage)
     finished_at: float = field(default_factory=time.time)
     error: str | None = None
+    cut_short: bool = False
+
+    @classmethod
+    def cut(cls, shown: str, *, model: str = "") -> Reply:
+        """The reply kept when its stream stopped early: the text shown so far, then the `CUT_SHORT` marker."""
+        return cls(text=f"{shown}\n{CUT_SHORT}" if shown.strip() else CUT_SHORT, model=model, cut_short=True)
 
 
 @dataclass
@@ -170,6 +179,7 @@ class Session:
                 "model": reply.model,
                 "error": reply.error or turn.error,
             }
+            | ({"cut_short": True} if reply.cut_short else {})
         )
         self.last_active = time.time()
 

@@ -1,80 +1,265 @@
-"""Post-turn writes: journaled first, run in the background, replayed after a crash, reported when they fail.
+"""A turn's writes: journaled when accepted, as the reply streams and once it is whole; retried until kept.
 
-The runtime hands each replied turn to its `TurnWriter`. The turn is synced to the journal
-(`journal.py`), then every `post_turn_write` runs in the background; the plugins that succeed
-are struck off. A plugin that fails, or is still writing when the process exits
-(`[thoth] exit_deadline`), leaves the turn journaled: it is reported (`turn_unsaved`) and
-written again at the next start, when the first session opens.
+The runtime hands each turn to its `TurnWriter`. The user's message is synced to the journal
+(`journal.py`) before the model is called (`accept`); as the reply streams, each batch of text is
+synced before it is shown (`StreamedReply`, at most every `PROGRESS_EVERY` s), kept as a reply
+cut short; the whole reply then replaces it (`start`) and every `post_turn_write` runs in the
+background; the plugins that succeed are struck off. A process killed at any point after the
+message was accepted leaves the row, which the next start replays (`recover`).
+
+What fails is retried by this process, in the background with a growing pause and at its next
+turn (`owed`): a layer that failed gets the turn again, and a turn the journal itself could not
+keep (a full disk, a read-only folder) is held in memory until it can be journaled. At exit
+(`at_exit`) what is still not written everywhere is said in one line; a turn only memory held is
+lost then, and says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._calls import call_each
-from .journal import TurnJournal
+from .fallback import FallbackJournal, open_journal
+from .journal import Entry, TurnJournal
 from .types import Reply, Session, Turn
 
 logger = logging.getLogger(__name__)
+
+PROGRESS_EVERY = 0.05  # seconds: a streaming reply's journal row is synced at most this often, before each showing
+RETRY_FIRST = 1.0  # seconds before the first retry of what failed; doubled after each retry that saved nothing
+RETRY_MAX = 60.0
 
 
 def unsaved_message(failed: dict[str, str], *, where: str = "") -> str:
     """What a person is told when layers could not save a replied turn (`failed`: plugin -> error)."""
     layers = ", ".join(f"{plugin} ({error})" for plugin, error in failed.items()) or "a layer"
     if "journal" in failed:
-        return f"Not saved{where}: {layers}; the turn could not be journaled either and is lost."
+        return (
+            f"Not saved{where}: {layers}; the journal could not keep it either: "
+            "held in memory and retried only while this process runs."
+        )
     return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
 
 
+@dataclass
+class Owed:
+    """A turn some layer (or the journal) could not write yet: this process retries it."""
+
+    turn: Turn
+    reply: Reply
+    session: Session
+    plugins: list[str]
+    unjournaled: str | None = None  # the journal's error while only memory holds the turn
+
+
+class StreamedReply:
+    """A reply as it streams: each batch of text is synced to the turn's journal row before it is shown.
+
+    Pieces arrive through `add`; one task shows them in order, syncing first what it is about to
+    show (as a reply cut short), then waiting `PROGRESS_EVERY` s while more pieces gather. So the
+    journal always holds at least what the person has seen, whenever the process dies. When the
+    stream has ended (`end`), the rest waits for the whole reply to be journaled (`finish`).
+    """
+
+    def __init__(
+        self, writer: TurnWriter, turn: Turn, model: str, show: Callable[[str], Any] | None, *, journaled: bool
+    ) -> None:
+        self.writer = writer
+        self.turn = turn  # as kept (redacted)
+        self.model = model
+        self.show = show
+        self.journaled = journaled
+        self.parts: list[str] = []
+        self.shown = 0  # how many parts were shown
+        self._task: asyncio.Task[None] | None = None
+        self._sync: asyncio.Task[None] | None = None  # the sync in flight
+        self._hurry = asyncio.Event()  # no more pauses between batches
+        self._ended = False  # the stream ended: no more syncs; the rest waits for `_whole`
+        self._whole = asyncio.Event()  # the whole reply is journaled (or could not be): show the rest
+        self._synced_at = float("-inf")
+
+    @property
+    def text(self) -> str:
+        """Everything received so far."""
+        return "".join(self.parts)
+
+    def add(self, piece: str) -> None:
+        """Take the next piece; it is shown once the journal holds it. Raises what showing an earlier one raised."""
+        self.parts.append(piece)
+        if self._task is not None and self._task.done():
+            self._task.result()
+            self._task = None
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._show())
+
+    async def _show(self) -> None:
+        while self.shown < len(self.parts):
+            wait = self._synced_at + PROGRESS_EVERY - time.monotonic()
+            if wait > 0 and not self._hurry.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._hurry.wait(), wait)
+            upto = len(self.parts)
+            if self._ended:
+                await self._whole.wait()
+            elif self.journaled:
+                self._synced_at = time.monotonic()
+                reply = Reply.cut("".join(self.parts[:upto]), model=self.model)
+                self._sync = asyncio.ensure_future(self.writer.progress(self.turn, reply))
+                await self._sync
+            while self.shown < upto:
+                piece = self.parts[self.shown]
+                self.shown += 1
+                if self.show is not None:
+                    outcome = self.show(piece)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+
+    async def end(self) -> None:
+        """The stream ended: stop syncing, and wait for the sync in flight (the whole reply is journaled next)."""
+        self._ended = True
+        self._hurry.set()
+        if self._sync is not None:
+            await self._sync
+
+    async def finish(self) -> None:
+        """Show the rest: the whole reply was journaled (`TurnWriter.start`). Raises what showing raised."""
+        self._whole.set()
+        if self._task is not None:
+            await self._task
+
+    async def stop(self) -> Reply:
+        """The stream failed: show (journaled first) what was received; returns the reply kept, cut short."""
+        self._hurry.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):  # showing failed: the reply is what was shown before
+                await self._task
+        if self._sync is not None:
+            await self._sync
+        return self.cut()
+
+    def cut(self) -> Reply:
+        """The reply as far as it was shown, marked cut short (stops showing more)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        return Reply.cut("".join(self.parts[: self.shown]), model=self.model)
+
+
 class TurnWriter:
-    """The journaled post-turn writes of one runtime."""
+    """The journaled writes of one runtime's turns, and the retries of those that failed."""
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
-        self.unsaved: list[dict[str, Any]] = []  # replied turns some layer could not write (still journaled)
+        self.unsaved: list[dict[str, Any]] = []  # replied turns some layer could not write (yet)
         self.running: dict[asyncio.Task[Any], Turn] = {}
-        self._journal: TurnJournal | None = None
+        self.accepted: set[str] = set()  # turns journaled on acceptance whose reply is not whole yet (in flight)
+        self.owed: dict[str, Owed] = {}  # turn id -> what this process retries
+        self._journal: TurnJournal | FallbackJournal | None = None
+        self._watching = False  # replays when the shared store is back (`replay_when_back`)
+        self._retrying: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._progress_failed: set[str] = set()
+        self._closing = False
 
     @property
-    def journal(self) -> TurnJournal:
-        """The turn journal of the runtime's home (or of the shared store), opened on first use."""
+    def journal(self) -> TurnJournal | FallbackJournal:
+        """The turn journal of the home (or of the shared store), opened on first use (raises if it cannot be)."""
         if self._journal is None:
-            self._journal = TurnJournal(self.runtime.home / "journal.db", self.runtime.config)
+            self._journal = open_journal(self.runtime.home / "journal.db", self.runtime.config)
         return self._journal
 
     def writers(self) -> list[str]:
         """The plugins that implement `post_turn_write`."""
         return [impl.plugin_name for impl in self.runtime.pm.hook.post_turn_write.get_hookimpls()]
 
+    async def accept(self, turn: Turn, session: Session) -> tuple[Turn, bool]:
+        """Journal a user's message before the model is called (synced); the turn as kept, and whether it is kept."""
+        self.accepted.add(turn.id)
+
+        def keep() -> tuple[Turn, bool]:
+            kept = replace(turn, text=self.runtime.redactor.redact(turn.text), agent=session.agent)
+            try:
+                self.journal.append(kept, Reply.cut(""), session, self.writers())
+            except Exception as exc:  # noqa: BLE001 - the turn goes on; `start` holds it in memory if need be
+                logger.warning(
+                    "turn %s: the journal could not keep the message: %s: %s", turn.id, type(exc).__name__, exc
+                )
+                return kept, False
+            return kept, True
+
+        return await asyncio.to_thread(keep)
+
+    def stream(self, turn: Turn, model: str, show: Callable[[str], Any] | None, *, journaled: bool) -> StreamedReply:
+        """The reply of an accepted turn, journaled as it is shown."""
+        return StreamedReply(self, turn, model, show, journaled=journaled)
+
+    async def progress(self, turn: Turn, reply: Reply) -> None:
+        """Sync the reply shown so far (redacted) into the turn's row; a failure is logged, the stream goes on."""
+
+        def sync() -> None:
+            self.journal.progress(turn.id, replace(reply, text=self.runtime.redactor.redact(reply.text)))
+
+        try:
+            await asyncio.to_thread(sync)
+        except Exception as exc:  # noqa: BLE001 - the whole reply is journaled (or held) at its end
+            if turn.id not in self._progress_failed:
+                self._progress_failed.add(turn.id)
+                logger.warning("turn %s: the journal could not keep the reply so far: %s", turn.id, exc)
+
     async def start(self, turn: Turn, reply: Reply, session: Session) -> None:
-        """Journal the replied turn (synced), then write it in the background."""
+        """Journal the replied turn (synced, over its accepted row), then write it in the background."""
         writers = self.writers()
         unjournaled = None
         try:
             await asyncio.to_thread(self.journal.append, turn, reply, session, writers)
-        except Exception as exc:  # noqa: BLE001 - the reply stands; a loss is reported, not raised
-            logger.error("turn %s: the journal could not keep it: %s: %s", turn.id, type(exc).__name__, exc)
+        except Exception as exc:  # noqa: BLE001 - the reply stands; the turn is held in memory and retried
+            logger.error(
+                "turn %s: the journal could not keep it (held in memory): %s: %s", turn.id, type(exc).__name__, exc
+            )
             unjournaled = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.accepted.discard(turn.id)
+            self._progress_failed.discard(turn.id)
         self._background(turn, reply, session, writers, unjournaled=unjournaled)
 
     def _background(
-        self, turn: Turn, reply: Reply, session: Session, writers: list[str], *, unjournaled: str | None = None
+        self,
+        turn: Turn,
+        reply: Reply,
+        session: Session,
+        writers: list[str],
+        *,
+        unjournaled: str | None = None,
+        retry: bool = False,
     ) -> asyncio.Task[Any]:
-        task = self.runtime.background(self.write(turn, reply, session, writers, unjournaled=unjournaled))
+        work = self.write(turn, reply, session, writers, unjournaled=unjournaled, retry=retry)
+        task = self.runtime.background(work)
         assert task is not None, "post-turn writes start on the runtime's event loop"
         self.running[task] = turn
         task.add_done_callback(lambda done: self.running.pop(done, None))
         return task
 
     async def write(
-        self, turn: Turn, reply: Reply, session: Session, writers: list[str], *, unjournaled: str | None = None
+        self,
+        turn: Turn,
+        reply: Reply,
+        session: Session,
+        writers: list[str],
+        *,
+        unjournaled: str | None = None,
+        retry: bool = False,
     ) -> None:
         """Run these plugins' post-turn writes and strike off in the journal those that succeeded.
 
         A listed plugin that is not loaded now (disabled, filtered) stays listed for a later start.
-        `unjournaled` is the journal's error when it could not keep the turn: reported only if a write fails.
+        `unjournaled` is the journal's error when it could not keep the turn. What failed is owed:
+        retried by this process, and reported the first time (not at each `retry`).
         """
         runtime = self.runtime
         kwargs = {"turn": turn, "reply": reply, "session": session}
@@ -86,12 +271,20 @@ class TurnWriter:
         waiting = sorted(set(writers) - {plugin for plugin, _, _ in outcomes})
         if waiting:
             logger.info("turn %s: kept in the journal for %s, not loaded now", turn.id, ", ".join(waiting))
-        if unjournaled is None:
-            try:
-                await asyncio.to_thread(self.journal.settle, turn.id, done=done, failed=failed)
-            except Exception as exc:  # noqa: BLE001 - the writes happened; a later replay repeats them, idempotently
+        try:
+            await asyncio.to_thread(self.journal.settle, turn.id, done=done, failed=failed)
+        except Exception as exc:  # noqa: BLE001 - the writes happened; a later replay repeats them, idempotently
+            if unjournaled is None:
                 logger.error("turn %s: the journal could not be updated: %s", turn.id, exc)
-        if failed:
+        if not failed:
+            self.owed.pop(turn.id, None)
+            self.unsaved[:] = [entry for entry in self.unsaved if entry["turn_id"] != turn.id]
+            if retry:
+                logger.info("turn %s: written on retry", turn.id)
+            return
+        self.owed[turn.id] = Owed(turn, reply, session, [p for p in writers if p in failed], unjournaled)
+        self._retry_later()
+        if not retry:
             self.report(turn, failed if unjournaled is None else {"journal": unjournaled, **failed})
 
     async def written(self, turn_id: str, *, timeout: float | None = None) -> bool:
@@ -113,12 +306,16 @@ class TurnWriter:
 
         The replayed writes get `[thoth] deadline` to finish before the first session opens; slower
         ones go on in the background (abandoned at exit like any post-turn write, staying journaled).
+        This process's own turns in flight (accepted, or still writing) are left to it.
         """
         try:
             entries = await asyncio.to_thread(self.journal.pending, others_in_flight=False)
         except Exception as exc:  # noqa: BLE001
             logger.error("the turn journal cannot be read: %s", exc)
             return 0
+        self.replay_when_back()
+        busy = self.accepted | {turn.id for turn in self.running.values()} | set(self.owed)
+        entries = [entry for entry in entries if entry.turn.id not in busy]
         tasks = []
         for entry in entries:
             logger.info("turn %s: replaying its writes to %s", entry.turn.id, ", ".join(entry.plugins))
@@ -126,6 +323,112 @@ class TurnWriter:
         if tasks:
             await asyncio.wait(tasks, timeout=float(self.runtime.config.get("thoth.deadline")))
         return len(entries)
+
+    def replay_when_back(self) -> None:
+        """Once, on the loop: each time the shared PostgreSQL answers again, retry what is owed and replay the journal."""
+        journal = self.journal
+        if self._watching or not isinstance(journal, FallbackJournal):
+            return
+        self._watching = True
+        loop = asyncio.get_running_loop()
+        journal.when_back(lambda: loop.call_soon_threadsafe(self._store_back))
+
+    def _store_back(self) -> None:
+        self.retry_now()
+        self.runtime.background(self.recover())
+
+    # --- retries of what failed ---------------------------------------------------------
+
+    def _retry_later(self) -> None:
+        """Start the background retries (on the runtime's loop) unless they run or the runtime closes."""
+        if not self._closing and (self._retrying is None or self._retrying.done()):
+            self._wake = asyncio.Event()
+            self._retrying = asyncio.ensure_future(self._retry_loop())
+
+    def retry_now(self) -> None:
+        """Retry what is owed now rather than at the next pause's end (a new turn came)."""
+        if self.owed and self._wake is not None:
+            self._wake.set()
+
+    async def _retry_loop(self) -> None:
+        delay = RETRY_FIRST
+        while self.owed and self._wake is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            self._wake.clear()
+            before = len(self.owed)
+            try:
+                left = await self.retry()
+            except Exception:  # noqa: BLE001 - a retry must not end the retries
+                logger.exception("retrying the unsaved turns failed")
+                left = before
+            delay = RETRY_FIRST if left < before else min(delay * 2, RETRY_MAX)
+
+    async def _journal_held(self) -> None:
+        """Journal the turns only memory holds, oldest first, while the journal takes them."""
+        for owed in [o for o in self.owed.values() if o.unjournaled is not None]:
+            try:
+                await asyncio.to_thread(self.journal.append, owed.turn, owed.reply, owed.session, owed.plugins)
+            except Exception as exc:  # noqa: BLE001 - still held; tried again later
+                owed.unjournaled = f"{type(exc).__name__}: {exc}"
+                return
+            owed.unjournaled = None
+            logger.info("turn %s: journaled on retry", owed.turn.id)
+
+    async def retry(self) -> int:
+        """Journal the turns memory holds, then replay each owed turn's writes once; returns how many are still owed."""
+        await self._journal_held()
+        writing = {turn.id for turn in self.running.values()}
+        tasks = []
+        for owed in [o for o in self.owed.values() if o.turn.id not in writing]:
+            session = owed.session
+            if session.ended:  # its live flushes are over: write it as a replay (by turn id)
+                entry = Entry(owed.turn, owed.reply, session.id, session.started_at, owed.plugins)
+                session = entry.session(self.runtime)
+            tasks.append(
+                self._background(owed.turn, owed.reply, session, owed.plugins, unjournaled=owed.unjournaled, retry=True)
+            )
+        if tasks:
+            await asyncio.wait(tasks)
+        return len(self.owed)
+
+    def forget(self, *, workspace: str, peer: str, thread: str | None) -> int:
+        """Drop the owed turns of a peer (or one thread), so no retry brings them back; how many only memory held."""
+        gone = [
+            turn_id
+            for turn_id, owed in self.owed.items()
+            if (owed.turn.workspace, owed.turn.peer) == (workspace, peer) and thread in (None, owed.turn.thread)
+        ]
+        return sum(self.owed.pop(turn_id).unjournaled is not None for turn_id in gone)
+
+    def stop_retrying(self) -> None:
+        """The runtime closes: no more background retries (`at_exit` makes the last)."""
+        self._closing = True
+        if self._retrying is not None:
+            self._retrying.cancel()
+            self._retrying = self._wake = None
+
+    async def at_exit(self) -> None:
+        """Journal what memory still holds if it can now, and say in one line what is not saved."""
+        self.stop_retrying()
+        if not self.owed:
+            return
+        await self._journal_held()
+        lost = [o for o in self.owed.values() if o.unjournaled is not None]
+        kept = len(self.owed) - len(lost)
+        line = (
+            f"at exit, {len(self.owed)} turn(s) not saved in every layer: {kept} kept in the journal for the next start"
+        )
+        if lost:
+            logger.error(
+                "%s; %d lost, never journaled (%s): %s",
+                line,
+                len(lost),
+                lost[-1].unjournaled,
+                ", ".join(f"{o.turn.peer}/{o.turn.thread} turn {o.turn.id}" for o in lost),
+            )
+        else:
+            logger.warning("%s", line)
 
     def abandon(self, seconds: float) -> list[asyncio.Task[Any]]:
         """Stop waiting for the writes still running: their turns stay journaled for the next start."""

@@ -1,0 +1,164 @@
+"""A read-only data folder: the turn is held in memory, and the same runtime journals and writes it once it can.
+
+The folder is made read-only for real: as root (where chmod stops nothing) by a read-only bind
+mount of the folder onto itself, undone by unmounting it; otherwise by taking the write bits
+away. Files opened before keep their descriptors (on the writable mount), so what fails is what
+opens a path: SQLite's rollback journal, a transcript file, a new file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from thoth_core import hookimpl
+from thoth_core.journal import TurnJournal
+from thoth_core.testing import make_test_runtime
+
+pytest.importorskip("thoth_working")
+
+
+class Switch:
+    """Makes a folder read-only and writable again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.mounted = False
+
+    def read_only(self) -> None:
+        if os.geteuid() == 0:
+            folder = str(self.folder)
+            bind = subprocess.run(["mount", "--bind", folder, folder], capture_output=True)
+            if bind.returncode:
+                pytest.skip(f"cannot bind-mount as root here: {bind.stderr.decode().strip()}")
+            self.mounted = True
+            subprocess.run(["mount", "-o", "remount,bind,ro", folder, folder], check=True, capture_output=True)
+        else:
+            for path in [self.folder, *self.folder.rglob("*")]:
+                path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        with pytest.raises(OSError):
+            (self.folder / "probe").write_text("x")  # it really is read-only
+
+    def writable(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", str(self.folder)], check=True, capture_output=True)
+            self.mounted = False
+        else:
+            for path in [self.folder, *self.folder.rglob("*")]:
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+@pytest.fixture
+def switch(tmp_path) -> Iterator[Switch]:
+    home = tmp_path / "home"
+    home.mkdir()
+    made = Switch(home)
+    try:
+        yield made
+    finally:
+        made.writable()
+
+
+class FileLayer:
+    """A layer that appends each turn to a file in the home (so it fails while the folder is read-only)."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "layer.txt"
+
+    @hookimpl
+    def post_turn_write(self, turn, reply, session):
+        with self.path.open("a") as file:
+            file.write(f"{turn.text} -> {reply.text}\n")
+
+    def lines(self) -> list[str]:
+        return self.path.read_text().splitlines() if self.path.exists() else []
+
+
+def runtime_at(home: Path):
+    import thoth_working.plugin
+
+    layer = FileLayer(home)
+    runtime = make_test_runtime(home, {"working": thoth_working.plugin, "layer": layer}, replies=[{"reply": "Noted."}])
+    return runtime, layer
+
+
+def transcript_users(home: Path) -> list[str]:
+    lines = [json.loads(line) for path in home.rglob("*.jsonl") for line in path.read_text().splitlines() if line]
+    return [entry["user"] for entry in lines if entry.get("type") == "turn"]
+
+
+def pending_on_disk(home: Path) -> list[str]:
+    journal = TurnJournal(home / "journal.db")
+    try:
+        return [entry.turn.text for entry in journal.pending()]
+    finally:
+        journal.close()
+
+
+async def wait_until(check, seconds: float = 15.0) -> None:
+    import asyncio
+
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not written in time"
+        await asyncio.sleep(0.1)
+
+
+async def test_the_same_runtime_writes_the_turn_in_the_background_once_the_folder_is_writable(switch):
+    home = switch.folder
+    runtime, layer = runtime_at(home)
+    await runtime.turn("before it broke", peer="ann", thread="t")
+    await runtime.drain()
+    switch.read_only()
+    result = await runtime.turn("my bike is the green one", peer="ann", thread="t")
+    assert result.reply.text == "Noted."  # the reply still goes out
+    await runtime.drain()
+    (unsaved,) = runtime.unsaved
+    assert set(unsaved["failed"]) == {"journal", "working", "layer"}, unsaved
+    assert "Read-only file system" in unsaved["failed"]["layer"]
+    assert layer.lines() == ["before it broke -> Noted."]
+    switch.writable()
+    await wait_until(lambda: len(layer.lines()) == 2)  # no new turn: the background retry writes it
+    await runtime.drain()
+    assert layer.lines()[1] == "my bike is the green one -> Noted."
+    assert transcript_users(home) == ["before it broke", "my bike is the green one"]
+    assert pending_on_disk(home) == [] and runtime.writes.owed == {} and runtime.unsaved == []
+    await runtime.aclose()
+
+
+async def test_a_new_turn_retries_at_once_and_the_journal_keeps_it_until_every_layer_has_it(switch):
+    home = switch.folder
+    runtime, layer = runtime_at(home)
+    switch.read_only()  # from the first turn: the journal file cannot even be made
+    await runtime.turn("written while read-only", peer="ann", thread="t")
+    await runtime.drain()
+    assert "journal" in runtime.unsaved[0]["failed"]
+    switch.writable()
+    await runtime.turn("the next turn", peer="ann", thread="t")  # retries what is owed, now
+    await runtime.drain()
+    await wait_until(lambda: len(layer.lines()) == 2, seconds=5)
+    assert sorted(layer.lines()) == ["the next turn -> Noted.", "written while read-only -> Noted."]
+    assert transcript_users(home) == ["written while read-only", "the next turn"]
+    assert pending_on_disk(home) == []
+    await runtime.aclose()
+
+
+async def test_what_only_memory_holds_at_exit_is_reported_in_one_line(switch, caplog):
+    home = switch.folder
+    runtime, layer = runtime_at(home)
+    switch.read_only()
+    await runtime.turn("lost with the process", peer="ann", thread="t")
+    await runtime.drain()
+    with caplog.at_level(logging.WARNING, logger="thoth_core.writes"):
+        await runtime.aclose()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "thoth_core.writes" and "at exit" in r.getMessage()]
+    assert "1 lost, never journaled" in line and "ann/t" in line, line
+    assert "\n" not in line
