@@ -218,3 +218,22 @@ def test_forget_while_a_background_build_runs_leaves_nothing_of_the_rows(tmp_pat
     assert store.search(query("", clustered(1)[0], peer="ann"))  # and it serves (exact, or a new build)
     store.close()
     assert holders(tmp_path, gone) == {} and items
+
+
+def test_doctor_lines_say_when_the_file_disagrees_with_the_store_or_is_unusable(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "e.db"
+    filled(db, 1000)
+    store = SQLiteStore(db, dim=DIM, ann="usearch")
+    store.index_now()
+    assert store.index_checks() == [(True, f"episodic: ANN index {db}.usearch: agrees with the store")]
+    with sqlite3.connect(db) as raw:  # rows deleted behind the index's back (as by an older version's forget)
+        raw.execute("DELETE FROM episodes WHERE rowid <= 30")
+    [(ok, line)] = store.index_checks()
+    assert not ok and "30 deleted rows still in it, 0 current rows missing from it" in line
+    Path(f"{db}.usearch.json").write_text("{}")
+    [(ok, line)] = store.index_checks()
+    assert not ok and "no sidecar vouches for it" in line
+    store.close()
+    assert SQLiteStore(tmp_path / "none.db", dim=DIM, ann="usearch").index_checks() == []  # no file, no line
