@@ -237,3 +237,20 @@ def test_doctor_lines_say_when_the_file_disagrees_with_the_store_or_is_unusable(
     assert not ok and "no sidecar vouches for it" in line
     store.close()
     assert SQLiteStore(tmp_path / "none.db", dim=DIM, ann="usearch").index_checks() == []  # no file, no line
+
+
+def test_when_the_writer_keeps_failing_exact_search_serves_and_forget_still_works(tmp_path, caplog):
+    db = tmp_path / "e.db"
+    items = filled(db, 300)
+    Path(f"{db}.usearch.lock").mkdir()  # the writer cannot take its lock: it fails, twice
+    store = SQLiteStore(db, dim=DIM, ann="usearch")
+    with caplog.at_level(logging.WARNING, logger="thoth_episodic"):
+        hits = store.search(query("", clustered(300)[7], peer="bob", k=3))
+    assert hits[0].episode.id == items[7].id and store._index is None
+    assert [r.message.split(" (")[0] for r in caplog.records] == [
+        "episodic: the ANN index writer failed",
+        f"episodic: could not build the ANN index {db}.usearch; searching exactly",
+    ]
+    assert store.delete(workspace="w", ids=[items[7].id]) == 1
+    assert store.search(query("", clustered(300)[7], peer="bob", k=3))[0].episode.id != items[7].id
+    store.close()

@@ -52,7 +52,11 @@ class IndexedSearch:
         if self._index is None or self._index_ready:
             return self._index
         if self.ann == "usearch":
-            self.index_now()
+            try:
+                self.index_now()
+            except Exception:  # noqa: BLE001 - the index is a cache: exact search serves this process instead
+                log.exception("episodic: could not build the ANN index %s; searching exactly", f"{self.path}.usearch")
+                self._index = None
             return self._index
         if self.index_due():  # one try per process; a failure is logged
             self._building = threading.Thread(target=self._build_logged, daemon=True, name="episodic-ann-build")
