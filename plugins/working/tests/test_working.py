@@ -151,7 +151,7 @@ async def test_a_session_idle_past_the_limit_is_not_resumed_after_a_restart(runt
     second = runtime_at(config={"thoth": {"idle_minutes": 30}})
     fresh = await second.session(peer="ann", thread="t")
     assert fresh.id != old.id and fresh.history == []
-    assert working.state(second).store.get(old.id).closed is None  # left for a reaper, not silently expired
+    assert working.state(second).store.get(old.id).closed == "expired"  # set aside for a reaper, not ended silently
     await second.reap_idle()  # as a frontend's reaper or `thoth reflect idle` does
     await second.drain()
     assert working.state(second).store.get(old.id).closed == "idle"  # ended (and reflected)
@@ -202,7 +202,7 @@ async def test_a_stale_session_of_a_key_opened_later_is_reaped_not_expired_and_t
         "UPDATE sessions SET last_active = last_active - 3600 WHERE session_id = ?", (old.id,)
     )
     fresh = await running.session(peer="ann", thread="t")  # a long-running process opens the stale key
-    assert fresh.id != old.id and working.state(running).store.get(old.id).closed is None
+    assert fresh.id != old.id and working.state(running).store.get(old.id).closed == "expired"
     [ended] = await running.reap_idle()
     await running.drain()
     assert ended.id == old.id and [e["user"] for e in ended.transcript if e["type"] == "turn"] == ["one"]

@@ -1,11 +1,13 @@
 """L1 working memory: sessions survive restarts, turns and errors land in transcripts, MEMORY.md is read per session.
 
 A session resumes (same id, history restored from its transcript) when its stored record has
-not closed, this runtime is not ending it, and it was active within `[thoth] idle_minutes`. It
+not closed, this runtime is not ending it, and it was active within `[thoth] idle_minutes`; a
+thread has one open session whichever process opens it (`SessionStore.open`). It
 closes for good on any `session_end` except `exit` (a frontend shutting down), so `/done` or the
 idle timeout start the thread afresh while a restart continues it.
-A stored session idle past the limit that no live session holds goes to the core through
-`idle_sessions` (claimed once across processes), which ends it as `idle`.
+A stored session idle past the limit that no live session holds (or one set aside as `expired` when
+its thread reopened) goes to the core through `idle_sessions` (claimed once across processes),
+which ends it as `idle`.
 History trimming to `[budget] history` is the core's; this plugin only supplies the history.
 With a shared store (`[storage] url`) several workers may answer one thread in turn: before each
 turn a live session takes in the turns other workers stored since (`SessionStore.catch_up`).
@@ -16,7 +18,6 @@ reap nor count each other's sessions; forgetting a peer removes its sessions wit
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,13 +132,19 @@ def configure(runtime: Any) -> None:
 def session_start(session: Session) -> None:
     runtime = session.runtime
     working = state(runtime)
-    stored = working.store.latest_open(*session.key, agent=session.agent)
-    ending = working.live.get(stored.session_id) if stored is not None else None
-    if stored is not None and not (ending is not None and ending.ended):  # not the one `session_end` is closing
-        idle_limit = float(runtime.config.get("thoth.idle_minutes")) * 60
-        if time.time() - stored.last_active < idle_limit:
-            working.store.resume(session, stored, turns=working.settings.restore_turns)
-        # else: left open for the idle reaper (`idle_sessions`), which ends it and so has it reflected on
+
+    def ending(session_id: str) -> bool:  # the one this runtime's `session_end` is closing
+        live = working.live.get(session_id)
+        return live is not None and live.ended
+
+    idle_seconds = float(runtime.config.get("thoth.idle_minutes")) * 60
+    try:
+        stored = working.store.open(session, idle_seconds=idle_seconds, ending=ending)
+    except (ThothError, *working.store.errors) as exc:  # a full disk, a store that is down
+        logger.error("working: session %s: not indexed now (%s); its first stored turn indexes it", session.id, exc)
+        stored = None
+    if stored is not None:  # another process (or an earlier one) opened this thread's session: continue it
+        working.store.resume(session, stored, turns=working.settings.restore_turns)
     working.live[session.id] = session
     try:
         text = read_memory(working.settings.memory_file)

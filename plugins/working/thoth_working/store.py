@@ -15,19 +15,27 @@ through `replay(session)` instead: it appends only the turns whose `turn_id` the
 lacks and recounts `turns` from it, so a write that happened just before the kill is not
 repeated. With a shared store, several workers may answer one thread in turn: `catch_up`
 brings into a live session the turns other workers stored since it last looked.
+
+A key has at most one open session, whichever process opens it (a unique index on the open rows):
+`open` inserts the new session's row at once or adopts the one another process inserted first, so
+two first turns of a thread share one session. An open session idle past the limit is set aside
+as `expired` first; the idle reaper (`claim_idle`) ends it like any idle one. A turn whose session
+never got a row (its process could not write then) joins the key's open session when replayed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from thoth_core import Message, Session
+from thoth_core import Message, Session, ThothError
 from thoth_core.config import Config
 from thoth_core.database import open_database
 from thoth_core.storage import Migration
@@ -54,8 +62,23 @@ AGENT_COLUMN = f"""
 ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}';
 CREATE INDEX sessions_by_agent ON sessions (agent, workspace, peer, thread, last_active);
 """
+# One open session per (agent, workspace, peer, thread), whichever process opens it: older open duplicates
+# (made before this rule) wait as `expired` for the idle reaper, which ends and so reflects on them.
+ONE_OPEN = """
+UPDATE sessions SET closed='expired' WHERE closed IS NULL AND EXISTS (
+    SELECT 1 FROM sessions newer WHERE newer.closed IS NULL AND newer.agent = sessions.agent
+    AND newer.workspace = sessions.workspace AND newer.peer = sessions.peer AND newer.thread = sessions.thread
+    AND (newer.last_active > sessions.last_active
+         OR (newer.last_active = sessions.last_active AND newer.session_id > sessions.session_id)));
+CREATE UNIQUE INDEX sessions_one_open ON sessions (agent, workspace, peer, thread) WHERE closed IS NULL;
+"""
+# Which plugins' context each recent model turn went without (`turn_context.py`), for every process to count.
+TURN_CONTEXT = """
+CREATE TABLE turn_context (turn_id TEXT PRIMARY KEY, at REAL NOT NULL, agent TEXT NOT NULL, missing TEXT NOT NULL);
+CREATE INDEX turn_context_by_time ON turn_context (at);
+"""
 # Files made before the migrations were numbered have the first one's tables already (IF NOT EXISTS).
-MIGRATIONS: list[Migration] = [SCHEMA, AGENT_COLUMN]
+MIGRATIONS: list[Migration] = [SCHEMA, AGENT_COLUMN, ONE_OPEN, TURN_CONTEXT]
 POSTGRES = [
     f"""
     CREATE TABLE sessions (
@@ -71,9 +94,17 @@ POSTGRES = [
     );
     CREATE INDEX sessions_by_agent ON sessions (agent, workspace, peer, thread, last_active);
     {TABLE_SCHEMA}
-    """
+    """,
+    ONE_OPEN,
+    TURN_CONTEXT.replace("REAL", "DOUBLE PRECISION"),
 ]
 
+EXPIRED = "expired"  # closed to new turns, waiting for the idle reaper to end it
+OPEN_TRIES = 5  # set-asides and lost races `open` goes through before it gives up (each is another process's step)
+INSERT_OPEN = (
+    "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent) "
+    "VALUES (?,?,?,?,?,?,0,?) ON CONFLICT DO NOTHING"
+)
 RECORDED = ("turn", "error", "tool")  # what the core puts in `session.transcript`
 KEY_FIELDS = ("session_id", "agent", "workspace", "peer", "thread")  # added to each stored entry
 
@@ -116,10 +147,12 @@ class SessionStore:
         path = root / "sessions.db"
         self._db = open_database(config, "working", path=path, migrations=MIGRATIONS, postgres=POSTGRES)
         self.shared = self._db.dialect == "postgres"
+        self.errors = self._db.errors  # what a failed read or write raises
         self.transcripts = TableTranscripts(self._db) if self.shared else FileTranscripts(root)
         self._written: dict[str, int] = {}  # session id -> entries of its `transcript` stored
         self._seen: dict[str, int] = {}  # session id -> last transcript row read (shared store)
         self._mine: dict[str, set[int]] = {}  # session id -> rows this process stored since then (shared store)
+        self._indexed: set[str] = set()  # live sessions known to have their row
 
     def path_of(self, session: Session) -> Path:
         """The transcript file of a live session (SQLite mode)."""
@@ -143,10 +176,69 @@ class SessionStore:
             (agent, workspace, peer, thread),
         )
 
+    def open(
+        self, session: Session, *, idle_seconds: float, ending: Callable[[str], bool] = lambda _id: False
+    ) -> StoredSession | None:
+        """Make `session` its key's open session, or return the open one another process made (to resume).
+
+        Atomic across processes: of two first turns at once, one inserts and the other adopts. An
+        open session idle for `idle_seconds` is set aside as `expired` (for the reaper), one this
+        runtime is `ending` as `ended` (its `session_end` writes the real reason), then it tries again.
+        """
+        for _ in range(OPEN_TRIES):
+            stored = self.latest_open(*session.key, agent=session.agent)
+            if stored is None:
+                with self._lock:
+                    params = (session.id, *session.key, session.started_at, session.last_active, session.agent)
+                    if self._db.execute(INSERT_OPEN, params).rowcount:
+                        self._indexed.add(session.id)
+                        return None
+                continue  # another process opened one first: adopt it
+            if ending(stored.session_id):
+                self._set_aside(stored.session_id, "ended")
+            elif time.time() - stored.last_active >= idle_seconds:
+                self._set_aside(stored.session_id, EXPIRED)
+            else:
+                self._indexed.add(stored.session_id)
+                return stored
+        raise ThothError(f"session {session.id}: other processes kept opening and closing its thread; not indexed")
+
+    def _set_aside(self, session_id: str, reason: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE sessions SET closed=? WHERE session_id=? AND closed IS NULL", (reason, session_id))
+
+    def _index(self, session: Session) -> None:
+        """Give a live session that has no row yet (its start could not write one) the key's open row."""
+        with self._lock:
+            if session.id in self._indexed or self.get(session.id) is not None:
+                self._indexed.add(session.id)
+                return
+            for _ in range(OPEN_TRIES):  # it takes over: the other open session waits for the reaper
+                self._db.execute(
+                    "UPDATE sessions SET closed=? WHERE closed IS NULL AND agent=? AND workspace=? AND peer=? "
+                    "AND thread=?",
+                    (EXPIRED, session.agent, *session.key),
+                )
+                params = (session.id, *session.key, session.started_at, session.last_active, session.agent)
+                if self._db.execute(INSERT_OPEN, params).rowcount:
+                    self._indexed.add(session.id)
+                    return
+            raise ThothError(f"session {session.id}: its thread's open session kept changing; not indexed")
+
+    def _joined(self, session: Session) -> Session:
+        """The session a replayed turn is written to: its own, or the key's open one if its own has no row."""
+        if self.get(session.id) is not None:
+            return session
+        stored = self.open(session, idle_seconds=float("inf"))
+        if stored is None:
+            return session
+        logger.info("working: replayed turns of session %s join the thread's open session %s", session.id, stored.session_id)
+        return dataclasses.replace(session, id=stored.session_id, started_at=stored.started_at)
+
     def last_active(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> StoredSession | None:
-        """The most recently active session of a peer with this agent in a workspace, any thread, open or closed."""
+        """The most recently active session of a peer with this agent in a workspace with a turn, any thread."""
         return self._one(
-            "agent=? AND workspace=? AND peer=? ORDER BY last_active DESC LIMIT 1", (agent, workspace, peer)
+            "agent=? AND workspace=? AND peer=? AND turns > 0 ORDER BY last_active DESC LIMIT 1", (agent, workspace, peer)
         )
 
     def get(self, session_id: str) -> StoredSession | None:
@@ -215,14 +307,15 @@ class SessionStore:
         return len(foreign)
 
     def claim_idle(self, before: float, *, held: set[str], agent: str = DEFAULT_AGENT) -> list[StoredSession]:
-        """Close as `idle` this agent's open sessions last active before `before`, except `held` ids; each once."""
+        """Close as `idle` this agent's open sessions last active before `before` and its `expired` ones,
+        except `held` ids; each once."""
         # one UPDATE claims them: of two processes reaping at once, each row goes to exactly one
         unheld = f" AND session_id NOT IN ({','.join('?' * len(held))})" if held else ""
         with self._lock:
             rows = self._db.execute(
-                f"UPDATE sessions SET closed='idle' WHERE closed IS NULL AND agent=? AND last_active < ?{unheld} "
-                f"RETURNING {COLUMNS}",
-                (agent, before, *held),
+                "UPDATE sessions SET closed='idle' WHERE agent=? "
+                f"AND ((closed IS NULL AND last_active < ?) OR closed=?){unheld} RETURNING {COLUMNS}",
+                (agent, before, EXPIRED, *held),
             ).fetchall()
         return sorted((StoredSession(*r) for r in rows), key=lambda s: s.last_active)
 
@@ -240,6 +333,7 @@ class SessionStore:
             entries = session.transcript[done:]
             if not entries:
                 return 0
+            self._index(session)
             self._append(session, entries)
             self._written[session.id] = done + len(entries)
             turns = sum(1 for e in entries if e.get("type") == "turn")
@@ -255,8 +349,10 @@ class SessionStore:
         The stand-in session holds only the replayed turn, so the flush count of the live session
         with the same id (if any) is left alone, and `turns` is recounted from the transcript: a
         process killed between appending a turn and counting it leaves both right after the replay.
+        A turn whose session has no row joins the key's open session (`_joined`).
         """
-        with self._lock, self.transcripts.guard(session.id):
+        session = self._joined(session)
+        with self._lock, self.transcripts.guard(session.id, session.started_at):
             stored = self.entries(session.id, session.started_at)
             turn_ids = {e.get("turn_id") for e in stored if e.get("type") == "turn"}
             others = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in stored if e.get("type") != "turn"]
@@ -279,10 +375,13 @@ class SessionStore:
         """Flush, store the `session_end` entry and close the session unless it may resume."""
         with self._lock:
             self.flush(session)
-            self._written.pop(session.id, None)
-            self._seen.pop(session.id, None)
-            self._mine.pop(session.id, None)
+            for known in (self._written, self._seen, self._mine):
+                known.pop(session.id, None)
+            self._indexed.discard(session.id)
             if not self.transcripts.exists(session.id, session.started_at):
+                if not resumable:  # opened, never written to: nothing to keep
+                    self._db.execute("DELETE FROM sessions WHERE session_id=? AND turns=0", (session.id,))
+                    self.mark_closed(session.id, reason)
                 return
             self._append(session, [{"type": "session_end", "at": time.time(), "reason": reason}], exists=True)
             if not resumable:
@@ -301,7 +400,7 @@ class SessionStore:
 
         `own` rows are the live session's: `catch_up` does not bring them in again (a replay's are not).
         """
-        with self.transcripts.guard(session.id):
+        with self.transcripts.guard(session.id, session.started_at):
             if exists is None:
                 exists = self.transcripts.exists(session.id, session.started_at)
             lines = [] if exists else [self._line(session, {"type": "session_start", "at": session.started_at})]
@@ -329,15 +428,17 @@ class SessionStore:
                 files += self.transcripts.delete(row.session_id, row.started_at)
                 for known in (self._written, self._seen, self._mine):
                     known.pop(row.session_id, None)
+                self._indexed.discard(row.session_id)
                 self._db.execute("DELETE FROM sessions WHERE session_id=?", (row.session_id,))
             erased = self._db.scrub(tables=["sessions", "transcript_entries"] if self.shared else []) if rows else {}
         return {"sessions": len(rows), "transcripts": files, **erased}
 
     def counts(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> dict[str, int]:
-        """How many sessions and turns are stored for a peer with this agent."""
+        """How many sessions (with a turn) and turns are stored for a peer with this agent."""
         with self._lock:
             sessions, turns = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(turns), 0) FROM sessions WHERE agent=? AND workspace=? AND peer=?",
+                "SELECT COUNT(*), COALESCE(SUM(turns), 0) FROM sessions WHERE agent=? AND workspace=? AND peer=? "
+                "AND turns > 0",
                 (agent, workspace, peer),
             ).fetchone()
         return {"sessions": int(sessions), "turns": int(turns)}

@@ -4,15 +4,19 @@ With SQLite (the embedded default) each session has `<root>/transcripts/<YYYY-MM
 (dated by the session's start, UTC), one JSON object a line. With a shared PostgreSQL (`[storage]
 url`) the entries are rows of `transcript_entries` (session id, sequence number, the same JSON
 object), so a worker on another host answering a thread's next turn reads the whole transcript.
-Both give the same entries back; a turn is stored once per session (its `turn_id`).
+Both give the same entries back; a turn is stored once per session (its `turn_id`). Several
+processes may append to one session at once (two first turns of a thread share it): `guard`
+holds the session against the others (a lock on its file, or an advisory lock) while one reads
+and appends.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -83,14 +87,16 @@ class FileTranscripts:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._held: dict[str, int] = {}  # session id -> how deep this process holds its `guard` (the store's lock)
 
     def read(self, session_id: str, started_at: float) -> list[dict[str, Any]]:
         """The session's entries, in the order they were written."""
         return read_transcript(transcript_path(self.root, session_id, started_at))
 
     def exists(self, session_id: str, started_at: float) -> bool:
-        """Whether anything of the session is stored."""
-        return transcript_path(self.root, session_id, started_at).exists()
+        """Whether anything of the session is stored (a file `guard` made holds nothing yet)."""
+        path = transcript_path(self.root, session_id, started_at)
+        return path.exists() and path.stat().st_size > 0
 
     def append(
         self, session_id: str, started_at: float, entries: list[dict[str, Any]], *, mend: bool = False
@@ -122,9 +128,29 @@ class FileTranscripts:
         """Entries after a row number: files have none (only the shared store numbers rows)."""
         return []
 
-    def guard(self, session_id: str) -> AbstractContextManager[Any]:
-        """Nothing to hold: one process's lock orders a file's writers, as before the shared store."""
-        return nullcontext()
+    @contextmanager
+    def guard(self, session_id: str, started_at: float) -> Iterator[None]:
+        """A lock on the session's file against every process: read-then-append runs alone (makes the file).
+
+        Re-entrant within the process, whose callers hold the store's lock.
+        """
+        if self._held.get(session_id):
+            self._held[session_id] += 1
+            try:
+                yield
+            finally:
+                self._held[session_id] -= 1
+            return
+        path = transcript_path(self.root, session_id, started_at)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            self._held[session_id] = 1
+            try:
+                yield
+            finally:
+                del self._held[session_id]
+                fcntl.flock(held, fcntl.LOCK_UN)
 
 
 class TableTranscripts:
@@ -177,7 +203,7 @@ class TableTranscripts:
 
     def put(self, session_id: str, started_at: float, entries: list[dict[str, Any]]) -> None:
         """Store a whole transcript made elsewhere, unless the session has one."""
-        with self.guard(session_id):
+        with self.guard(session_id, started_at):
             if entries and not self.exists(session_id):
                 self.append(session_id, started_at, entries)
 
@@ -186,7 +212,7 @@ class TableTranscripts:
         return self.db.execute("DELETE FROM transcript_entries WHERE session_id = ?", (session_id,)).rowcount > 0
 
     @contextmanager
-    def guard(self, session_id: str) -> Iterator[None]:
+    def guard(self, session_id: str, started_at: float = 0.0) -> Iterator[None]:
         """A transaction holding the session's lock against every worker: read-then-append runs alone."""
         with self.db.transaction() as tx:
             tx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"thoth_working:{session_id}",))
