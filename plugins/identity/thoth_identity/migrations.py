@@ -93,12 +93,49 @@ M004_ENTITY_SUBJECTS = """
         CREATE INDEX facts_object ON facts (workspace, peer, object);
 """
 
-MIGRATIONS: list[Migration] = [M001_CREATE_TABLES, m002_one_copy_per_turn, M003_HONCHO_OUTBOX, M004_ENTITY_SUBJECTS]
 
-# PostgreSQL (`[storage] url`): the schema the four SQLite steps make, in one script. Observations are searched
-# with PostgreSQL's full-text search (their stemmed `words`, GIN-indexed) instead of FTS5; long texts are indexed
-# by hash (a B-tree entry must fit in a third of a page). The corrections audit, a file in each home with
-# SQLite, is a table here, so every worker's corrections are in one place.
+def m005_ids_never_reused(db: sqlite3.Connection) -> None:
+    """5: a deleted message's, observation's or fact's id is never given to a new row (`AUTOINCREMENT`).
+
+    SQLite's plain `INTEGER PRIMARY KEY` hands out the largest id plus one, so deleting `o7` and
+    adding another observation named the new one `o7`: a stale id shown to a person (or a fact's
+    `derived:message:<id>` source) named another item. Each table is rebuilt with the same columns,
+    rows, indexes and triggers; the full-text index keeps its rowids, which do not change.
+    """
+    for table in ("messages", "observations", "facts"):
+        (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+        if "AUTOINCREMENT" in sql.upper():
+            continue
+        extras = [
+            row[0]
+            for row in db.execute(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND sql IS NOT NULL",
+                (table,),
+            )
+        ]
+        rebuilt = sql.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}_rebuilt", 1)
+        rebuilt = rebuilt.replace("id INTEGER PRIMARY KEY", "id INTEGER PRIMARY KEY AUTOINCREMENT", 1)
+        db.execute(rebuilt)
+        db.execute(f"INSERT INTO {table}_rebuilt SELECT * FROM {table}")
+        db.execute(f"DROP TABLE {table}")
+        db.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
+        for extra in extras:
+            db.execute(extra)
+
+
+MIGRATIONS: list[Migration] = [
+    M001_CREATE_TABLES,
+    m002_one_copy_per_turn,
+    M003_HONCHO_OUTBOX,
+    M004_ENTITY_SUBJECTS,
+    m005_ids_never_reused,
+]
+
+# PostgreSQL (`[storage] url`): the schema the SQLite steps make, in one script; its sequences never hand out an
+# id twice (SQLite's step 5). Observations are searched with PostgreSQL's full-text search (their stemmed `words`,
+# GIN-indexed) instead of FTS5; long texts are indexed by hash (a B-tree entry must fit in a third of a page).
+# The corrections audit, a file in each home with SQLite, is a table here, so every worker's corrections are in
+# one place.
 PG001_CREATE_TABLES = """
         CREATE TABLE peers (
             workspace TEXT NOT NULL, peer TEXT NOT NULL, owner TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,

@@ -474,9 +474,7 @@ async def test_a_replayed_turn_already_written_is_not_written_or_counted_twice(r
     working.post_turn_write(session=stand_in)
     working.post_turn_write(session=stand_in)
     assert len([e for e in lines_of(restarted, result.session) if e["type"] == "turn"]) == 2
-    assert await restarted.status(peer="ann") == [
-        {"layer": "working", "sessions": 1, "turns": 2, "plugin": "working"}
-    ]
+    assert await restarted.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 2, "plugin": "working"}]
 
 
 @pytest.mark.parametrize("dialect", ["sqlite"])  # a half-written line is a file's matter

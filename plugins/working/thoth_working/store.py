@@ -232,13 +232,16 @@ class SessionStore:
         stored = self.open(session, idle_seconds=float("inf"))
         if stored is None:
             return session
-        logger.info("working: replayed turns of session %s join the thread's open session %s", session.id, stored.session_id)
+        logger.info(
+            "working: replayed turns of session %s join the thread's open session %s", session.id, stored.session_id
+        )
         return dataclasses.replace(session, id=stored.session_id, started_at=stored.started_at)
 
     def last_active(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> StoredSession | None:
         """The most recently active session of a peer with this agent in a workspace with a turn, any thread."""
         return self._one(
-            "agent=? AND workspace=? AND peer=? AND turns > 0 ORDER BY last_active DESC LIMIT 1", (agent, workspace, peer)
+            "agent=? AND workspace=? AND peer=? AND turns > 0 ORDER BY last_active DESC LIMIT 1",
+            (agent, workspace, peer),
         )
 
     def get(self, session_id: str) -> StoredSession | None:
