@@ -422,4 +422,6 @@ class HonchoBackend(IdentityBackend):
             logger.info("identity: Honcho writes still running at exit; what was not sent waits in the outbox")
         for http in self._http:
             http.close()
+        if self.outbox is not None:
+            self.outbox.close()  # rows still claimed (Honcho hung) go out from the next process at once
         super().close()

@@ -7,12 +7,20 @@ Rows leave the outbox in the same transaction that records their turn as sent, s
 is never lost and, short of a kill between Honcho's answer and that commit, never sent twice.
 Rows are claimed with a lease before sending, one claimer at a time (the store's lock), and a
 (workspace, peer, thread) another worker is sending is left alone: several workers never send
-the same rows, nor one thread's rows out of order; rows a killed worker had claimed go out
-again once the lease has run out.
+the same rows, nor one thread's rows out of order.
+
+A claim names its claimer (`host:pid:random`). Rows a dead process had claimed go out again at
+once: with SQLite (one host) a claimer whose pid is gone is dead; with PostgreSQL each claimer
+holds an advisory lock named after it while it lives, so a claimer whose lock can be taken is
+dead, on any host. A clean exit gives its own claims back (`close`). The lease only bounds a
+claim whose claimer cannot be checked (another host's, with SQLite) or that stays stuck.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import time
 from typing import Any
 
@@ -20,8 +28,22 @@ from thoth_core.database import worker_id
 
 from .store import IdentityStore
 
-LEASE_SECONDS = 60.0  # a claim older than this belongs to a process that died
+LEASE_SECONDS = 60.0  # a claim older than this is given up even if its claimer seems alive
 BATCH = 100  # Honcho takes at most 100 messages per call
+REJECTED = "rejected"  # the claimer of rows Honcho refused for good
+
+logger = logging.getLogger(__name__)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Outbox:
@@ -30,6 +52,55 @@ class Outbox:
     def __init__(self, store: IdentityStore) -> None:
         self.store = store
         self.token = worker_id()
+        self._presence: Any = None  # PostgreSQL: the connection holding this claimer's lock while it lives
+
+    def _lock_key(self, token: str) -> str:
+        return f"thoth_identity:outbox-claimer:{token}"
+
+    def _announce(self) -> None:
+        """With PostgreSQL, hold this claimer's lock (on a connection of its own) before its first claim."""
+        if self._presence is not None or self.store.db.dialect != "postgres":
+            return
+        import psycopg
+
+        conn = psycopg.connect(self.store.db.url, autocommit=True)  # type: ignore[attr-defined]
+        try:
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self._lock_key(self.token),))
+        except BaseException:
+            conn.close()
+            raise
+        self._presence = conn
+
+    def alive(self, token: str) -> bool:
+        """Whether the claimer named by a claim still runs (unknowable ones count as alive)."""
+        if token == self.token:
+            return True
+        if self.store.db.dialect == "postgres":
+            with self.store.db.transaction() as tx:  # a transaction-level try: released when it ends
+                key = self._lock_key(token)
+                return not tx.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0))", (key,)).fetchone()[0]
+        host, _, rest = token.partition(":")
+        pid = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid.isdigit():
+            return True  # another host's (or an old-style) claim: only its lease ends it
+        return pid_alive(int(pid))
+
+    def release_dead(self) -> int:
+        """Give back the claims of claimers that died (their rows go out again at once); how many rows."""
+        rows = self.store.rows(
+            "SELECT DISTINCT claimed_by FROM honcho_outbox WHERE claimed_by IS NOT NULL AND claimed_by <> ?"
+            " AND claimed_by <> ?",
+            self.token,
+            REJECTED,
+        )
+        released = 0
+        for token in [row["claimed_by"] for row in rows]:
+            if not self.alive(token):
+                released += self.store.db.execute(
+                    "UPDATE honcho_outbox SET claimed_by = NULL, claimed_at = NULL WHERE claimed_by = ?", (token,)
+                ).rowcount
+                logger.info("identity: outbox rows claimed by %s, which is gone, go out again", token)
+        return released
 
     def put(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str, str, float]]) -> int:
         """Add (turn id, role, text, at) messages unless that turn was sent or queued already; returns how many."""
@@ -48,6 +119,8 @@ class Outbox:
 
     def claim(self, limit: int = BATCH) -> list[dict[str, Any]]:
         """Claim the oldest rows of the oldest waiting (workspace, peer, thread) no other worker sends, in order."""
+        self._announce()
+        self.release_dead()
         now = time.time()
         expired = now - LEASE_SECONDS
         with self.store.db.transaction() as tx:
@@ -98,9 +171,29 @@ class Outbox:
     def park(self, rows: list[dict[str, Any]], error: str) -> None:
         """Honcho rejected these rows (400/422): keep them, out of the sending order, with the error."""
         self.store.db.executemany(
-            "UPDATE honcho_outbox SET claimed_by = 'rejected', claimed_at = 1e18, last_error = ? WHERE id = ?",
+            f"UPDATE honcho_outbox SET claimed_by = '{REJECTED}', claimed_at = 1e18, last_error = ? WHERE id = ?",
             [(error, row["id"]) for row in rows],
         )
+
+    def close(self) -> None:
+        """A clean exit: give back this process's claims (others send those rows at once), then its lock."""
+        try:
+            self.store.db.execute(
+                "UPDATE honcho_outbox SET claimed_by = NULL, claimed_at = NULL WHERE claimed_by = ?", (self.token,)
+            )
+        except self.store.db.errors as exc:
+            logger.warning("identity: giving back the outbox claims of %s failed: %s", self.token, exc)
+        finally:
+            presence, self._presence = self._presence, None
+            if presence is not None:
+                try:  # at once, not when the server notices the connection closed
+                    presence.execute(
+                        "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._lock_key(self.token),)
+                    )
+                except self.store.db.errors as exc:
+                    logger.warning("identity: releasing outbox claimer %s failed: %s", self.token, exc)
+                finally:
+                    presence.close()
 
     def drop(self, workspace: str, peer: str, thread: str | None) -> int:
         """Erase a peer's waiting messages (or one thread's), for forget; returns how many."""
