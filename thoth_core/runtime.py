@@ -33,6 +33,8 @@ from .writes import StreamedReply, TurnWriter
 
 logger = logging.getLogger(__name__)
 
+MISSING_CONTEXT = "missing_context"  # `Turn.extra` key: plugin -> "timeout" or "error", for each context not given
+
 
 @dataclass
 class TurnResult:
@@ -295,6 +297,8 @@ class Runtime:
         assembly, tools, (kept, journaled) = await asyncio.gather(
             self.context(turn, session), self.tools(turn, session), self.writes.accept(turn, session)
         )
+        # the plugins whose context this turn goes without (timed out, failed): post-turn writers may count them
+        turn.extra[MISSING_CONTEXT] = {call.plugin: call.status for call in assembly.calls if call.status != "ok"}
         message, message_cut = fit_message(text, int(self.config.get("budget.message")))
         assembly.cuts += [message_cut] if message_cut else []
         request = ModelRequest(
@@ -512,4 +516,4 @@ class Runtime:
         self.writes.close()
 
 
-__all__ = ["Command", "ConfigError", "Runtime", "TurnResult", "default_home"]
+__all__ = ["MISSING_CONTEXT", "Command", "ConfigError", "Runtime", "TurnResult", "default_home"]

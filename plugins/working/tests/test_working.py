@@ -433,8 +433,9 @@ async def test_hooks_called_directly(runtime_at):
     session.transcript.append(
         {"type": "turn", "turn_id": "x1", "at": 1.0, "user": "u", "assistant": "a", "model": "m", "error": None}
     )
-    working.post_turn_write(session=session)
-    working.post_turn_write(session=session)  # nothing new: nothing written twice
+    turn = Turn("u", "ann", "t", id="x1")
+    working.post_turn_write(turn=turn, session=session)
+    working.post_turn_write(turn=turn, session=session)  # nothing new: nothing written twice
     working.session_end(session=session, reason="done")
     assert [e["type"] for e in lines_of(runtime, session)] == ["session_start", "turn", "session_end"]
     assert working.layer_status(workspace="default", peer="ann", runtime=runtime) == {
@@ -455,8 +456,8 @@ async def test_a_replayed_turn_already_written_is_not_written_or_counted_twice(r
     stand_in = Entry(result.turn, result.reply, result.session.id, result.session.started_at, ["working"]).session(
         runtime
     )
-    working.post_turn_write(session=stand_in)  # the write was done; the kill came before the journal knew
-    working.post_turn_write(session=stand_in)
+    working.post_turn_write(turn=result.turn, session=stand_in)  # the write was done; the kill came before
+    working.post_turn_write(turn=result.turn, session=stand_in)  # the journal knew
     turns = [e for e in lines_of(runtime, result.session) if e["type"] == "turn"]
     assert [e["turn_id"] for e in turns] == [result.turn.id]
     assert await runtime.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 1, "plugin": "working"}]
@@ -471,8 +472,8 @@ async def test_a_replayed_turn_already_written_is_not_written_or_counted_twice(r
     stand_in = Entry(result.turn, result.reply, result.session.id, result.session.started_at, ["working"]).session(
         restarted
     )
-    working.post_turn_write(session=stand_in)
-    working.post_turn_write(session=stand_in)
+    working.post_turn_write(turn=result.turn, session=stand_in)
+    working.post_turn_write(turn=result.turn, session=stand_in)
     assert len([e for e in lines_of(restarted, result.session) if e["type"] == "turn"]) == 2
     assert await restarted.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 2, "plugin": "working"}]
 
@@ -485,7 +486,8 @@ async def test_a_replay_after_a_kill_mid_line_starts_a_line_of_its_own(runtime_a
     path.parent.mkdir(parents=True)
     path.write_text('{"type": "session_start", "at": 1.0}\n{"type": "turn", "turn_id": "half')
     turn = Turn("my flight is at 9", "ann", "t", id="turn-1")
-    working.post_turn_write(session=Entry(turn, Reply("noted"), session.id, session.started_at, []).session(runtime))
+    stand_in = Entry(turn, Reply("noted"), session.id, session.started_at, []).session(runtime)
+    working.post_turn_write(turn=turn, session=stand_in)
     assert [(e["type"], e.get("turn_id")) for e in lines_of(runtime, session)] == [
         ("session_start", None),
         ("turn", "turn-1"),

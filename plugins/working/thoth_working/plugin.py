@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thoth_core import ContextBlock, Session, ThothError, count_tokens, hookimpl
+from thoth_core import ContextBlock, Session, ThothError, Turn, count_tokens, hookimpl
 from thoth_core.owners import split_owner
+from thoth_core.runtime import MISSING_CONTEXT
 
 from .store import SessionStore
 from .transcripts import day_of
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 LAYER = "working"
 NAME = "working"
 MEMORY_PRIORITY = 90
+WITHOUT_CONTEXT = "turns without context"  # the status key naming what recent turns went without
 CONFIG_DEFAULTS = {f"plugins.{NAME}": {"memory_file": "persona/MEMORY.md", "restore_turns": 200}}  # every key
 
 
@@ -176,8 +178,12 @@ def pre_spawn_context(session: Session) -> ContextBlock | None:
 
 
 @hookimpl
-def post_turn_write(session: Session) -> None:
-    state(session.runtime).store.flush(session)
+def post_turn_write(turn: Turn, session: Session) -> None:
+    store = state(session.runtime).store
+    store.flush(session)
+    missing = turn.extra.get(MISSING_CONTEXT)
+    if isinstance(missing, dict):  # a model turn (commands gather no context)
+        store.context_log.note(turn.id, turn.created_at, session.agent, missing)
 
 
 @hookimpl
@@ -236,7 +242,21 @@ def transcript(session_id: str, runtime: Any) -> list[dict[str, Any]] | None:
 
 @hookimpl
 def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
-    return {"layer": LAYER, **state(runtime).store.counts(workspace, peer, agent=runtime.agent)}
+    store = state(runtime).store
+    missing = store.context_log.recent(runtime.agent).summary()
+    return {"layer": LAYER, **store.counts(workspace, peer, agent=runtime.agent)} | (
+        {WITHOUT_CONTEXT: missing} if missing else {}
+    )
+
+
+@hookimpl
+def doctor_checks(runtime: Any) -> list[tuple[bool, str]]:
+    missing = state(runtime).store.context_log.recent(runtime.agent)
+    if not missing.turns:
+        return []
+    if not missing.by_plugin:
+        return [(True, f"context: each of the last {missing.turns} turns had every plugin's context")]
+    return [(False, line) for line in missing.lines()]
 
 
 from .bundle import bundle_export, bundle_import  # noqa: E402,F401

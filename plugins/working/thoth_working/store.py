@@ -42,6 +42,7 @@ from thoth_core.storage import Migration
 from thoth_core.types import DEFAULT_AGENT
 
 from .transcripts import TABLE_SCHEMA, FileTranscripts, TableTranscripts, read_transcript, transcript_path
+from .turn_context import ContextLog
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class SessionStore:
         self.shared = self._db.dialect == "postgres"
         self.errors = self._db.errors  # what a failed read or write raises
         self.transcripts = TableTranscripts(self._db) if self.shared else FileTranscripts(root)
+        self.context_log = ContextLog(self._db, self._lock)  # which plugins' context recent turns went without
         self._written: dict[str, int] = {}  # session id -> entries of its `transcript` stored
         self._seen: dict[str, int] = {}  # session id -> last transcript row read (shared store)
         self._mine: dict[str, set[int]] = {}  # session id -> rows this process stored since then (shared store)
