@@ -27,8 +27,8 @@ def kept(ledger: Ledger, seen: Observation, under: dict[str, bool]) -> list[str]
         if not message.accepted or message.forgotten or not under.get(message.fault or "", True):
             continue
         own = [e for e in episodes if message.marker in str(e.get("user", ""))]
-        missing = [name for name, ok in (("episodic", own), ("working", message.marker in working)) if not ok]
-        missing += [] if message.marker in identity else ["identity"]
+        found = {"episodic": bool(own), "working": message.marker in working, "identity": message.marker in identity}
+        missing = [layer for layer in message.layers if not found[layer]]
         if missing:
             broken.append(f"kept: {message.marker} ({message.peer}/{message.thread}/{message.agent}) lost in {missing}")
         elif message.reply_marker in message.shown and not any(message.reply_marker in str(e.get("assistant")) for e in own):

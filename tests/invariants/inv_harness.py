@@ -69,6 +69,7 @@ class Message:
     complete: bool = False  # the whole reply was shown
     forgotten: bool = False
     forgotten_with_thread: bool = False  # by `thoth forget --thread`, not the whole peer
+    layers: tuple[str, ...] = ("episodic", "working", "identity")  # where it must be kept
     fault: str | None = None  # what happened around it: kill, read-only, disk-full, postgres-down, honcho-*, ...
     vectors: list[bytes] = field(default_factory=list)  # the episode's embedding (float32), captured before forget
 
@@ -332,12 +333,14 @@ write_retries = 0
                 self.driver.wait()
             self.driver = None
 
-    def thoth(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    def thoth(
+        self, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run a `thoth` command in the home."""
         return subprocess.run(
             [THOTH, *args],
             cwd=self.home,
-            env=self.env,
+            env={**self.env, **(env or {})},
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -437,6 +440,33 @@ write_retries = 0
                 if blob:
                     out.setdefault(marker, []).append(bytes(blob))
         return out
+
+    def import_episodes(self, peer: str, count: int) -> tuple[list[Message], subprocess.CompletedProcess[str]]:
+        """`thoth episodes import` of `count` episodes of a peer (past turns), each with its markers."""
+        messages, lines = [], []
+        for number in range(count):
+            message = Message(self.ledger.fresh("zq"), peer, f"old{number % 4}", "default", self.ledger.fresh("ry"))
+            message.layers, message.accepted, message.shown = ("episodic",), True, message.reply_marker
+            self.ledger.messages[message.marker] = message
+            messages.append(message)
+            text = f"Back then I said {message.marker} about item {number}"
+            lines.append(json.dumps({"workspace": "default", "peer": peer, "thread": message.thread, "user": text,
+                                     "assistant": f"{message.reply_marker} noted", "occurred_at": time.time() - 86400}))
+        path = self.root / f"episodes-{self.ledger.counter}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        return messages, self.thoth("episodes", "import", str(path), timeout=600)
+
+    def reindex(self) -> None:
+        """Build the ANN index again: SQLite's usearch files removed (the next recall rebuilds them), or REINDEX."""
+        if self.backend == "sqlite":
+            for path in (self.data / "episodic").glob("episodes.db.usearch*"):
+                path.unlink()
+            return
+        import psycopg
+
+        with psycopg.connect(self.storage_url, autocommit=True) as db:
+            if db.execute("SELECT 1 FROM pg_namespace WHERE nspname='thoth_episodic'").fetchone():
+                db.execute("REINDEX SCHEMA thoth_episodic")
 
     def postgres_text(self) -> str:
         """Every row of every table of the shared database, as text (PostgreSQL only)."""
