@@ -6,7 +6,7 @@ import pytest
 from textual.widgets import OptionList, TextArea
 from thoth_tui.approvals import ApprovalsScreen
 from thoth_tui.chat import ChatMessage
-from thoth_tui.layers import LayersPanel, layer_views
+from thoth_tui.layers import LayersPanel, layer_views, render
 
 from thoth_core.budget import block_tokens
 from thoth_core.plugins import PluginInfo
@@ -267,3 +267,30 @@ async def test_notices_reach_the_chat_while_the_approvals_view_is_open(make_app,
         assert "pending approvals: 1" in panel_text(app)
         notices = [m for m in app.query(ChatMessage) if m.role == "notice"]
         assert notices[-1].item_id == item
+
+
+async def test_turns_that_went_without_a_layers_context_show_in_red_before_any_turn(make_app, stand_ins):
+    from thoth_core import hookimpl
+
+    class Working:
+        LAYER = "working"
+
+        @hookimpl
+        async def layer_status(self):  # as the working layer counts them, across processes
+            return {"layer": "working", "sessions": 2, "turns without context": "identity 8/40 (timeout)"}
+
+    app = make_app({**stand_ins, "working": Working()}, replies=[{"reply": "ok"}])
+    async with app.run_test(size=(120, 60)) as pilot:
+        await pilot.pause()
+        await app.query_one(LayersPanel).refresh_from(app.runtime, peer="ann", workspace="default")
+        lines = panel_text(app).splitlines()
+        statuses = await app.runtime.status(peer="ann")
+    working = lines.index("L1 working · Malkuth")
+    assert lines[working + 1 : working + 4] == [
+        "  sessions 2",
+        "  turns without context: identity",
+        "    8/40 (timeout)",
+    ]
+    body = render(layer_views(app.runtime, statuses), pending=0, has_turn=False)
+    alert = body.plain.index("turns without context")
+    assert any(span.style == "red" and span.start <= alert < span.end for span in body.spans)

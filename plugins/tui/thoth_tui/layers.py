@@ -15,6 +15,7 @@ from thoth_core.budget import block_tokens
 from thoth_core.types import layer_label
 
 HIDDEN_STATUS_KEYS = {"layer", "plugin"}
+WITHOUT_CONTEXT = "turns without context"  # a status key (the working layer's): what recent turns went without
 WIDTH = 34  # the panel's text width: 40 columns less border, padding and a scrollbar
 
 
@@ -31,6 +32,7 @@ class LayerView:
     cuts: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     budget: int | None = None
+    alerts: list[str] = field(default_factory=list)  # failures of recent turns, shown with or without a last turn
 
 
 def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]:
@@ -59,7 +61,11 @@ def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]
     for status in statuses:
         counts = {k: v for k, v in status.items() if k not in HIDDEN_STATUS_KEYS}
         plugin = str(status["plugin"])
-        (views[plugin] if plugin in views else view_of("other", plugin)).counts.update(counts)
+        view = views[plugin] if plugin in views else view_of("other", plugin)
+        missing = counts.pop(WITHOUT_CONTEXT, None)
+        if missing:
+            view.alerts.append(f"{WITHOUT_CONTEXT}: {missing}")
+        view.counts.update(counts)
     assembly = runtime.last.assembly if runtime.last is not None else None
     if assembly is not None:
         for block in assembly.blocks:
@@ -73,7 +79,8 @@ def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]
             cut_text = f"{cut.tag} {cut.tokens}->{cut.kept_tokens}\n      by {cut.reason}"
             view_of(cut.layer, cut.plugin).cuts.append(cut_text)
     shown = [views[layer] for layer in LAYERS]
-    return shown + [view for view in others.values() if view.blocks or view.cuts or view.counts or view.failures]
+    extra = [v for v in others.values() if v.blocks or v.cuts or v.counts or v.failures or v.alerts]
+    return shown + extra
 
 
 def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
@@ -91,6 +98,11 @@ def render(views: list[LayerView], *, pending: int, has_turn: bool) -> Text:
         if view.counts:
             counts = ", ".join(f"{k} {v}" for k, v in view.counts.items())
             text.append("\n".join(textwrap.wrap(counts, WIDTH, initial_indent="  ", subsequent_indent="  ")) + "\n")
+        for alert in view.alerts:
+            text.append(
+                "\n".join(textwrap.wrap(alert, WIDTH, initial_indent="  ", subsequent_indent="    ")) + "\n",
+                style="red",
+            )
         if has_turn and view.state == "on" and (is_layer or view.blocks or view.seconds is not None):
             time = f" in {view.seconds * 1000:.0f} ms" if view.seconds is not None else ""
             total = sum(tokens for _, tokens in view.blocks)
