@@ -85,7 +85,14 @@ def one_size(n: int, peers: int, forgets: int, folder: Path) -> dict[str, Any]:
     load(exact, synthetic, n, peers)
     indexed = SQLiteStore(path, ann="usearch")
     started = time.perf_counter()
-    indexed.index_now(progress=lambda rows: None)
+    built = [0]
+
+    def progress(rows: int) -> None:
+        built[0] += rows
+        if built[0] % 100_000 < rows:
+            print(f"indexed {built[0]}", file=sys.stderr, flush=True)
+
+    indexed.index_now(progress=progress)
     result: dict[str, Any] = {"n": n, "peers": peers, "build_seconds": round(time.perf_counter() - started, 1)}
     result["file_mb"] = round(indexed._index.path.stat().st_size / 2**20, 1)
     kept = f"p{peers - 1}"
