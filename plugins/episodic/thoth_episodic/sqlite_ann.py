@@ -95,8 +95,8 @@ class IndexedSearch:
                 try:
                     self._index.sync()
                     return
-                except Exception:  # noqa: BLE001 - the file goes instead: forget must not leave the vectors
-                    log.warning("episodic: could not rewrite the ANN index %s; deleting it", self._index.path)
+                except Exception as error:  # noqa: BLE001 - the file goes instead: forget must not leave the vectors
+                    log.warning("episodic: could not rewrite the ANN index %s (%s); deleting it", self.path, error)
                     self._index_ready, self._index.index = False, None
         discard_files(self.path)  # not in use here (`exact`, or set aside): delete it rather than rewrite it
 
