@@ -96,7 +96,7 @@ class IndexedSearch:
                     self._index.sync()
                     return
                 except Exception as error:  # noqa: BLE001 - the file goes instead: forget must not leave the vectors
-                    log.warning("episodic: could not rewrite the ANN index %s (%s); deleting it", self.path, error)
+                    log.warning("episodic: could not rewrite the ANN index of %s (%s); deleting it", self.path, error)
                     self._index_ready, self._index.index = False, None
         discard_files(self.path)  # not in use here (`exact`, or set aside): delete it rather than rewrite it
 
