@@ -52,7 +52,9 @@ async def observe(peers: list[str], agents: list[str]) -> dict[str, Any]:
         approvals = await runtime.approvals()
         views: dict[str, Any] = {}
         for peer in peers:
-            recalled = await runtime.call("recall", query=PROBE, peer=peer, workspace="default", limit=50, runtime=runtime)
+            recalled = await runtime.call(
+                "recall", query=PROBE, peer=peer, workspace="default", limit=50, runtime=runtime
+            )
             texts = [item.get("text", "") for _, items, _ in recalled for item in items or []]
             session = await runtime.session(peer=peer, thread="invariants-probe")
             assembly = await runtime.context(Turn(PROBE, peer, "invariants-probe", session.workspace), session)
@@ -77,16 +79,7 @@ async def reap(agent: str, ahead: float) -> dict[str, Any]:
         await runtime.aclose()
 
 
-async def decide(item_id: str, decision: str, actor: str) -> dict[str, Any]:
-    """A person's decision on an approval item."""
-    runtime = await _runtime("default")
-    try:
-        return {"outcome": await runtime.decide(item_id, decision, actor=actor)}
-    finally:
-        await runtime.aclose()
-
-
-COMMANDS = {"turn": turn, "observe": observe, "reap": reap, "decide": decide}
+COMMANDS = {"turn": turn, "observe": observe, "reap": reap}
 
 
 def main() -> None:

@@ -31,7 +31,9 @@ def kept(ledger: Ledger, seen: Observation, under: dict[str, bool]) -> list[str]
         missing = [layer for layer in message.layers if not found[layer]]
         if missing:
             broken.append(f"kept: {message.marker} ({message.peer}/{message.thread}/{message.agent}) lost in {missing}")
-        elif message.reply_marker in message.shown and not any(message.reply_marker in str(e.get("assistant")) for e in own):
+        elif message.reply_marker in message.shown and not any(
+            message.reply_marker in str(e.get("assistant")) for e in own
+        ):
             broken.append(f"kept: {message.marker}: the reply shown ({message.shown[:30]!r}...) is not in its episode")
     for marker, (peer, gone) in ledger.remembered.items():
         if not gone and marker not in identity:
@@ -69,13 +71,15 @@ def erased(world: World, ledger: Ledger, *, threads: bool = True) -> list[str]:
 
 
 def isolated(ledger: Ledger, seen: Observation, before: Observation | None, actor: str | None) -> list[str]:
-    """A peer sees only its own markers (and approved items); another peer's step changes nothing it sees or has pending."""
+    """A peer sees only its own markers and approved items; no other peer's step changes what it sees or has pending."""
     broken = []
     for peer in seen.views:
         for part, markers in seen.view_markers(peer).items():
             foreign = sorted(m for m in markers if ledger.owner(m) not in (None, peer) and not approved(ledger, m))
             if foreign:
-                broken.append(f"isolated: {peer}'s {part} shows {foreign[:3]} of {[ledger.owner(m) for m in foreign[:3]]}")
+                broken.append(
+                    f"isolated: {peer}'s {part} shows {foreign[:3]} of {[ledger.owner(m) for m in foreign[:3]]}"
+                )
     if before is None or actor is None:
         return broken
     for peer in seen.views:
@@ -83,7 +87,9 @@ def isolated(ledger: Ledger, seen: Observation, before: Observation | None, acto
             continue
         now, then = seen.view_markers(peer)["recall"], before.view_markers(peer)["recall"]
         if now != then:
-            broken.append(f"isolated: {actor}'s step changed {peer}'s recall: -{sorted(then - now)} +{sorted(now - then)}")
+            broken.append(
+                f"isolated: {actor}'s step changed {peer}'s recall: -{sorted(then - now)} +{sorted(now - then)}"
+            )
         pending_now, pending_then = pending_of(ledger, seen, peer), pending_of(ledger, before, peer)
         if pending_now != pending_then:
             broken.append(f"isolated: {actor}'s step changed {peer}'s pending approvals")

@@ -238,8 +238,6 @@ class World:
         text = text.replace('# model = "anthropic"      ', 'model = "anthropic"        ')
         text = text.replace("founders = []", 'founders = ["founder"]')
         text += f"""
-[models.anthropic.options]
-
 [plugins.episodic]
 {episodic}
 
@@ -249,7 +247,6 @@ base_url = "{self.honcho.url}"
 write_timeout = 1.0
 write_retries = 0
 {storage}"""
-        text = text.replace("\n[models.anthropic.options]\n", "\n")
         (self.home / "thoth.toml").write_text(text)
 
     # --- the fake model -----------------------------------------------------------------
@@ -388,7 +385,9 @@ write_retries = 0
         if "sections" not in answer:
             return answer
         with self.honcho.lock:
-            held = [json.dumps(m) for m in self.honcho.messages] + [json.dumps(c) for c in self.honcho.conclusions.values()]
+            held = [json.dumps(m) for m in self.honcho.messages] + [
+                json.dumps(c) for c in self.honcho.conclusions.values()
+            ]
         return Observation(answer["sections"], answer["approvals"], answer["views"], held)
 
     def home_files(self) -> list[Path]:
@@ -450,8 +449,18 @@ write_retries = 0
             self.ledger.messages[message.marker] = message
             messages.append(message)
             text = f"Back then I said {message.marker} about item {number}"
-            lines.append(json.dumps({"workspace": "default", "peer": peer, "thread": message.thread, "user": text,
-                                     "assistant": f"{message.reply_marker} noted", "occurred_at": time.time() - 86400}))
+            lines.append(
+                json.dumps(
+                    {
+                        "workspace": "default",
+                        "peer": peer,
+                        "thread": message.thread,
+                        "user": text,
+                        "assistant": f"{message.reply_marker} noted",
+                        "occurred_at": time.time() - 86400,
+                    }
+                )
+            )
         path = self.root / f"episodes-{self.ledger.counter}.jsonl"
         path.write_text("\n".join(lines) + "\n")
         return messages, self.thoth("episodes", "import", str(path), timeout=600)
@@ -526,7 +535,7 @@ write_retries = 0
         self.restart_driver()
 
     def honcho_mode(self, mode: str) -> None:
-        """"ok", "hang" (never answers until released) or "down" (its port closed)."""
+        """ "ok", "hang" (never answers until released) or "down" (its port closed)."""
         if mode == "down":
             self.honcho.stop()
             return

@@ -9,15 +9,15 @@ today; `THOTH_INVARIANTS_ALL=1` turns every one on (to see what is still broken)
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import inv_checks as checks
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-
-import inv_checks as checks
-from inv_harness import ABORTS, RUNS, Message, Observation, Summary, World, bundle_text
+from inv_harness import ABORTS, MARKER, RUNS, THOTH, Message, Observation, Summary, World, bundle_text
 
 PEERS = st.sampled_from(["alice", "bob", "carol"])
 THREADS = st.sampled_from(["t1", "t2", "t3"])
@@ -126,8 +126,13 @@ class HomeMachine(RuleBasedStateMachine):
         return any(message.marker in str(r.body.get("messages")) for r in self.world.anthropic.messages_requests)
 
     def _driver_turn(self, message: Message, text: str | None = None) -> dict[str, Any]:
-        answer = self.world.call("turn", peer=message.peer, thread=message.thread, agent=message.agent,
-                                 text=text or f"Please note {message.marker} for me")
+        answer = self.world.call(
+            "turn",
+            peer=message.peer,
+            thread=message.thread,
+            agent=message.agent,
+            text=text or f"Please note {message.marker} for me",
+        )
         if "died" in answer:
             self._code("driver (turn)", answer["died"])
         message.accepted = self._asked(message)
@@ -173,12 +178,14 @@ class HomeMachine(RuleBasedStateMachine):
         self._fault("concurrent")
         thread = f"c{self.world.ledger.counter}"
         messages = [self._message(peer, thread, "default", "concurrent") for _ in range(count)]
-        import subprocess
-
         children = [
             subprocess.Popen(
-                [self.world_thoth(), "ask", f"Please note {m.marker} for me", "--peer", peer, "--thread", thread],
-                cwd=self.world.home, env=self.world.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                [THOTH, "ask", f"Please note {m.marker} for me", "--peer", peer, "--thread", thread],
+                cwd=self.world.home,
+                env=self.world.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
             )
             for m in messages
         ]
@@ -186,11 +193,6 @@ class HomeMachine(RuleBasedStateMachine):
             out, _ = child.communicate(timeout=180)
             self._code("thoth ask (concurrent)", child.returncode)
             message.accepted, message.shown = self._asked(message), out
-
-    def world_thoth(self) -> str:
-        from inv_harness import THOTH
-
-        return THOTH
 
     @rule(peer=PEERS)
     def remember(self, peer: str) -> None:
@@ -234,6 +236,11 @@ class HomeMachine(RuleBasedStateMachine):
         self._code("thoth bundle import", done.returncode)
         if done.returncode != 0:
             self._fail(f"bundle: import --merge exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        after = self.world.observe()
+        if self.before is not None and isinstance(after, Observation):
+            counts = [{name: len(records) for name, records in seen.sections.items()} for seen in (self.before, after)]
+            if counts[0] != counts[1]:
+                self._fail(f"bundle: import --merge into the same home changed its records: {counts[0]} -> {counts[1]}")
 
     @rule(agent=AGENTS)
     def nightly(self, agent: str) -> None:
@@ -252,18 +259,18 @@ class HomeMachine(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 5), approve=st.booleans())
     def decide(self, pick: int, approve: bool) -> None:
-        """A founder approves or rejects a waiting item (`thoth review approve|reject`)."""
-        seen = self.world.observe()
-        if not isinstance(seen, Observation) or not seen.approvals:
+        """A founder approves or rejects a waiting item: `thoth review approve|reject ID --actor founder`."""
+        seen = self.before
+        if seen is None or not seen.approvals:
             return
         item = seen.approvals[pick % len(seen.approvals)]
-        self._step("approve" if approve else "reject", item=item["id"])
-        answer = self.world.call("decide", item_id=item["id"], decision="approve" if approve else "reject", actor="founder")
-        if "died" in answer:
-            self._code("driver (decide)", answer["died"])
-        if approve and "outcome" in answer:
-            from inv_harness import MARKER
-
+        decision = "approve" if approve else "reject"
+        self._step(decision, item=item["id"])
+        done = self.world.thoth("review", decision, item["id"], "--actor", "founder")
+        self._code(f"thoth review {decision}", done.returncode)
+        if done.returncode != 0:
+            self._fail(f"approved: thoth review {decision} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        if approve:
             for marker in MARKER.findall(f"{item.get('title', '')} {item.get('body', '')}"):
                 if marker in self.world.ledger.items:
                     self.world.ledger.items[marker].approved = True
@@ -358,8 +365,10 @@ class HomeMachine(RuleBasedStateMachine):
         for name, found in (
             ("kept", lambda: checks.kept(self.world.ledger, seen, KEPT_UNDER)),
             ("erased", lambda: checks.erased(self.world, self.world.ledger, threads=CHECKS["erased_thread"])),
-            ("isolated", lambda: checks.isolated(self.world.ledger, seen, None if self.faulted else self.before,
-                                                 self.actor)),
+            (
+                "isolated",
+                lambda: checks.isolated(self.world.ledger, seen, None if self.faulted else self.before, self.actor),
+            ),
             ("approved", lambda: checks.approved_stay(self.world, self.world.ledger)),
             ("integrity", lambda: checks.sound(self.world)),
             ("one_session", lambda: checks.one_session(seen)),

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import inv_machine
 import pytest
 
-import inv_machine
 from thoth_core.testing.postgres import fresh_database
 
 

@@ -14,14 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import inv_machine
 import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
-
-import inv_machine
 from inv_harness import RUNS, Summary
-from thoth_core.testing.postgres import fresh_database
 
+from thoth_core.testing.postgres import fresh_database
 
 # Read at import: the suite's autouse fixture clears THOTH_* variables before each test runs.
 BUDGET = os.environ.get("THOTH_INVARIANTS_BUDGET", "")
