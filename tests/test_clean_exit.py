@@ -10,16 +10,16 @@ once the process runs its last `atexit` callback, so the answer lands while Pyth
 
 from __future__ import annotations
 
-import socket
+import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from honcho import Honcho
 from thoth_identity.fake_honcho import FakeHoncho
+from thoth_identity.honcho_real import CONTEXT_THEN_FINALIZE, ExitSignal
 
 from thoth_core.testing import run_thoth
 
@@ -29,21 +29,7 @@ COMMANDS = [
     ("context", "green tea", "--peer", "ann"),
     ("recall", "green tea", "--peer", "ann"),
 ]
-RELEASE_DELAYS = (0.02, 0.05, 0.1)  # seconds after the last atexit callback; Python finalizes for longer than that
-
-# The `thoth context` command in a process that finalizes as Python does (not through `thoth`'s
-# main, which ends with os._exit), with one atexit callback registered first, so it runs last.
-CHILD = """
-import atexit, socket, sys
-
-def answer_now():
-    socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()
-
-atexit.register(answer_now)
-from thoth_core.cli import cli
-
-cli(["context", "green tea", "--peer", "ann", "--json"], prog_name="thoth", standalone_mode=False)
-"""
+RELEASE_DELAYS = (0.02, 0.1)  # seconds after the last atexit callback; Python finalizes for longer than that
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
@@ -53,27 +39,6 @@ def test_a_short_command_exits_0_every_time(tmp_path, command):
     assert codes == [0] * RUNS
 
 
-class Releaser:
-    """A loopback listener: each connection releases the fake Honcho's hung requests `delay` s later."""
-
-    def __init__(self, fake: FakeHoncho) -> None:
-        self.fake, self.delay, self.calls = fake, 0.0, 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self.sock.accept()
-            except OSError:
-                return
-            connection.close()
-            self.calls += 1
-            time.sleep(self.delay)
-            self.fake.release.set()
-
-
 @pytest.fixture
 def hung_dialectic(tmp_path):
     """A fake Honcho that knows ann and hangs her dialectic, and a thoth.toml pointing at it."""
@@ -81,10 +46,9 @@ def hung_dialectic(tmp_path):
     Honcho(base_url=fake.url, workspace_id="w").peer("ann")  # a known peer: the dialectic is asked
     fake.mode, fake.only = "hang", r"/chat$"
     config = tmp_path / "thoth.toml"
-    # the SDK's own timeout (2.9 s) outlasts the layer's deadline (about 2.6 s): the call is abandoned
+    # the SDK's own timeout (4.9 s) outlasts the layer's (about 4.6 s), which leaves a loaded machine time to import it
     config.write_text(
-        f'[plugins.identity]\ndeadline = 3.0\nbase_url = "{fake.url}"\nworkspace = "w"\n'
-        "dialectic_timeout = 2.9\n"
+        f'[plugins.identity]\ndeadline = 5.0\nbase_url = "{fake.url}"\nworkspace = "w"\ndialectic_timeout = 4.9\n'
     )
     yield fake, config
     fake.stop()
@@ -92,20 +56,24 @@ def hung_dialectic(tmp_path):
 
 def test_an_abandoned_dialectic_answered_while_python_finalizes_does_not_abort(tmp_path, hung_dialectic):
     fake, config = hung_dialectic
-    releaser = Releaser(fake)
-    env = {**dict(__import__("os").environ), "THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
-    env["THOTH_LOAD_PLUGINS"] = "identity"
+    signal = ExitSignal(fake.release.set)
+    env = {
+        **os.environ,
+        "THOTH_CONFIG": str(config),
+        "THOTH_HOME": str(tmp_path / "home"),
+        "THOTH_LOAD_PLUGINS": "identity",
+    }
     results = []
     for delay in RELEASE_DELAYS:
         fake.release.clear()
-        releaser.delay, chats = delay, len(fake.calls("/chat$"))
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(releaser.port)], env=env, capture_output=True, text=True, timeout=60
-        )
+        signal.delay, chats = delay, len(fake.calls("/chat$"))
+        child = [sys.executable, "-c", CONTEXT_THEN_FINALIZE, str(signal.port)]
+        done = subprocess.run(child, env=env, capture_output=True, text=True, timeout=60)
         assert len(fake.calls("/chat$")) == chats + 1, done.stderr  # the dialectic was asked, and hung
         assert "no answer in time" in done.stderr and '"blocks"' in done.stdout
         results.append((delay, done.returncode, done.stderr[-300:] if done.returncode else ""))
-    assert releaser.calls == len(RELEASE_DELAYS)  # every process reached its last atexit callback
+    signal.close()
+    assert signal.calls == len(RELEASE_DELAYS)  # every process reached its last atexit callback
     assert [code for _, code, _ in results] == [0] * len(RELEASE_DELAYS), results
 
 
@@ -115,7 +83,7 @@ def test_thoth_exits_0_when_a_write_left_at_exit_is_answered_while_it_ends(tmp_p
     fake.mode = "hang"
     config = tmp_path / "thoth.toml"
     config.write_text(f'[plugins.identity]\nbase_url = "{fake.url}"\nworkspace = "w"\nwrite_retries = 0\n')
-    env = {**dict(__import__("os").environ), "THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
     env["THOTH_LOAD_PLUGINS"] = "working,procedural,identity"
     thoth = Path(sys.executable).with_name("thoth")
     results = []

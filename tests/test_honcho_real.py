@@ -9,6 +9,9 @@ is absent; a start that fails is an error naming the log.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -217,3 +220,32 @@ async def test_export_forget_wait_then_import_restores_idempotently(make_runtime
     assert again["honcho_messages"] == 0 and again["honcho_conclusions"] == 0
     left = left_in_honcho(backend, "default", "ann", None)
     assert left["messages"] == 4 and left["conclusions"] == len(exported["conclusions"])
+
+
+def test_a_dialectic_the_real_honcho_answers_while_python_finalizes_does_not_abort(honcho_server, tmp_path):
+    """The exit-134 case of issue 35: the dialectic, abandoned at its deadline, is answered as the process ends."""
+    url, _ = honcho_server
+    workspace = new_workspace()
+    Honcho(base_url=url, workspace_id=workspace).peer("ann")  # a known peer: the dialectic is asked
+    proxy = honcho_real.SlowProxy(url, r"/chat$", hold=True).start()  # holds it until the process finalizes
+    signal = honcho_real.ExitSignal(proxy.release.set, delay=0.05)
+    config = tmp_path / "thoth.toml"
+    config.write_text(
+        f'[plugins.identity]\ndeadline = 5.0\ndialectic_timeout = 4.9\nbase_url = "{proxy.url}"\n'
+        f'workspace = "{workspace}"\n'
+    )
+    env = {**os.environ, "THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
+    env["THOTH_LOAD_PLUGINS"] = "identity"
+    codes = []
+    try:
+        for _ in range(2):
+            proxy.release.clear()
+            child = [sys.executable, "-c", honcho_real.CONTEXT_THEN_FINALIZE, str(signal.port)]
+            done = subprocess.run(child, env=env, capture_output=True, text=True, timeout=60)
+            assert "no answer in time" in done.stderr and '"blocks"' in done.stdout, done.stderr
+            codes.append(done.returncode)
+    finally:
+        signal.close()
+        proxy.stop()
+    assert proxy.held == signal.calls == 2  # each process asked, and reached its last atexit callback
+    assert codes == [0, 0]

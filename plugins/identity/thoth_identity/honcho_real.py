@@ -17,10 +17,12 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -211,6 +213,12 @@ class SlowProxy:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except OSError:
+                    pass  # the client went away (it gave up, or its process ended)
+
             def _handle(self) -> None:
                 proxy.forward(self)
 
@@ -256,3 +264,43 @@ class SlowProxy:
             request.close_connection = True  # the client gave up (or Honcho went away)
         finally:
             upstream.close()
+
+
+# `thoth context` in a process that finalizes as Python does (through `cli`, not `thoth`'s `main`,
+# which ends with os._exit), whose first atexit callback, so the last to run, connects to port argv[1].
+CONTEXT_THEN_FINALIZE = """
+import atexit, socket, sys
+
+def finalizing_now():
+    socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()
+
+atexit.register(finalizing_now)
+from thoth_core.cli import cli
+
+cli(["context", "green tea", "--peer", "ann", "--json"], prog_name="thoth", standalone_mode=False)
+"""
+
+
+class ExitSignal:
+    """A loopback listener: when a process connects (from its last atexit callback), `then` runs `delay` s later."""
+
+    def __init__(self, then: Callable[[], object], delay: float = 0.0) -> None:
+        self.then, self.delay, self.calls = then, delay, 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
+        threading.Thread(target=self._serve, name="exit-signal", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:
+                return
+            connection.close()
+            self.calls += 1
+            time.sleep(self.delay)
+            self.then()
+
+    def close(self) -> None:
+        """Stop listening."""
+        self.sock.close()
