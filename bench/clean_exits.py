@@ -1,4 +1,4 @@
-"""How often short commands exit 0 (an abort at exit is 134, -6 as a signal), with Honcho fine, slow, hung or down; JSON.
+"""How often short commands exit 0 (134 or -6 is an abort at exit), with Honcho fine, slow, hung or down; JSON.
 
 Each command runs `--runs` times in a new process, as a user runs it, against one home per case:
 
@@ -71,7 +71,7 @@ def run_case(thoth: Path, env: dict[str, str], cwd: Path, commands: dict[str, li
 
 
 def honcho_home(folder: Path, url: str) -> tuple[dict[str, str], Path]:
-    """An environment whose thoth.toml points the identity layer at `url` (a new Honcho workspace) and replays a model."""
+    """An environment whose thoth.toml points identity at `url` (a new Honcho workspace) and replays a model."""
     config = folder / "thoth.toml"
     config.write_text(
         '[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{reply = "Green tea, you said."}]\n'

@@ -54,7 +54,7 @@ from .render import user_model_block
 logger = logging.getLogger(__name__)
 
 SEND_GRACE = 2.0  # seconds ingest waits for Honcho before leaving the messages to the writer thread
-CLOSE_GRACE = 2.0  # seconds closing waits for the writer thread
+CLOSE_GRACE = 2.0  # seconds the writer's call under way may take (from its start) once the backend closes
 FALLBACK_TIME = 0.1  # seconds the backend keeps for its own fallback before `until`
 
 
@@ -78,6 +78,7 @@ class SerialWorker:
         self._jobs: queue.SimpleQueue[tuple[Any, tuple[Any, ...], Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.running_since: float | None = None  # monotonic start of the call under way, None when idle
 
     def submit(self, function: Any, *args: Any) -> Future[Any]:
         """Queue a call; its future resolves when it has run."""
@@ -93,10 +94,13 @@ class SerialWorker:
         while True:
             function, args, future = self._jobs.get()
             if future.set_running_or_notify_cancel():
+                self.running_since = time.monotonic()
                 try:
                     future.set_result(function(*args))
                 except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
                     future.set_exception(exc)
+                finally:
+                    self.running_since = None
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until everything queued so far has run; False when that took longer than timeout."""
@@ -417,8 +421,10 @@ class HonchoBackend(IdentityBackend):
         return status
 
     def close(self) -> None:
-        """Give the writer thread a moment (what it could not send stays in the outbox), close the clients."""
-        if not self.writer.wait(CLOSE_GRACE):
+        """Give the writer's call under way up to CLOSE_GRACE from its start (the rest waits in the outbox), close."""
+        since = self.writer.running_since
+        grace = CLOSE_GRACE if since is None else max(0.0, CLOSE_GRACE - (time.monotonic() - since))
+        if not self.writer.wait(grace):  # a call stuck on a hung Honcho since the turn does not hold up the exit
             logger.info("identity: Honcho writes still running at exit; what was not sent waits in the outbox")
         for http in self._http:
             http.close()
