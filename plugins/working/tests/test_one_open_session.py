@@ -107,3 +107,23 @@ async def test_a_session_without_a_row_takes_the_thread_over_when_it_can_write_a
     store.flush(unindexed)
     assert store.get(unindexed.id).closed is None and store.get(other.id).closed == "expired"
     assert [s.session_id for s in store.every() if s.closed is None] == [unindexed.id]
+
+
+async def test_an_imported_open_session_of_a_thread_open_here_comes_in_closed(make_runtime, tmp_path):
+    from thoth_core.testing import make_test_runtime
+
+    elsewhere = make_test_runtime(tmp_path / "elsewhere", {"working": working})
+    here = make_runtime({"working": working})
+    try:
+        theirs = (await elsewhere.turn("from there", peer="ann", thread="t")).session
+        ours = (await here.turn("from here", peer="ann", thread="t")).session
+        await elsewhere.drain()
+        await here.drain()
+        section = working.bundle_export(runtime=elsewhere)
+        section["records"] = list(section["records"])
+        assert working.bundle_import(section=section, runtime=here, progress=lambda _n: None)["sessions"] == 1
+        store = working.state(here).store
+        assert store.get(theirs.id).closed == "superseded" and store.get(ours.id).closed is None
+        assert [e["user"] for e in store.entries(theirs.id, theirs.started_at) if e["type"] == "turn"] == ["from there"]
+    finally:
+        await elsewhere.aclose()

@@ -455,17 +455,18 @@ class SessionStore:
             return [StoredSession(*row) for row in rows.fetchall()]
 
     def add(self, row: StoredSession, entries: list[dict[str, Any]]) -> bool:
-        """Add a session made elsewhere (its index row and transcript) unless its id is held; True if added."""
-        values = astuple(row)
+        """Add a session made elsewhere (its index row and transcript) unless its id is held; True if added.
+
+        An open one whose thread has an open session here comes in closed (`superseded`): one open per thread.
+        """
+        insert = f"INSERT INTO sessions ({COLUMNS}) VALUES ({', '.join('?' for _ in FIELDS)}) ON CONFLICT DO NOTHING"
         with self._lock:
             if self.get(row.session_id) is not None:
                 return False
             self.transcripts.put(row.session_id, row.started_at, entries)
-            added = self._db.execute(
-                f"INSERT INTO sessions ({COLUMNS}) VALUES ({', '.join('?' for _ in values)}) "
-                "ON CONFLICT (session_id) DO NOTHING",
-                values,
-            ).rowcount
+            added = self._db.execute(insert, astuple(row)).rowcount
+            if not added and row.closed is None and self.get(row.session_id) is None:
+                added = self._db.execute(insert, astuple(dataclasses.replace(row, closed="superseded"))).rowcount
         return bool(added)
 
     def close(self) -> None:
