@@ -127,3 +127,28 @@ async def test_an_imported_open_session_of_a_thread_open_here_comes_in_closed(ma
         assert [e["user"] for e in store.entries(theirs.id, theirs.started_at) if e["type"] == "turn"] == ["from there"]
     finally:
         await elsewhere.aclose()
+
+
+def test_an_index_with_split_threads_keeps_the_latest_open_and_sets_the_others_aside(tmp_path, storage_env):
+    from thoth_working.store import MIGRATIONS, POSTGRES
+
+    from thoth_core.database import open_database
+
+    url = storage_env.get("THOTH_STORAGE_URL")
+    config = Config(data={"storage": {"url": url}} if url else {})
+    old = open_database(
+        config, "working", path=tmp_path / "sessions.db", migrations=MIGRATIONS[:2], postgres=POSTGRES[:1]
+    )
+    for session_id, last_active in [("a", 3.0), ("b", 5.0), ("c", 4.0)]:  # a thread split by concurrent first turns
+        old.execute(
+            "INSERT INTO sessions (session_id, workspace, peer, thread, started_at, last_active, turns, agent)"
+            " VALUES (?, 'default', 'ann', 't', 1.0, ?, 1, 'default')",
+            (session_id, last_active),
+        )
+    old.close()
+    store = SessionStore(tmp_path, config)
+    try:
+        assert {s.session_id: s.closed for s in store.every()} == {"a": "expired", "b": None, "c": "expired"}
+        assert sorted(s.session_id for s in store.claim_idle(0.0, held=set())) == ["a", "c"]  # reaped, reflected
+    finally:
+        store.close()
