@@ -208,6 +208,13 @@ async def test_a_model_error_mid_stream_keeps_the_message_and_the_words_shown(tm
     await runtime.drain()
     assert shown == ["Partly "]
     assert layer.written == [("will this get through?", "Partly \n" + CUT_SHORT, True)]
+    error = (await runtime.session(peer="ann", thread="t")).transcript[-1]
+    assert (error["type"], error["user"], error["assistant"], error["cut_short"]) == (
+        "error",
+        "will this get through?",
+        "Partly \n" + CUT_SHORT,
+        True,
+    )
     assert runtime.journal.pending() == [] and runtime.unsaved == []
     await runtime.aclose()
 
@@ -221,4 +228,49 @@ async def test_a_model_error_before_any_word_keeps_the_message(tmp_path, fake_an
         await runtime.turn("hello there", peer="ann", thread="t")
     await runtime.drain()
     assert layer.written == [("hello there", CUT_SHORT, True)]
+    await runtime.aclose()
+
+
+async def test_each_shown_batch_is_journaled_before_it_is_shown(tmp_path):
+    runtime = make_test_runtime(
+        tmp_path,
+        {"layer": Recorder()},
+        config={"models": {"replay": {"delay": 0.02, "rules": [{"reply": "one two three four five six seven eight"}]}}},
+    )
+    journaled_when_shown = []
+
+    def show(piece: str) -> None:
+        journaled_when_shown.append((piece, TurnJournal(tmp_path / "journal.db").pending()[0].reply.text))
+
+    await runtime.turn("count to ten", peer="ann", thread="t", on_delta=show)
+    shown = ""
+    for piece, journaled in journaled_when_shown[:-1]:  # the last batch follows the whole reply
+        shown += piece
+        assert journaled.startswith(shown) and journaled.endswith(CUT_SHORT), (shown, journaled)
+    batches = {journaled for _, journaled in journaled_when_shown}
+    assert 2 <= len(batches) < len(journaled_when_shown)  # batched: fewer syncs than pieces
+    await runtime.aclose()
+
+
+async def test_a_cancelled_turn_is_kept_as_far_as_it_was_shown(tmp_path):
+    import asyncio
+
+    layer = Recorder()
+    runtime = make_test_runtime(
+        tmp_path,
+        {"layer": layer},
+        config={"models": {"replay": {"delay": 0.05, "rules": [{"reply": "a long answer the person stops halfway"}]}}},
+    )
+    shown: list[str] = []
+    task = asyncio.ensure_future(runtime.turn("tell me a story", peer="ann", thread="t", on_delta=shown.append))
+    while len(shown) < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await runtime.drain()
+    ((text, reply, cut),) = layer.written
+    assert (text, cut) == ("tell me a story", True)
+    assert reply.startswith("".join(shown)) and reply.endswith(CUT_SHORT)
+    assert runtime.journal.pending() == []
     await runtime.aclose()

@@ -355,10 +355,12 @@ class Runtime:
             self.background(self.record(turn, streamed.cut(), session))
             raise
         except Exception as exc:
-            error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
-            session.transcript.append(error | {"user": self.redactor.redact(turn.text)})
             cut = await streamed.stop()  # the accepted message stays, with the reply as far as it was shown
-            await self.writes.start(streamed.turn, replace(cut, text=self.redactor.redact(cut.text)), session)
+            cut = replace(cut, text=self.redactor.redact(cut.text))
+            error = {"type": "error", "turn_id": turn.id, "at": time.time(), "error": str(exc)}
+            kept = {"user": streamed.turn.text, "assistant": cut.text, "cut_short": True}
+            session.transcript.append(error | kept)
+            await self.writes.start(streamed.turn, cut, session)
             if isinstance(exc, ThothError):
                 raise
             raise ModelError(f"model {model.name} failed: {type(exc).__name__}: {exc}") from exc
