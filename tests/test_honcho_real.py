@@ -226,9 +226,9 @@ def test_a_dialectic_the_real_honcho_answers_while_python_finalizes_does_not_abo
     """The exit-134 case of issue 35: the dialectic, abandoned at its deadline, is answered as the process ends."""
     url, _ = honcho_server
     workspace = new_workspace()
-    Honcho(base_url=url, workspace_id=workspace).peer("ann")  # a known peer: the dialectic is asked
+    Honcho(base_url=url, workspace_id=workspace).peer("ann").chat("warm up")  # known, and a warm dialectic
     proxy = honcho_real.SlowProxy(url, r"/chat$", hold=True).start()  # holds it until the process finalizes
-    signal = honcho_real.ExitSignal(proxy.release.set, delay=0.05)
+    signal = honcho_real.ExitSignal(proxy.release.set)
     config = tmp_path / "thoth.toml"
     config.write_text(
         f'[plugins.identity]\ndeadline = 5.0\ndialectic_timeout = 4.9\nbase_url = "{proxy.url}"\n'
@@ -238,8 +238,9 @@ def test_a_dialectic_the_real_honcho_answers_while_python_finalizes_does_not_abo
     env["THOTH_LOAD_PLUGINS"] = "identity"
     codes = []
     try:
-        for _ in range(2):
+        for delay in (0.03, 0.08):  # after the last atexit callback; Honcho's answer adds some ms
             proxy.release.clear()
+            signal.delay = delay
             child = [sys.executable, "-c", honcho_real.CONTEXT_THEN_FINALIZE, str(signal.port)]
             done = subprocess.run(child, env=env, capture_output=True, text=True, timeout=60)
             assert "no answer in time" in done.stderr and '"blocks"' in done.stdout, done.stderr
