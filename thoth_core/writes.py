@@ -43,7 +43,7 @@ def unsaved_message(failed: dict[str, str], *, where: str = "") -> str:
     if "journal" in failed:
         return (
             f"Not saved{where}: {layers}; the journal could not keep it either: "
-            "held in memory and retried only while this process runs."
+            "held in memory and retried while this process runs, lost when it ends."
         )
     return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
 

@@ -1,9 +1,11 @@
-"""A read-only data folder: the turn is held in memory, and the same runtime journals and writes it once it can.
+"""A read-only data folder or a full disk: the turn is held in memory, and the same runtime journals and writes it
+once it can.
 
 The folder is made read-only for real: as root (where chmod stops nothing) by a read-only bind
 mount of the folder onto itself, undone by unmounting it; otherwise by taking the write bits
 away. Files opened before keep their descriptors (on the writable mount), so what fails is what
-opens a path: SQLite's rollback journal, a transcript file, a new file.
+opens a path: SQLite's rollback journal, a transcript file, a new file. The full disk is a 2 MB
+tmpfs (mounting needs root) filled with zeros, then emptied again.
 """
 
 from __future__ import annotations
@@ -162,3 +164,43 @@ async def test_what_only_memory_holds_at_exit_is_reported_in_one_line(switch, ca
     (line,) = [r.getMessage() for r in caplog.records if r.name == "thoth_core.writes" and "at exit" in r.getMessage()]
     assert "1 lost, never journaled" in line and "ann/t" in line, line
     assert "\n" not in line
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A 2 MB tmpfs (needs the right to mount; skipped without it)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def fill(folder: Path) -> Path:
+    """Write zeros until the disk is full; returns the file to delete to make room again."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
+async def test_on_a_full_disk_the_same_runtime_journals_and_writes_the_turn_once_there_is_room(small_disk):
+    runtime, layer = runtime_at(small_disk)
+    filler = fill(small_disk)  # before the first turn: the journal file cannot even be made
+    result = await runtime.turn("kept through a full disk", peer="ann", thread="t")
+    assert result.reply.text == "Noted."
+    await runtime.drain()
+    (unsaved,) = runtime.unsaved
+    assert "journal" in unsaved["failed"] and "No space left" in unsaved["failed"]["layer"], unsaved
+    assert runtime.writes.owed[result.turn.id].unjournaled
+    filler.unlink()
+    await wait_until(lambda: layer.lines() == ["kept through a full disk -> Noted."])
+    await runtime.drain()
+    assert transcript_users(small_disk) == ["kept through a full disk"]
+    assert pending_on_disk(small_disk) == [] and runtime.writes.owed == {} and runtime.unsaved == []
+    await runtime.aclose()
