@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 
 import pytest
@@ -11,7 +12,7 @@ from thoth_core import hookimpl
 from thoth_core.config import Config
 from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime, run_thoth
-from thoth_core.types import Reply, Session, Turn
+from thoth_core.types import CUT_SHORT, Reply, Session, Turn
 
 
 class Recorder:
@@ -186,3 +187,32 @@ def _finished_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+class JournalPeek:
+    """A model whose reply is what the journal (read on another connection) holds when it is called."""
+
+    name = "peek"
+
+    def __init__(self, home, storage) -> None:
+        self.home, self.storage = home, storage
+
+    @hookimpl
+    def register_models(self, register):
+        register("peek", lambda runtime, options: self)
+
+    async def stream(self, request):
+        other = journal_at(self.home, self.storage)
+        held = [(e.turn.text, e.reply.text, e.reply.cut_short) for e in other.pending()]
+        other.close()
+        yield json.dumps(held)
+
+
+async def test_the_message_is_journaled_before_the_model_is_called(tmp_path, storage):
+    config = {"thoth": {"model": "peek"}} | ({"storage": storage} if storage else {})
+    runtime = make_test_runtime(tmp_path, {"peek": JournalPeek(tmp_path, storage), "layer": Recorder()}, config=config)
+    result = await runtime.turn("remember the tea", peer="ann", thread="t")
+    assert json.loads(result.reply.text) == [["remember the tea", CUT_SHORT, True]]
+    await runtime.drain()
+    assert runtime.journal.pending() == []  # the whole reply replaced it, and every layer wrote it
+    await runtime.aclose()
