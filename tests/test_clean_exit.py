@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from honcho import Honcho
-from thoth_identity.fake_honcho import FakeHoncho
+from thoth_identity.fake_honcho import FakeHoncho, free_port
 from thoth_identity.honcho_real import CONTEXT_THEN_FINALIZE, ExitSignal
 
 from thoth_core.testing import run_thoth
@@ -110,3 +110,27 @@ def test_thoth_exits_0_when_a_write_left_at_exit_is_answered_while_it_ends(tmp_p
     finally:
         fake.stop()
     assert [code for _, code, _ in results] == [0] * len(RELEASE_DELAYS), results
+
+
+@pytest.mark.parametrize("outage", ["hung", "down"])
+def test_with_honcho_hung_or_down_commands_finish_in_time_exit_0_and_keep_the_turn_queued(tmp_path, outage):
+    fake = FakeHoncho().start()
+    fake.mode = "hang"  # accepts connections, never answers
+    url = fake.url if outage == "hung" else f"http://127.0.0.1:{free_port()}"
+    config = tmp_path / "thoth.toml"
+    config.write_text(
+        '[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{reply = "Noted."}]\n'
+        f'[plugins.identity]\nbase_url = "{url}"\nworkspace = "w"\n'
+    )
+    env = {"THOTH_CONFIG": str(config), "THOTH_HOME": str(tmp_path / "home")}
+    env["THOTH_LOAD_PLUGINS"] = "working,procedural,identity,episodic"
+    try:
+        for command in [("ask", "I like green tea"), ("context", "green tea"), ("recall", "green tea")]:
+            started = time.monotonic()
+            done = run_thoth(*command, "--peer", "ann", cwd=tmp_path, env=env)
+            # startup, the 1.5 s identity deadline, then at most SEND_GRACE (2 s) for the turn's write
+            assert (done.returncode, time.monotonic() - started < 12) == (0, True), (command, done.stderr)
+        shown = run_thoth("identity", "show", "--peer", "ann", cwd=tmp_path, env=env)
+    finally:
+        fake.stop()
+    assert "pending_ingest 2" in shown.stdout  # the turn's two messages wait in the outbox
