@@ -204,3 +204,26 @@ async def test_on_a_full_disk_the_same_runtime_journals_and_writes_the_turn_once
     assert transcript_users(small_disk) == ["kept through a full disk"]
     assert pending_on_disk(small_disk) == [] and runtime.writes.owed == {} and runtime.unsaved == []
     await runtime.aclose()
+
+
+async def test_a_layer_that_keeps_failing_is_left_to_the_next_start_after_the_last_retry(tmp_path, monkeypatch):
+    import thoth_core.writes
+
+    monkeypatch.setattr(thoth_core.writes, "RETRY_FIRST", 0.01)  # the project's own pacing constants, not an SDK
+    monkeypatch.setattr(thoth_core.writes, "RETRY_TRIES", 3)
+    calls = []
+
+    class Broken:
+        @hookimpl
+        def post_turn_write(self, turn):
+            calls.append(turn.id)
+            raise OSError(5, "Input/output error")
+
+    runtime = make_test_runtime(tmp_path, {"broken": Broken()}, replies=[{"reply": "Noted."}])
+    result = await runtime.turn("a turn", peer="ann", thread="t")
+    await wait_until(lambda: len(calls) == 4 and not runtime.writes.owed, seconds=5)  # the write, then 3 retries
+    await runtime.drain()
+    (entry,) = runtime.journal.pending()
+    assert (entry.turn.id, entry.plugins, entry.attempts) == (result.turn.id, ["broken"], 4)
+    assert len(runtime.unsaved) == 1  # told once, not at each retry
+    await runtime.aclose()

@@ -8,8 +8,9 @@ background; the plugins that succeed are struck off. A process killed at any poi
 message was accepted leaves the row, which the next start replays (`recover`).
 
 What fails is retried by this process, in the background with a growing pause and at its next
-turn (`owed`): a layer that failed gets the turn again, and a turn the journal itself could not
-keep (a full disk, a read-only folder) is held in memory until it can be journaled. At exit
+turn (`owed`): a layer that failed gets the turn again (`RETRY_TRIES` times, then it waits for the
+next start), and a turn the journal itself could not keep (a full disk, a read-only folder) is
+held in memory and retried until it can be journaled. At exit
 (`at_exit`) what is still not written everywhere is said in one line; a turn only memory held is
 lost then, and says so.
 """
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 PROGRESS_EVERY = 0.05  # seconds: a streaming reply's journal row is synced at most this often, before each showing
 RETRY_FIRST = 1.0  # seconds before the first retry of what failed; doubled after each retry that saved nothing
 RETRY_MAX = 60.0
+RETRY_TRIES = 10  # a journaled turn still failing after this many retries (~5 min) is left to the next start
 
 
 def unsaved_message(failed: dict[str, str], *, where: str = "") -> str:
@@ -57,6 +59,7 @@ class Owed:
     session: Session
     plugins: list[str]
     unjournaled: str | None = None  # the journal's error while only memory holds the turn
+    tries: int = 0  # retries that failed
 
 
 class StreamedReply:
@@ -282,7 +285,13 @@ class TurnWriter:
             if retry:
                 logger.info("turn %s: written on retry", turn.id)
             return
-        self.owed[turn.id] = Owed(turn, reply, session, [p for p in writers if p in failed], unjournaled)
+        previous = self.owed.get(turn.id)
+        tries = previous.tries + 1 if retry and previous is not None else 0
+        if unjournaled is None and tries >= RETRY_TRIES:  # only memory would hold it: never given up
+            self.owed.pop(turn.id, None)
+            logger.warning("turn %s: still not written after %d retries; left to the next start", turn.id, tries)
+            return
+        self.owed[turn.id] = Owed(turn, reply, session, [p for p in writers if p in failed], unjournaled, tries)
         self._retry_later()
         if not retry:
             self.report(turn, failed if unjournaled is None else {"journal": unjournaled, **failed})
