@@ -428,15 +428,17 @@ class SessionStore:
             )
             params = (workspace, peer) + ((thread,) if thread is not None else ())
             rows = [StoredSession(*r) for r in self._db.execute(query, params).fetchall()]
-            files = 0
+            files = held = 0  # held: sessions with anything stored (one opened and never written to is not)
             for row in rows:
-                files += self.transcripts.delete(row.session_id, row.started_at)
+                deleted = self.transcripts.delete(row.session_id, row.started_at)
+                files += deleted
+                held += bool(deleted or row.turns)
                 for known in (self._written, self._seen, self._mine):
                     known.pop(row.session_id, None)
                 self._indexed.discard(row.session_id)
                 self._db.execute("DELETE FROM sessions WHERE session_id=?", (row.session_id,))
             erased = self._db.scrub(tables=["sessions", "transcript_entries"] if self.shared else []) if rows else {}
-        return {"sessions": len(rows), "transcripts": files, **erased}
+        return {"sessions": held, "transcripts": files, **erased}
 
     def counts(self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT) -> dict[str, int]:
         """How many sessions (with a turn) and turns are stored for a peer with this agent."""
