@@ -400,7 +400,7 @@ def storage_migrate(merge: bool) -> None:
 _exit_status = [1]  # what the process exits with, once `main` knows it
 
 
-def exit_status(code: object) -> int:
+def _python_status(code: object) -> int:
     """The status Python gives `sys.exit(code)`: None is 0, an int itself, anything else (a message) 1."""
     return 0 if code is None else code if isinstance(code, int) else 1
 
@@ -436,7 +436,7 @@ def main() -> None:
         _exit_status[0] = 2
         sys.exit(2)
     except SystemExit as exc:
-        _exit_status[0] = exit_status(exc.code)
+        _exit_status[0] = _python_status(exc.code)
         raise
     except KeyboardInterrupt:
         _exit_status[0] = 130
