@@ -244,11 +244,13 @@ async def test_each_shown_batch_is_journaled_before_it_is_shown(tmp_path):
 
     await runtime.turn("count to ten", peer="ann", thread="t", on_delta=show)
     shown = ""
-    for piece, journaled in journaled_when_shown[:-1]:  # the last batch follows the whole reply
+    for piece, journaled in journaled_when_shown:  # what follows the stream's end comes after the whole reply
         shown += piece
-        assert journaled.startswith(shown) and journaled.endswith(CUT_SHORT), (shown, journaled)
+        assert journaled.startswith(shown), (shown, journaled)
+    assert journaled_when_shown[0][1] == "one \n" + CUT_SHORT
+    assert journaled_when_shown[-1][1] == "one two three four five six seven eight"
     batches = {journaled for _, journaled in journaled_when_shown}
-    assert 2 <= len(batches) < len(journaled_when_shown)  # batched: fewer syncs than pieces
+    assert 3 <= len(batches) < len(journaled_when_shown)  # batched: fewer syncs than pieces
     await runtime.aclose()
 
 

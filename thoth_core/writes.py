@@ -34,6 +34,7 @@ from .types import Reply, Session, Turn
 logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 0.05  # seconds: a streaming reply's journal row is synced at most this often, before each showing
+SYNC_WAIT = 1.0  # seconds a batch waits for its sync before it is shown anyway (a stalled disk)
 RETRY_FIRST = 1.0  # seconds before the first retry of what failed; doubled after each retry that saved nothing
 RETRY_MAX = 60.0
 RETRY_TRIES = 10  # a journaled turn still failing after this many retries (~5 min) is left to the next start
@@ -67,7 +68,8 @@ class StreamedReply:
 
     Pieces arrive through `add`; one task shows them in order, syncing first what it is about to
     show (as a reply cut short), then waiting `PROGRESS_EVERY` s while more pieces gather. So the
-    journal always holds at least what the person has seen, whenever the process dies. When the
+    journal holds at least what the person has seen, whenever the process dies (unless a sync takes
+    longer than `SYNC_WAIT`: then the words go out first and the journal catches up). When the
     stream has ended (`end`), the rest waits for the whole reply to be journaled (`finish`).
     """
 
@@ -112,10 +114,12 @@ class StreamedReply:
             if self._ended:
                 await self._whole.wait()
             elif self.journaled:
-                self._synced_at = time.monotonic()
-                reply = Reply.cut("".join(self.parts[:upto]), model=self.model)
-                self._sync = asyncio.ensure_future(self.writer.progress(self.turn, reply))
-                await self._sync
+                if self._sync is None or self._sync.done():  # a sync still running is waited for, not joined
+                    self._synced_at = time.monotonic()
+                    reply = Reply.cut("".join(self.parts[:upto]), model=self.model)
+                    self._sync = asyncio.ensure_future(self.writer.progress(self.turn, reply))
+                with contextlib.suppress(TimeoutError):  # a stalled disk delays the words, never stops them
+                    await asyncio.wait_for(asyncio.shield(self._sync), SYNC_WAIT)
             while self.shown < upto:
                 piece = self.parts[self.shown]
                 self.shown += 1
