@@ -1,4 +1,4 @@
-"""The turn pipeline: open a session, gather context, call the model, write in the background.
+"""The turn pipeline: open a session, gather context (the message is journaled meanwhile), call the model, write.
 
 One `Runtime` per process (tests make many) owns the plugin manager, the open sessions, per-plugin
 state (`plugin_state`) and the background tasks of post-turn writes and session ends (`drain()`).
@@ -280,7 +280,7 @@ class Runtime:
         on_delta: Callable[[str], Any] | None = None,
         turn_id: str | None = None,
     ) -> TurnResult:
-        """One whole turn (command or model reply; writes start after); `turn_id` keeps a re-run message's turn once."""
+        """One whole turn (command or model reply, journaled as it goes); `turn_id` keeps a re-run turn once."""
         session = await self.session(peer=peer, thread=thread, workspace=workspace)
         turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace, agent=session.agent)
         turn.id = turn_id or turn.id
