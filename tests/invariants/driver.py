@@ -48,14 +48,10 @@ async def observe(peers: list[str], agents: list[str]) -> dict[str, Any]:
     try:
         replayed = await runtime.recover()
         await runtime.drain()
-        sections = {section.name: list(section.records) for section in sections_of(runtime)}
-        approvals = await runtime.approvals()
         views: dict[str, Any] = {}
-        for peer in peers:
-            recalled = await runtime.call(
-                "recall", query=PROBE, peer=peer, workspace="default", limit=50, runtime=runtime
-            )
-            texts = [item.get("text", "") for _, items, _ in recalled for item in items or []]
+        for peer in peers:  # first: the probe sessions they open are then in the export too
+            found = await runtime.call("recall", query=PROBE, peer=peer, workspace="default", limit=50, runtime=runtime)
+            texts = [item.get("text", "") for _, items, _ in found for item in items or []]
             session = await runtime.session(peer=peer, thread="invariants-probe")
             assembly = await runtime.context(Turn(PROBE, peer, "invariants-probe", session.workspace), session)
             views[peer] = {
@@ -63,7 +59,11 @@ async def observe(peers: list[str], agents: list[str]) -> dict[str, Any]:
                 "context": [block.text for block in assembly.blocks],
                 "failed": sorted(call.plugin for call in assembly.calls if call.status != "ok"),
             }
-        return {"replayed": replayed, "sections": sections, "approvals": approvals, "views": views}
+        sections = {section.name: list(section.records) for section in sections_of(runtime)}
+        listed = await runtime.call("approvals", runtime=runtime)  # as `runtime.approvals()`, with each call's outcome
+        approvals = [item for _, items, _ in listed for item in items or []]
+        failed = [f"{call.plugin}: {call.status} {call.error}" for _, _, call in listed if call.status != "ok"]
+        return {"replayed": replayed, "sections": sections, "approvals": approvals, "views": views, "failed": failed}
     finally:
         await runtime.aclose()
 

@@ -13,32 +13,44 @@ from typing import Any
 
 from inv_harness import MARKER, Ledger, Observation, World, float16_slices
 
+from thoth_core.types import CUT_SHORT
 
-def kept(ledger: Ledger, seen: Observation, under: dict[str, bool]) -> list[str]:
+
+def kept(ledger: Ledger, seen: Observation, under: dict[str, bool], backend: str) -> list[str]:
     """Every accepted user message is in every layer (and the reply as far as it was shown).
 
-    `under` says for which faults around a message it is checked (a fault not named: checked).
+    `under` says for which faults around a message it is checked (`"fault@backend"` first, then
+    `"fault"`; a fault not named: checked).
     """
     episodes = seen.sections.get("episodic", [])
     working = seen.texts("working")
     identity = seen.texts("identity") + "\n".join(seen.honcho_messages)
     broken = []
     for message in ledger.messages.values():
-        if not message.accepted or message.forgotten or not under.get(message.fault or "", True):
+        if not message.accepted or message.forgotten or not switched_on(under, message.fault, backend):
             continue
         own = [e for e in episodes if message.marker in str(e.get("user", ""))]
         found = {"episodic": bool(own), "working": message.marker in working, "identity": message.marker in identity}
         missing = [layer for layer in message.layers if not found[layer]]
+        where = f"{message.marker} ({message.peer}/{message.thread}/{message.agent})"
+        replies = [str(e.get("assistant", "")) for e in own]
         if missing:
-            broken.append(f"kept: {message.marker} ({message.peer}/{message.thread}/{message.agent}) lost in {missing}")
-        elif message.reply_marker in message.shown and not any(
-            message.reply_marker in str(e.get("assistant")) for e in own
-        ):
-            broken.append(f"kept: {message.marker}: the reply shown ({message.shown[:30]!r}...) is not in its episode")
+            broken.append(f"kept: {where} lost in {missing}")
+        elif message.shown.strip() and not any(message.shown.strip() in reply for reply in replies):
+            broken.append(f"kept: {where}: the reply as shown ({message.shown.strip()[:40]!r}) is not in its episode")
+        elif message.fault == "kill" and not message.complete and not any(CUT_SHORT in reply for reply in replies):
+            broken.append(f"kept: {where}: the reply of a killed turn is not marked {CUT_SHORT!r}: {replies[:1]}")
     for marker, (peer, gone) in ledger.remembered.items():
         if not gone and marker not in identity:
             broken.append(f"kept: /remember {marker} of {peer} not in the identity layer")
     return broken
+
+
+def switched_on(switches: dict[str, bool], fault: str | None, backend: str) -> bool:
+    """Whether a check holds under a fault on a backend: `"fault@backend"`, else `"fault"`, else yes."""
+    if fault is None:
+        return True
+    return switches.get(f"{fault}@{backend}", switches.get(fault, True))
 
 
 def erased(world: World, ledger: Ledger, *, threads: bool = True) -> list[str]:
@@ -90,9 +102,15 @@ def isolated(ledger: Ledger, seen: Observation, before: Observation | None, acto
             broken.append(
                 f"isolated: {actor}'s step changed {peer}'s recall: -{sorted(then - now)} +{sorted(now - then)}"
             )
+        if seen.failed or before.failed:
+            broken.append(f"isolated: the approval queue could not be read: {(seen.failed or before.failed)[:2]}")
+            break
         pending_now, pending_then = pending_of(ledger, seen, peer), pending_of(ledger, before, peer)
-        if pending_now != pending_then:
-            broken.append(f"isolated: {actor}'s step changed {peer}'s pending approvals")
+        # new items the model proposed during this step are the peer's own session's reflection, run late
+        changed = (pending_then - pending_now) | {m for m in pending_now - pending_then if not proposed_now(ledger, m)}
+        if changed:
+            gone, came = sorted(changed & pending_then), sorted(changed & pending_now)
+            broken.append(f"isolated: {actor}'s step changed {peer}'s pending approvals: gone {gone}, new {came}")
     return broken
 
 
@@ -102,10 +120,17 @@ def approved(ledger: Ledger, marker: str) -> bool:
     return item is not None and item.approved
 
 
+def proposed_now(ledger: Ledger, marker: str) -> bool:
+    """Whether the model proposed this item during the step just taken."""
+    item = ledger.items.get(marker)
+    return item is not None and item.step == ledger.step
+
+
 def pending_of(ledger: Ledger, seen: Observation, peer: str) -> set[str]:
-    """The markers of a peer's items waiting for approval."""
+    """The markers of a peer's items waiting for approval (those a person decided since are left out)."""
     text = " ".join(f"{a.get('title', '')} {a.get('body', '')}" for a in seen.approvals)
-    return {m for m in MARKER.findall(text) if ledger.owner(m) == peer}
+    decided = {marker for marker, item in ledger.items.items() if item.decided}
+    return {m for m in MARKER.findall(text) if ledger.owner(m) == peer and m not in decided}
 
 
 def approved_stay(world: World, ledger: Ledger) -> list[str]:

@@ -81,6 +81,8 @@ class Item:
     marker: str
     peer: str
     kind: str  # "note" (applied at once) or "observation" (waits for a person)
+    step: int = 0  # the step during which the model proposed it
+    decided: bool = False  # a person approved or rejected it
     approved: bool = False
     forgotten: bool = False
 
@@ -131,6 +133,7 @@ class Ledger:
         self.items: dict[str, Item] = {}
         self.remembered: dict[str, tuple[str, bool]] = {}  # marker -> (peer, forgotten)
         self.counter = 0
+        self.step = 0  # the machine counts its steps here
 
     def fresh(self, prefix: str) -> str:
         """A new marker word."""
@@ -180,6 +183,7 @@ class Observation:
     approvals: list[dict[str, Any]]
     views: dict[str, dict[str, Any]]
     honcho_messages: list[str]
+    failed: list[str] = field(default_factory=list)  # hooks that failed while observing (e.g. the approval queue)
 
     def texts(self, section: str) -> str:
         """A section's records as one JSON text."""
@@ -271,8 +275,8 @@ write_retries = 0
             return {}
         peer = Counter(peers).most_common(1)[0][0]
         note, observation = self.ledger.fresh("nq"), self.ledger.fresh("pz")
-        self.ledger.items[note] = Item(note, peer, "note")
-        self.ledger.items[observation] = Item(observation, peer, "observation")
+        self.ledger.items[note] = Item(note, peer, "note", self.ledger.step)
+        self.ledger.items[observation] = Item(observation, peer, "observation", self.ledger.step)
         return {
             "memory_notes": [f"{peer} talked about {note}."],
             "persona_observations": [f"When {peer} asks, mention {observation} first."],
@@ -388,7 +392,7 @@ write_retries = 0
             held = [json.dumps(m) for m in self.honcho.messages] + [
                 json.dumps(c) for c in self.honcho.conclusions.values()
             ]
-        return Observation(answer["sections"], answer["approvals"], answer["views"], held)
+        return Observation(answer["sections"], answer["approvals"], answer["views"], held, answer.get("failed", []))
 
     def home_files(self) -> list[Path]:
         """Every file of the agent home (data folder, index files, journals and .git included)."""

@@ -51,25 +51,22 @@ def postgres_home(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 JOURNAL = "issue 35: the user's message is journaled only once the reply is complete"
 
 
-@pytest.mark.xfail(strict=True, reason=f"{JOURNAL} (killed when the model has the request: lost)")
 def test_a_turn_killed_before_the_model_answers_is_kept(sqlite_home: Any) -> None:
     sqlite_home.killed_turn(peer="alice", thread="t1", agent="default", point="start")
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason=f"{JOURNAL} (killed mid-stream: lost)")
 def test_a_turn_killed_mid_stream_is_kept(sqlite_home: Any) -> None:
     sqlite_home.killed_turn(peer="alice", thread="t1", agent="default", point="mid-stream")
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason=f"{JOURNAL} (killed after the last word, before the stream's end: lost)")
 def test_a_turn_killed_after_the_last_word_is_kept(sqlite_home: Any) -> None:
     sqlite_home.killed_turn(peer="alice", thread="t1", agent="scout", point="last-word")
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason=f"{JOURNAL} (on PostgreSQL too)")
+@pytest.mark.xfail(strict=True, reason=f"{JOURNAL} (fixed on SQLite; on PostgreSQL still lost)")
 def test_a_turn_killed_after_the_last_word_is_kept_on_postgres(postgres_home: Any) -> None:
     postgres_home.killed_turn(peer="bob", thread="t2", agent="default", point="last-word")
     postgres_home.promises()
@@ -83,13 +80,11 @@ def test_a_turn_on_a_read_only_data_folder_is_kept(sqlite_home: Any) -> None:
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35: concurrent first turns on one thread open one session each")
 def test_concurrent_first_turns_share_one_session(sqlite_home: Any) -> None:
     sqlite_home.concurrent_first_turns(peer="alice", count=3)
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35: a turn on a full disk opens a second session for its thread")
 def test_a_turn_on_a_full_disk_opens_no_second_session(sqlite_home: Any) -> None:
     sqlite_home.turn(peer="alice", thread="t1", agent="default")
     sqlite_home.disk_full_turn(peer="alice", thread="t1")
@@ -131,11 +126,6 @@ def test_turns_while_honcho_hangs_or_is_down_are_answered_and_kept(sqlite_home: 
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent, not yet explained: 1 of 3 runs said bob's step (remember or forget) changed alice's "
-    "pending approvals",
-)
 def test_an_approved_item_outlives_forget_nightly_and_bundles(sqlite_home: Any) -> None:
     sqlite_home.turn(peer="alice", thread="t1", agent="default")
     sqlite_home.turn(peer="bob", thread="t1", agent="default")
@@ -143,6 +133,7 @@ def test_an_approved_item_outlives_forget_nightly_and_bundles(sqlite_home: Any) 
     sqlite_home.promises()
     sqlite_home.decide(pick=0, approve=True)
     assert any(item.approved for item in sqlite_home.world.ledger.items.values()), "nothing was approved"
+    sqlite_home.promises()
     for step in (
         lambda: sqlite_home.remember(peer="bob"),
         lambda: sqlite_home.nightly(agent="default"),
@@ -154,7 +145,6 @@ def test_an_approved_item_outlives_forget_nightly_and_bundles(sqlite_home: Any) 
         sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35: forget with the usearch index aborts the process (SIGABRT)")
 def test_forget_after_an_import_with_the_ann_index_does_not_abort(sqlite_home: Any) -> None:
     sqlite_home.import_episodes(peer="alice", count=30)
     sqlite_home.promises()
