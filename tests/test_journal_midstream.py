@@ -276,3 +276,40 @@ async def test_a_cancelled_turn_is_kept_as_far_as_it_was_shown(tmp_path):
     assert reply.startswith("".join(shown)) and reply.endswith(CUT_SHORT)
     assert runtime.journal.pending() == []
     await runtime.aclose()
+
+
+class SplitSecretModel:
+    """A model whose reply streams a secret in two pieces, slowly enough for a batch to end between them."""
+
+    name = "split"
+    SECRET = "sk-ant-api03-" + "Q" * 40 + "-" + "w" * 12
+
+    async def stream(self, request):
+        import asyncio
+
+        for piece in ["Your key is ", self.SECRET[:20], self.SECRET[20:], " and that is all."]:
+            await asyncio.sleep(0.2)
+            yield piece
+
+
+class SplitSecretModels:
+    @hookimpl
+    def register_models(self, register):
+        register("split", lambda runtime, section: SplitSecretModel())
+
+
+async def test_a_secret_split_across_batches_is_never_journaled_in_part(tmp_path):
+    plugins = {"layer": Recorder(), "models": SplitSecretModels()}
+    runtime = make_test_runtime(tmp_path, plugins, config={"thoth": {"model": "split"}})
+    journaled = []
+
+    def show(piece: str) -> None:
+        journaled.append(TurnJournal(tmp_path / "journal.db").pending()[0].reply.text)
+
+    await runtime.turn("what is my key?", peer="ann", thread="t", on_delta=show)
+    prefix = SplitSecretModel.SECRET[:14]
+    assert journaled and not [text for text in journaled if prefix in text]
+    assert journaled[1] == "Your key is \n" + CUT_SHORT  # the half-arrived secret waited for the rest
+    raw = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert prefix.encode() not in raw
+    await runtime.aclose()

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from thoth_core.redact import PII_RULES, RULES, find_secrets, redact, redact_tree
+from thoth_core.redact import PII_RULES, RULES, find_secrets, redact, redact_tree, settled
 
 rng = random.Random(20261121)
 ALNUM = string.ascii_letters + string.digits
@@ -193,3 +193,18 @@ def test_compile_soon_compiles_every_rule_on_a_thread():
         "print(done())"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
+
+
+@pytest.mark.parametrize(
+    ("arriving", "kept"),
+    [
+        ("Done.", "Done."),  # a plain last word: shown, kept
+        ("Your key is sk-ant-api03-QQQQ", "Your key is "),  # may be a secret's start: waits for the rest
+        ("x " + "Q" * 30, "x "),  # letters only, but longer than a word
+        ("grüße aus Köln", "grüße aus Köln"),
+        ("sk-an", "sk-an"),  # too short to hold anything of a secret but its public prefix
+        ("", ""),
+    ],
+)
+def test_settled_holds_back_a_last_word_that_may_start_a_secret(arriving, kept):
+    assert settled(arriving) == kept

@@ -103,6 +103,19 @@ def redact(text: str, pii: Iterable[str] = ()) -> str:
     return "".join(parts)
 
 
+PLAIN_WORD = re.compile(r"[^\W\d_]{1,24}[.,;:!?'\")\]]*")  # letters of any script, then closing punctuation
+
+
+def settled(text: str) -> str:
+    """A text still arriving, less a last word that may be the start of a secret (the redactor needs it whole).
+
+    A short word, or one of letters only, is kept: the person has seen it, and no secret rule matches it.
+    """
+    match = re.match(r"(.*\s)?(\S*)$", text, re.DOTALL)
+    head, word = (match.group(1) or "", match.group(2)) if match else (text, "")
+    return text if len(word) < 6 or PLAIN_WORD.fullmatch(word) else head
+
+
 def find_secrets(text: str, pii: Iterable[str] = ()) -> list[str]:
     """The kinds of secret found in a text (one entry per occurrence, in text order)."""
     return [kind for _, _, kind in secret_spans(text, pii)]

@@ -29,6 +29,7 @@ from typing import Any
 from ._calls import call_each
 from .fallback import FallbackJournal, open_journal
 from .journal import Entry, TurnJournal
+from .redact import settled
 from .types import Reply, Session, Turn
 
 logger = logging.getLogger(__name__)
@@ -66,9 +67,12 @@ class Owed:
 class StreamedReply:
     """A reply as it streams: each batch of text is synced to the turn's journal row before it is shown.
 
+    A batch is synced less a last word that may be the start of a secret (`redact.settled`): the
+    redactor would miss it in part, so it waits for the next batch or the whole reply.
+
     Pieces arrive through `add`; one task shows them in order, syncing first what it is about to
     show (as a reply cut short), then waiting `PROGRESS_EVERY` s while more pieces gather. So the
-    journal holds at least what the person has seen, whenever the process dies (unless a sync takes
+    journal holds what the person has seen (but such a last word), whenever the process dies (unless a sync takes
     longer than `SYNC_WAIT`: then the words go out first and the journal catches up). When the
     stream has ended (`end`), the rest waits for the whole reply to be journaled (`finish`).
     """
@@ -116,7 +120,7 @@ class StreamedReply:
             elif self.journaled:
                 if self._sync is None or self._sync.done():  # a sync still running is waited for, not joined
                     self._synced_at = time.monotonic()
-                    reply = Reply.cut("".join(self.parts[:upto]), model=self.model)
+                    reply = Reply.cut(settled("".join(self.parts[:upto])), model=self.model)
                     self._sync = asyncio.ensure_future(self.writer.progress(self.turn, reply))
                 with contextlib.suppress(TimeoutError):  # a stalled disk delays the words, never stops them
                     await asyncio.wait_for(asyncio.shield(self._sync), SYNC_WAIT)
