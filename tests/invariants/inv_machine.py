@@ -39,7 +39,6 @@ CHECKS = {
 # Under which fault `kept` is checked for the message it hit (a turn with no fault: always).
 KEPT_UNDER = {
     "kill": True,
-    "kill@postgres": False,  # issue 35: on PostgreSQL a turn killed after the last word is still lost
     "concurrent": True,
     "disk-full": True,
     "read-only": False,  # issue 35: a read-only data folder loses the turn

@@ -48,9 +48,6 @@ def postgres_home(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     machine.teardown()
 
 
-JOURNAL = "issue 35: the user's message is journaled only once the reply is complete"
-
-
 def test_a_turn_killed_before_the_model_answers_is_kept(sqlite_home: Any) -> None:
     sqlite_home.killed_turn(peer="alice", thread="t1", agent="default", point="start")
     sqlite_home.promises()
@@ -66,7 +63,6 @@ def test_a_turn_killed_after_the_last_word_is_kept(sqlite_home: Any) -> None:
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason=f"{JOURNAL} (fixed on SQLite; on PostgreSQL still lost)")
 def test_a_turn_killed_after_the_last_word_is_kept_on_postgres(postgres_home: Any) -> None:
     postgres_home.killed_turn(peer="bob", thread="t2", agent="default", point="last-word")
     postgres_home.promises()
