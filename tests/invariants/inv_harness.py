@@ -556,17 +556,28 @@ write_retries = 0
     # --- tear-down ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the driver and the fakes, unmount the data folder."""
-        self.restart_driver()
-        self.honcho_mode("ok")
-        self.honcho.stop()
-        self.anthropic.stop()
-        if self.pg_server is not None and self.pg_server.get_pid() is None:
-            self.pg_server.ensure_postgres_running()
-        if self.mounted:
-            subprocess.run(["mount", "-o", "remount,rw", str(self.data)], capture_output=True)
-            subprocess.run(["umount", "-l", str(self.data)], capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Stop the driver and the fakes, start PostgreSQL if a step left it stopped, unmount the data folder."""
+        try:
+            self.restart_driver()
+            self.honcho_mode("ok")
+            self.honcho.stop()
+            self.anthropic.stop()
+            if self.pg_server is not None and self.pg_server.get_pid() is None:
+                self.pg_server.ensure_postgres_running()
+        finally:
+            if self.mounted:
+                subprocess.run(["mount", "-o", "remount,rw", str(self.data)], capture_output=True)
+                subprocess.run(["umount", "-l", str(self.data)], capture_output=True)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def remove_root(root: Path) -> None:
+    """Remove a run's temp root, unmounting first any data folder a run left mounted under it."""
+    for line in Path("/proc/mounts").read_text().splitlines() if Path("/proc/mounts").exists() else []:
+        point = line.split()[1]
+        if point.startswith(f"{root}/"):
+            subprocess.run(["umount", "-l", point], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def mount_tmpfs(path: Path, size: str) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 import inv_machine
 import pytest
+from inv_harness import remove_root
 
 from thoth_core.testing.postgres import fresh_database
 
@@ -38,6 +39,7 @@ def sqlite_home(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     machine = make_machine("sqlite", request, monkeypatch)
     yield machine
     machine.teardown()
+    remove_root(machine.root)
 
 
 @pytest.fixture
@@ -46,6 +48,7 @@ def postgres_home(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     machine = make_machine("postgres", request, monkeypatch)
     yield machine
     machine.teardown()
+    remove_root(machine.root)
 
 
 def test_a_turn_killed_before_the_model_answers_is_kept(sqlite_home: Any) -> None:

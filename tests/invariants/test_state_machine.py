@@ -18,7 +18,7 @@ import inv_machine
 import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
-from inv_harness import RUNS, Summary
+from inv_harness import RUNS, Summary, remove_root
 
 from thoth_core.testing.postgres import fresh_database
 
@@ -69,3 +69,4 @@ def test_promises_hold_under_random_steps(backend: str, request: pytest.FixtureR
         report = root.parent / f"thoth-invariants-{backend}.json"
         report.write_text(json.dumps(RUNS[backend].as_dict(), indent=1))
         print(f"\ninvariants[{backend}] ({report}): {RUNS[backend].line()}")
+        remove_root(root)
