@@ -116,7 +116,7 @@ def one_size(n: int, peers: int, forgets: int, folder: Path) -> dict[str, Any]:
         began = time.perf_counter()
         indexed.delete(workspace="bench", peer=f"p{i}")
         totals.append(time.perf_counter() - began)
-        print(f"forgot p{i}: {totals[-1]:.2f} s", file=sys.stderr, flush=True)
+        print(f"forgot p{i}: {totals[-1]:.2f} s (index rewrite {rewrites[-1]:.2f} s)", file=sys.stderr, flush=True)
     result["forget_seconds"] = {"median": round(float(np.median(totals)), 3), "max": round(max(totals), 3)}
     result["index_rewrite_seconds"] = {"median": round(float(np.median(rewrites)), 3), "max": round(max(rewrites), 3)}
     result["sqlite_seconds_median"] = round(float(np.median(np.subtract(totals, rewrites))), 3)
