@@ -28,7 +28,7 @@ KILL_POINTS = st.sampled_from(["start", "mid-stream", "last-word"])
 CHECKS = {
     "kept": True,
     "erased": True,
-    "erased_thread": False,  # forget --thread leaves the peer's cached Honcho answers quoting it (identity.db)
+    "erased_thread": True,
     "isolated": True,
     "approved": True,
     "no_abort": True,

@@ -97,11 +97,6 @@ def test_a_turn_while_postgres_is_down_is_answered(postgres_home: Any) -> None:
     postgres_home.promises()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found here, not in issue 35's list: forget --thread leaves the peer's cached Honcho representation "
-    "and dialectic answer (identity.db honcho_cache) quoting the forgotten thread",
-)
 def test_forget_of_a_thread_leaves_nothing_in_the_identity_cache(sqlite_home: Any) -> None:
     sqlite_home.turn(peer="alice", thread="t1", agent="default")
     sqlite_home.turn(peer="alice", thread="t2", agent="default")

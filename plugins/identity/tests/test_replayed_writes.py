@@ -80,7 +80,7 @@ def test_copies_stored_before_the_unique_index_go_and_what_was_derived_follows_t
         (1, "message:1")
     ]
     assert store.derived_from("w", "ann", 1)
-    assert store.delete("w", "ann", "t") == {"facts": 1, "observations": 1, "messages": 1}  # forget still finds them
+    assert store.delete("w", "ann", "t") == {"facts": 1, "observations": 1, "messages": 1, "cached_answers": 0}
     store.close()
 
 

@@ -142,10 +142,10 @@ def test_forget_deletes_from_the_store_and_scrubs_it(store):
     store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t")
     store.cache_put("w", "ann", "dialectic", "Ann keeps bees")
     store.set_fact("w", "bob", "name", "Bob", confidence=1.0, source="t")
-    assert store.delete("w", "ann", "t1") == {"facts": 1, "observations": 1, "messages": 1}
+    assert store.delete("w", "ann", "t1") == {"facts": 1, "observations": 1, "messages": 1, "cached_answers": 1}
     assert [m["id"] for m in store.export_rows("w", "ann")["messages"]] == [kept]
     receipt = store.delete("w", "ann")
-    assert receipt == {"facts": 1, "observations": 0, "messages": 1, "cached_answers": 1}
+    assert receipt == {"facts": 1, "observations": 0, "messages": 1, "cached_answers": 0}
     assert raw_rows(store, "SELECT peer FROM facts") == [("bob",)]
     assert raw_rows(store, "SELECT count(*) FROM messages") == [(0,)]
     assert store.held_peers() == [("w", "bob")]

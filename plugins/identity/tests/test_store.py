@@ -97,7 +97,9 @@ def test_forget_one_thread_takes_what_was_derived_from_it_and_keeps_the_rest(tmp
     store.set_fact("w", "ann", "name", "Ann", confidence=1.0, source="t")
     store.set_fact("w", "ann", "hobby", "sailing", confidence=0.95, source=f"derived:message:{m1}")
     store.set_fact("w", "ann", "pet", "cat", confidence=0.95, source=f"derived:message:{m2}")
-    assert store.delete("w", "ann", "t1") == {"facts": 1, "observations": 2, "messages": 1}
+    store.cache_put("w", "ann", "representation", "Ann sails (from t1) and has a cat (from t2).")
+    assert store.delete("w", "ann", "t1") == {"facts": 1, "observations": 2, "messages": 1, "cached_answers": 1}
+    assert store.cache_get("w", "ann", "representation") is None  # drawn from every thread: fetched again
     assert [f["predicate"] for f in store.current_facts("w", "ann")] == ["name", "pet"]
     assert [o["content"] for o in store.recent_observations("w", "ann", limit=5)] == ["noted turn2"]
     assert store.counts("w", "ann")["messages"] == 1

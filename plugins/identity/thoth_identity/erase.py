@@ -51,4 +51,6 @@ def _delete_thread(tx: Database, workspace: str, peer: str, thread: str) -> dict
         "DELETE FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)
     ).rowcount
     tx.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread))
-    return {"facts": facts, "observations": observations, "messages": messages}
+    # the cached representation and dialectic answers were drawn from every thread, this one too: fetched again
+    cached = tx.execute("DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key).rowcount
+    return {"facts": facts, "observations": observations, "messages": messages, "cached_answers": cached}
