@@ -32,6 +32,7 @@ from typing import Any
 
 from .config import Config
 from .database import RESTART_GRACE_SECONDS, HeldLock, open_database
+from .processes import pid_alive
 from .types import Reply, Session, Turn, Usage
 
 RESERVE_BYTES = 256 << 10  # room for dozens of turns on a full disk
@@ -321,13 +322,7 @@ def _alive_other(pid: int | None) -> bool:
     """True when pid is another process that is still running."""
     if not pid or pid == os.getpid():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _entry(

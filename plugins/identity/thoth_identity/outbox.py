@@ -19,12 +19,12 @@ claim whose claimer cannot be checked (another host's, with SQLite) or that stay
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import time
 from typing import Any
 
 from thoth_core.database import worker_id
+from thoth_core.processes import pid_alive
 
 from .store import IdentityStore
 
@@ -33,17 +33,6 @@ BATCH = 100  # Honcho takes at most 100 messages per call
 REJECTED = "rejected"  # the claimer of rows Honcho refused for good
 
 logger = logging.getLogger(__name__)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Outbox:
