@@ -500,7 +500,7 @@ write_retries = 0
 
     def fill_disk(self) -> str:
         """Make the data folder full: fill the tmpfs, or limit children's file size; returns the method."""
-        if self.mounted:
+        if self.mounted and os.path.ismount(self.data):  # never fill a real disk
             fd = os.open(self.data / "filler", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 for size in (1 << 20, 4096, 1):  # unbuffered, down to the last byte
