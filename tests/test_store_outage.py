@@ -4,6 +4,9 @@ journal, and once the server is back the same runtime writes them to every layer
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from thoth_core.database import RESTART_GRACE_SECONDS, StoreDown, circuit, open_
 from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime
 from thoth_core.testing.postgres import outage, start_server, stop_server
-from thoth_core.types import ContextBlock
+from thoth_core.types import ContextBlock, Reply, Session, Turn
 
 SQLITE = ["CREATE TABLE notes (turn_id TEXT PRIMARY KEY, text TEXT NOT NULL)"]
 POSTGRES = SQLITE
@@ -117,3 +120,24 @@ def test_a_restart_frees_the_writer_lock_only_until_its_holder_takes_it_again(
         live.close()
         other.close()
     assert circuit(storage_url).down is None
+
+
+def test_within_the_restart_grace_a_dead_writer_of_this_host_loses_its_turns_at_once(
+    tmp_path: Path, storage_url: str, pg_server: Any
+) -> None:
+    """A free lock may be a live writer still re-taking it; a writer whose pid is gone on this host is dead."""
+    config = Config(data={"storage": {"url": storage_url}})
+    claimer = TurnJournal(tmp_path / "a" / "journal.db", config)
+    try:
+        dead_pid = subprocess.Popen(["true"]).pid
+        os.waitpid(dead_pid, 0)
+        writers = {"turn-dead": f"{socket.gethostname()}:{dead_pid}:0000", "turn-elsewhere": "otherhost:1:0000"}
+        for turn_id, writer in writers.items():
+            claimer.append(Turn("hi", "ann", "t", id=turn_id), Reply("hello"), Session("default", "ann", "t"), ["x"])
+            claimer._db.execute("UPDATE pending SET writer=? WHERE turn_id=?", (writer, turn_id))
+        stop_server(pg_server)
+        start_server(pg_server)
+        assert claimer._db.uptime() < RESTART_GRACE_SECONDS
+        assert [entry.turn.id for entry in claimer.pending(others_in_flight=False)] == ["turn-dead"]
+    finally:
+        claimer.close()

@@ -22,16 +22,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sqlite3
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .database import RESTART_GRACE_SECONDS, HeldLock, open_database
+from .database import RESTART_GRACE_SECONDS, HeldLock, open_database, worker_id
 from .processes import pid_alive
 from .types import Reply, Session, Turn, Usage
 
@@ -137,7 +137,7 @@ class TurnJournal:
             journal_mode="PERSIST",
         )
         self.shared = self._db.dialect == "postgres"
-        self.writer = uuid.uuid4().hex
+        self.writer = worker_id()  # host:pid:random, so a writer of this host is known dead by its pid
         self._writer_lock: HeldLock | None = None  # the writer lock (PostgreSQL)
         if self.shared:
             self._hold_writer_lock()
@@ -269,8 +269,8 @@ class TurnJournal:
         released = [writer for writer in writers if writer.startswith(CLOSED)]
         others = [writer for writer in writers if not writer.startswith(CLOSED)]
         if others and self._db.uptime() < RESTART_GRACE_SECONDS:  # type: ignore[attr-defined]
-            logger.info("turn journal: the server restarted moments ago; the other writers' turns are left to them")
-            others = []
+            logger.info("turn journal: the server restarted moments ago; only writers known dead lose their turns")
+            others = [writer for writer in others if _dead_here(writer)]
         claimed = 0
         for writer in released + [writer for writer in others if not self.writer_alive(writer)]:
             with self._lock:  # of two claimers, the second finds the rows no longer the dead writer's
@@ -316,6 +316,13 @@ class TurnJournal:
     def writer_lock_held(self) -> bool:
         """Whether this journal holds its writer lock now (always True on SQLite, which has none)."""
         return self._writer_lock is None or self._writer_lock.held
+
+
+def _dead_here(writer: str) -> bool:
+    """Whether a writer id (`worker_id`) names a process of this host that no longer runs."""
+    host, _, rest = writer.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
 
 
 def _alive_other(pid: int | None) -> bool:
