@@ -439,15 +439,15 @@ def test_a_postgresql_restart_mid_thread_keeps_every_answer_once_and_in_order(ma
         follow = {"type": "message", "channel_type": "channel", "user": "UANN", "text": f"q{i}", "channel": "CGENERAL"}
         bodies.append(json.dumps(event_body({**follow, "ts": f"1700000000.{(i + 1) * 100:06d}", "thread_ts": root})))
 
-    def restart() -> None:
-        stop_server(pg_server)
+    def start_later() -> None:
         time.sleep(2.0)
         start_server(pg_server)
 
-    restarter = threading.Thread(target=restart)
+    restarter = threading.Thread(target=start_later)
     refused = 0
     for i, body in enumerate(bodies):  # one worker gets each delivery; one it does not ack goes to the other, as Slack does
-        if i == 3:
+        if i == 3:  # stopped before the next delivery, so it meets the outage
+            stop_server(pg_server)
             restarter.start()
         for attempt in range(20):
             if workers[(i + attempt) % 2].dispatch(signed(body), wait=False).status == 200:
