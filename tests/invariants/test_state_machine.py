@@ -35,7 +35,7 @@ def budget() -> tuple[int, int]:
         return 200, 25
     if raw.isdigit():
         return int(raw), 20
-    return 3, 6
+    return 4, 10
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
