@@ -4,7 +4,6 @@ journal, and once the server is back the same runtime writes them to every layer
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import subprocess
 import time
@@ -129,8 +128,9 @@ def test_within_the_restart_grace_a_dead_writer_of_this_host_loses_its_turns_at_
     config = Config(data={"storage": {"url": storage_url}})
     claimer = TurnJournal(tmp_path / "a" / "journal.db", config)
     try:
-        dead_pid = subprocess.Popen(["true"]).pid
-        os.waitpid(dead_pid, 0)
+        child = subprocess.Popen(["true"])
+        child.wait()
+        dead_pid = child.pid
         writers = {"turn-dead": f"{socket.gethostname()}:{dead_pid}:0000", "turn-elsewhere": "otherhost:1:0000"}
         for turn_id, writer in writers.items():
             claimer.append(Turn("hi", "ann", "t", id=turn_id), Reply("hello"), Session("default", "ann", "t"), ["x"])
