@@ -72,8 +72,8 @@ def journal_cost_ms(folder: Path, turns: int = 200) -> dict[str, float]:
     }
 
 
-def ask_until(home: Path, env: dict[str, str], text: str, shown: bytes) -> str:
-    """One `thoth ask`, SIGKILLed once `shown` is on its stdout; returns what it had shown."""
+def spawn_ask(home: Path, env: dict[str, str], text: str) -> subprocess.Popen[bytes]:
+    """A `thoth ask` in the chaos thread whose stdout can be read without blocking."""
     process = subprocess.Popen(
         [str(THOTH), "ask", text, "--peer", "ann", "--thread", "chaos"],
         cwd=home,
@@ -83,6 +83,12 @@ def ask_until(home: Path, env: dict[str, str], text: str, shown: bytes) -> str:
     )
     assert process.stdout is not None
     os.set_blocking(process.stdout.fileno(), False)
+    return process
+
+
+def ask_until(home: Path, env: dict[str, str], text: str, shown: bytes) -> str:
+    """One `thoth ask`, SIGKILLed once `shown` is on its stdout; returns what it had shown."""
+    process = spawn_ask(home, env, text)
     seen = b""
     deadline = time.monotonic() + 60
     while shown not in seen and process.poll() is None and time.monotonic() < deadline:
@@ -156,15 +162,7 @@ def mid_stream_lost(kept: dict[str, dict[str, list[str]]], trials: list[tuple[st
 
 def run_trial(home: Path, env: dict[str, str], text: str, *, kill_after: float | None) -> bool:
     """One `thoth ask`, killed right after its reply (kill_after None) or after kill_after seconds; replied?"""
-    process = subprocess.Popen(
-        [str(THOTH), "ask", text, "--peer", "ann", "--thread", "chaos"],
-        cwd=home,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdout is not None
-    os.set_blocking(process.stdout.fileno(), False)
+    process = spawn_ask(home, env, text)
     seen = b""
     deadline = time.monotonic() + (kill_after if kill_after is not None else 60)
     while time.monotonic() < deadline and process.poll() is None:
