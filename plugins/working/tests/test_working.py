@@ -266,6 +266,18 @@ async def test_model_errors_reach_the_transcript(runtime_at):
     assert error["session_id"] == session.id and error["peer"] == "ann"
 
 
+async def test_a_post_turn_write_that_runs_after_the_end_stores_nothing_twice(runtime_at):
+    runtime = runtime_at(config={"thoth": {"model": "broken"}})
+    runtime.register(BrokenProvider(), name="broken-provider")
+    with pytest.raises(ModelError):
+        await runtime.turn("will this fail?", peer="ann", thread="t")
+    session = await runtime.session(peer="ann", thread="t")
+    store = working.state(runtime).store
+    store.end(session, "exit", resumable=True)  # the end ran first, the failed turn's write flushes late
+    store.flush(session)
+    assert [e["type"] for e in lines_of(runtime, session)] == ["session_start", "error", "session_end"]
+
+
 async def test_an_error_is_written_at_the_next_turn_without_waiting_for_the_end(runtime_at):
     runtime = runtime_at(config={"thoth": {"model": "broken"}})
     runtime.register(BrokenProvider(), name="broken-provider")

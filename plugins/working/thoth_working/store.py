@@ -30,6 +30,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -107,6 +108,7 @@ INSERT_OPEN = (
     "VALUES (?,?,?,?,?,?,0,?) ON CONFLICT DO NOTHING"
 )
 RECORDED = ("turn", "error", "tool")  # what the core puts in `session.transcript`
+ENDED_COUNTS_KEPT = 1000  # ended sessions whose written count `flush` still knows (late writes come in seconds)
 KEY_FIELDS = ("session_id", "agent", "workspace", "peer", "thread")  # added to each stored entry
 
 
@@ -152,6 +154,7 @@ class SessionStore:
         self.transcripts = TableTranscripts(self._db) if self.shared else FileTranscripts(root)
         self.context_log = ContextLog(self._db, self._lock)  # which plugins' context recent turns went without
         self._written: dict[str, int] = {}  # session id -> entries of its `transcript` stored
+        self._ended: deque[str] = deque()  # ended sessions whose count is kept for a post-turn write still running
         self._seen: dict[str, int] = {}  # session id -> last transcript row read (shared store)
         self._mine: dict[str, set[int]] = {}  # session id -> rows this process stored since then (shared store)
         self._indexed: set[str] = set()  # live sessions known to have their row
@@ -348,6 +351,12 @@ class SessionStore:
             )
             return len(entries)
 
+    def _keep_count(self, session_id: str) -> None:
+        """Keep an ended session's written count a while: its last turn's post-turn write may flush after the end."""
+        if len(self._ended) >= ENDED_COUNTS_KEPT:
+            self._written.pop(self._ended.popleft(), None)
+        self._ended.append(session_id)
+
     def replay(self, session: Session) -> int:
         """Append a replayed session's turns the transcript lacks (by `turn_id`); returns how many.
 
@@ -380,8 +389,9 @@ class SessionStore:
         """Flush, store the `session_end` entry and close the session unless it may resume."""
         with self._lock:
             self.flush(session)
-            for known in (self._written, self._seen, self._mine):
+            for known in (self._seen, self._mine):
                 known.pop(session.id, None)
+            self._keep_count(session.id)
             self._indexed.discard(session.id)
             if not self.transcripts.exists(session.id, session.started_at):
                 if not resumable:  # opened, never written to: nothing to keep
