@@ -136,14 +136,17 @@ def test_doctor_says_where_the_state_lives_and_whether_the_server_answers(make_r
     assert not ok and line.startswith("storage: the shared PostgreSQL does not answer:")
 
 
-def test_a_shared_store_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
+def test_a_url_the_server_refuses_is_one_line_at_once(tmp_path: Path, storage_url: str) -> None:
+    """An unknown database is configuration, not an outage: one line, no turn (a server that does not answer is
+    an outage: `tests/test_store_down_at_start.py`)."""
     from thoth_core.testing import run_thoth
 
     started = time.monotonic()
-    env = {"THOTH_STORAGE_URL": "postgresql://nobody@127.0.0.1:9/none", "THOTH_LOAD_PLUGINS": "working,identity"}
+    url = storage_url.replace("/t_", "/nothere_", 1)  # `fresh_database` names them t_<hex>
+    missing = url.split("/nothere_", 1)[1].split("?")[0]
+    env = {"THOTH_STORAGE_URL": url, "THOTH_LOAD_PLUGINS": "working,identity"}
     result = run_thoth("ask", "--peer", "ann", "hello", cwd=tmp_path, env=env)
     assert result.returncode == 2 and time.monotonic() - started < 20
-    assert result.stderr.strip().splitlines() == [
-        "thoth: error: storage.url: the shared PostgreSQL does not answer: connection failed: connection to server "
-        'at "127.0.0.1", port 9 failed: Connection refused'
-    ]
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("thoth: error: storage.url: the shared PostgreSQL refuses the connection: "), line
+    assert line.endswith(f'FATAL:  database "nothere_{missing}" does not exist'), line

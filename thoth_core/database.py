@@ -21,6 +21,13 @@ every statement raises `StoreDown` at once, and a daemon thread tries to connect
 swaps its pool for a new one (the old one's connections died with the server, and its reconnect
 back-off could otherwise hold the next statements up), `HeldLock`s take their locks again, and
 whoever asked (`when_back`) replays what waited.
+
+A process may also *start* while the server is away. `reachable` tries one connection per URL
+and process: a refusal that is configuration (an unknown database or role, a failed password)
+is one ConfigError line; anything else (refused, timed out, shutting down) trips the circuit with
+one warning, and the process goes on. Stores then open without connecting (`CircuitPool`): their
+statements raise `StoreDown` as in any outage, and each applies its migrations before its first
+statement once the server answers.
 """
 
 from __future__ import annotations
@@ -46,7 +53,6 @@ from .storage import connect, migrate, scrub
 
 URL_ENV = "THOTH_STORAGE_URL"
 POOL_SIZE = 4  # connections per store and process; a turn's writes rarely overlap more
-LOCK_CONNECT_SECONDS = 10  # a lock's own connection: a server that does not answer fails the lock, not hangs it
 CONNECT_SECONDS = 2  # one connection attempt (pool, probe, held lock): libpq's smallest useful timeout
 POOL_WAIT_SECONDS = 1.0  # a statement waits this long for a pooled connection before the server is probed
 POOL_TIMEOUT = 30.0  # ... and, the server answering (the pool is only busy), this long in all
@@ -89,7 +95,7 @@ def storage_url(config: Any) -> str | None:
 
 
 _REACHED: set[str] = set()  # each process connects once per URL before its stores open
-_UNREACHABLE: dict[str, str] = {}  # url -> why it did not answer
+_REFUSED: dict[str, str] = {}  # url -> why the server refused it (its configuration)
 
 
 class StoreDown(Exception):
@@ -124,6 +130,17 @@ class Circuit:
             return False
         return True
 
+    def connect(self, **options: Any) -> Any:
+        """A connection of its own (a lock's, an index build's): StoreDown at once while down; a failure trips it."""
+        import psycopg
+
+        self.check()
+        try:
+            return psycopg.connect(self.url, **{"connect_timeout": CONNECT_SECONDS, **options})
+        except psycopg.OperationalError as exc:
+            self.failed(exc)
+            raise
+
     def failed(self, exc: BaseException, *, broken: bool = False) -> None:
         """A connection broke (`broken`) or none came: find the server down unless a fresh connection works.
 
@@ -132,7 +149,7 @@ class Circuit:
         """
         if self.down is not None:
             return
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
         if not self.answers():
             self.trip(reason)
             return
@@ -144,14 +161,25 @@ class Circuit:
             logger.warning("storage: a connection to the shared PostgreSQL broke (%s); it answers: renewing", reason)
             threading.Thread(target=self._back, name="thoth-store-back", daemon=True).start()
 
-    def trip(self, reason: str) -> None:
-        """Find the server down: statements fail at once and a probe waits for it to answer again."""
+    def trip(self, reason: str, *, starting: bool = False) -> None:
+        """Find the server down: statements fail at once and a probe waits for it to answer again.
+
+        `starting`: found down before this process's first connection (the warning says so).
+        """
         with self._lock:
             if self.down is not None:
                 return
             self.down, self.since = reason, time.monotonic()
             self._up.clear()
-        logger.warning("storage: the shared PostgreSQL does not answer (%s); trying again every %.1f s", reason, PROBE_SECONDS)
+        if starting:
+            logger.warning(
+                "storage: the shared PostgreSQL does not answer (%s); turns are kept locally until it answers",
+                reason,
+            )
+        else:
+            logger.warning(
+                "storage: the shared PostgreSQL does not answer (%s); trying again every %.1f s", reason, PROBE_SECONDS
+            )
         threading.Thread(target=self._probe, name="thoth-store-probe", daemon=True).start()
 
     def _probe(self) -> None:
@@ -219,23 +247,64 @@ def when_back(config: Any, listener: Callable[[], object]) -> Callable[[], None]
     return None if url is None else circuit(url).on_up(listener)
 
 
+_REFUSED_BY_CONFIGURATION = re.compile(
+    "|".join(
+        (
+            r'FATAL:\s+(database|role) ".*" does not exist',
+            r"FATAL:\s+.*authentication failed",
+            r"FATAL:\s+no pg_hba\.conf entry",
+            r"FATAL:\s+permission denied for database",
+            r"no password supplied",
+            r"invalid .*value",  # a bad port, sslmode, ...
+            r"invalid (URI|connection option)",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+
+def refused_by_configuration(exc: BaseException) -> bool:
+    """Whether a failed connection is the URL's fault (database, role, password, options), not an absent server."""
+    import psycopg
+
+    if isinstance(exc, psycopg.Error) and not isinstance(exc, psycopg.OperationalError):
+        return True  # e.g. ProgrammingError: an unknown URI parameter
+    return _REFUSED_BY_CONFIGURATION.search(str(exc)) is not None
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (at most 200 characters), or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def reachable(config: Any) -> Any:
-    """The config, once its shared PostgreSQL (if any) answers; else one ConfigError line, at once, not per store."""
+    """The config, its shared PostgreSQL (if any) tried once per process (see the module doc).
+
+    A refusal that is configuration is one ConfigError line, at once, not per store; a server that does
+    not answer trips its circuit with one warning, and the config is returned all the same.
+    """
     url = storage_url(config)
     if url is None or url in _REACHED:
         return config
-    if url not in _UNREACHABLE:
+    if url not in _REFUSED:
+        if circuit(url).down is not None:  # found down already: its probe tries again
+            return config
         try:
             import psycopg
 
-            psycopg.connect(url, connect_timeout=LOCK_CONNECT_SECONDS).close()
+            psycopg.connect(url, connect_timeout=CONNECT_SECONDS).close()
             _REACHED.add(url)
             return config
         except ImportError:
             return config  # `open_database` says what to install
         except Exception as exc:  # noqa: BLE001 - any failure to connect is the finding
-            _UNREACHABLE[url] = str(exc).strip().splitlines()[0][:200]
-    raise ConfigError(f"storage.url: the shared PostgreSQL does not answer: {_UNREACHABLE[url]}")
+            reason = first_line(exc)
+            if not refused_by_configuration(exc):
+                circuit(url).trip(reason, starting=True)
+                return config
+            _REFUSED[url] = reason
+    raise ConfigError(f"storage.url: the shared PostgreSQL refuses the connection: {_REFUSED[url]}")
 
 
 def open_database(
@@ -429,8 +498,134 @@ def _row_factory(rows: bool) -> Any:
     return factory
 
 
+class CircuitPool:
+    """A psycopg pool on one server's circuit: StoreDown at once while it is down, a new pool each time it is back.
+
+    It opens without waiting when the circuit is already down (a process started in an outage);
+    `ready(connection)`, if given, runs once on the first connection it hands out (a store's
+    migrations), at opening when the server answers, else before the first statement after it
+    does. A connection that breaks, or none within `POOL_WAIT_SECONDS`, asks the circuit.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        kwargs: dict[str, Any],
+        configure: Callable[[Any], None] | None = None,
+        ready: Callable[[Any], object] | None = None,
+    ) -> None:
+        from psycopg_pool import PoolTimeout
+
+        self.url, self.name = url, name
+        self.circuit = circuit(url)
+        self._kwargs = {"connect_timeout": CONNECT_SECONDS, **kwargs}
+        self._configure = configure
+        self._ready = ready
+        self._readied = ready is None
+        self._readying = threading.Lock()
+        self._opening = threading.Lock()
+        self._closed = False
+        self.pool = self._new_pool()
+        self._unsubscribe = self.circuit.on_up(self._renew, first=True)
+        if self.circuit.down is not None:
+            return  # opened when the server answers (`_renew`)
+        try:
+            try:
+                self.pool.open(wait=True, timeout=OPEN_SECONDS)
+            except PoolTimeout as exc:
+                self.circuit.failed(exc)
+                self.circuit.check()
+                raise
+            with self.connection():
+                pass  # `ready` runs now, so a broken migration fails the start, not a turn
+        except StoreDown:
+            return  # the server went away meanwhile: ready before the first statement after it is back
+        except BaseException:
+            self.close()
+            raise
+
+    def _new_pool(self) -> Any:
+        from psycopg_pool import ConnectionPool
+
+        return ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            kwargs=self._kwargs,
+            configure=self._configure,
+            check=ConnectionPool.check_connection,  # a connection that died with a restart is replaced, not handed out
+            open=False,
+            name=self.name,
+        )
+
+    def _renew(self) -> None:
+        """The server answers again: a new pool (the old one's connections died with it, its back-off is long)."""
+        with self._opening:
+            if self._closed:
+                return
+            old, self.pool = self.pool, self._new_pool()
+            self.pool.open(wait=False)
+        old.close(timeout=0)
+
+    def _open_pool(self) -> Any:
+        """The pool, opened now if it never was (this pool began in an outage that ended before it subscribed)."""
+        pool = self.pool
+        if pool.closed and not self._closed:
+            with self._opening:
+                if self.pool is pool and pool.closed and not self._closed:
+                    pool.open(wait=False)
+            pool = self.pool
+        return pool
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A pooled connection (readied first, once); StoreDown at once while the server is down."""
+        from psycopg_pool import PoolTimeout
+
+        self.circuit.check()
+        pool = self._open_pool()
+        try:
+            conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
+        except PoolTimeout as exc:  # down, or only busy: one fresh connection tells
+            self.circuit.failed(exc)
+            self.circuit.check()
+            conn = pool.getconn(timeout=POOL_TIMEOUT - POOL_WAIT_SECONDS)
+        try:
+            if not self._readied:
+                with self._readying:
+                    if not self._readied:
+                        self._ready(conn)  # type: ignore[misc]
+                        self._readied = True
+            with conn:
+                yield conn
+        except Exception as exc:
+            if conn.broken or conn.closed:
+                self.circuit.failed(exc, broken=True)
+            raise
+        finally:
+            pool.putconn(conn)
+
+    @property
+    def readied(self) -> bool:
+        """Whether `ready` has run (the store's tables are there)."""
+        return self._readied
+
+    def get_stats(self) -> dict[str, int]:
+        """The current pool's statistics (psycopg_pool's)."""
+        return dict(self.pool.get_stats())
+
+    def close(self) -> None:
+        """Close the pool and stop renewing it."""
+        self._unsubscribe()
+        with self._opening:
+            self._closed = True
+        self.pool.close()
+
+
 class PostgresDatabase(Database):
-    """A store's schema in the shared PostgreSQL, through a small pool of connections (swapped after an outage)."""
+    """A store's schema in the shared PostgreSQL, through a `CircuitPool` (opened without waiting in an outage)."""
 
     dialect = "postgres"
 
@@ -450,76 +645,23 @@ class PostgresDatabase(Database):
         self.schema = f"thoth_{name}"
         self.where = f"PostgreSQL schema {self.schema}"
         self.circuit = circuit(url)
+        self._migrations = migrations
         self._row_factory = _row_factory(rows)
         self._bound = threading.local()
-        self.circuit.check()
-        self.pool = self._new_pool()
-        try:
-            try:
-                self.pool.open(wait=True, timeout=OPEN_SECONDS)
-            except PoolTimeout as exc:
-                self.circuit.failed(exc)
-                self.circuit.check()
-                raise
-            self._migrate(migrations)
-        except BaseException:
-            self.pool.close()
-            raise
-        self._unsubscribe = self.circuit.on_up(self._renew_pool, first=True)
-
-    def _new_pool(self) -> Any:
-        from psycopg_pool import ConnectionPool
-
-        return ConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            kwargs={
-                "autocommit": True,
-                "options": f"-c search_path={self.schema},public",
-                "connect_timeout": CONNECT_SECONDS,
-            },
-            configure=self._configure,
-            check=ConnectionPool.check_connection,  # a connection that died with a restart is replaced, not handed out
-            open=False,
+        self.pool = CircuitPool(
+            url,
             name=self.schema,
+            kwargs={"autocommit": True, "options": f"-c search_path={self.schema},public"},
+            configure=self._configure,
+            ready=self._migrate,
         )
-
-    def _renew_pool(self) -> None:
-        """The server answers again: a new pool (the old one's connections died with it, its back-off is long)."""
-        old, self.pool = self.pool, self._new_pool()
-        self.pool.open(wait=False)
-        old.close(timeout=0)
 
     def _configure(self, connection: Any) -> None:
         connection.row_factory = self._row_factory
 
-    @contextmanager
-    def _connection(self) -> Iterator[Any]:
-        """A pooled connection, in a transaction block if one is opened on it; StoreDown at once while the server is down."""
-        from psycopg_pool import PoolTimeout
-
-        self.circuit.check()
-        pool = self.pool
-        try:
-            conn = pool.getconn(timeout=POOL_WAIT_SECONDS)
-        except PoolTimeout as exc:  # down, or only busy: one fresh connection tells
-            self.circuit.failed(exc)
-            self.circuit.check()
-            conn = pool.getconn(timeout=POOL_TIMEOUT - POOL_WAIT_SECONDS)
-        try:
-            with conn:
-                yield conn
-        except self.errors as exc:
-            if conn.broken or conn.closed:
-                self.circuit.failed(exc, broken=True)
-            raise
-        finally:
-            pool.putconn(conn)
-
-    def _migrate(self, migrations: Sequence[PgMigration]) -> None:
+    def _migrate(self, conn: Any) -> None:
         """Apply the steps not yet applied, all under one advisory lock, so concurrent starts apply each once."""
-        with self._connection() as conn, conn.transaction():
+        with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER NOT NULL)")
@@ -529,20 +671,20 @@ class PostgresDatabase(Database):
                 conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (0)")
             self._bound.conn = conn
             try:
-                for step in migrations[done:]:
+                for step in self._migrations[done:]:
                     if isinstance(step, str):
                         conn.execute(step)
                     else:
                         step(self)
             finally:
                 self._bound.conn = None
-            conn.execute(f"UPDATE {VERSION_TABLE} SET version = %s", (len(migrations),))
+            conn.execute(f"UPDATE {VERSION_TABLE} SET version = %s", (len(self._migrations),))
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Result:
         bound = getattr(self._bound, "conn", None)
         if bound is not None:
             return self._run(bound, sql, params)
-        with self._connection() as conn:
+        with self.pool.connection() as conn:
             return self._run(conn, sql, params)
 
     def _run(self, conn: Any, sql: str, params: Sequence[Any] | dict[str, Any]) -> Fetched:
@@ -555,7 +697,7 @@ class PostgresDatabase(Database):
         if getattr(self._bound, "conn", None) is not None:  # nested: part of the outer one
             yield self
             return
-        with self._connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.transaction():
             self._bound.conn = conn
             try:
                 yield self
@@ -565,15 +707,7 @@ class PostgresDatabase(Database):
     @contextmanager
     def lock(self, key: str) -> Iterator[None]:
         """An advisory lock on a connection of its own (not the pool's): a dead holder's lock goes with it."""
-        import psycopg
-
-        self.circuit.check()
-        try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_SECONDS)
-        except psycopg.OperationalError as exc:
-            self.circuit.failed(exc)
-            raise
-        with conn:
+        with self.circuit.connect(autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"{self.schema}:{key}",))
             yield
 
@@ -587,13 +721,12 @@ class PostgresDatabase(Database):
 
     def scrub(self, tables: Sequence[str] = (), fts: Sequence[str] = ()) -> dict[str, int]:
         """VACUUM the tables a forget deleted from, so their dead rows' pages are reused."""
-        with self._connection() as conn:
+        with self.pool.connection() as conn:
             for table in tables:
                 conn.execute(f'VACUUM "{table}"')
         return {}
 
     def close(self) -> None:
-        self._unsubscribe()
         self.pool.close()
 
 
@@ -612,6 +745,7 @@ class HeldLock:
         self._conn: Any = None
         self._guard = threading.Lock()
         self._stopped = threading.Event()
+        circuit(url).check()  # a server found down: StoreDown at once, not a connection attempt per lock
         self._take(wait=True)
         self._unsubscribe = circuit(url).on_up(self.keep)
         self._keeper = threading.Thread(target=self._keep_forever, name="thoth-held-lock", daemon=True)
@@ -688,6 +822,7 @@ def shared(config: Any) -> bool:
 
 __all__ = [
     "Circuit",
+    "CircuitPool",
     "Database",
     "HeldLock",
     "PostgresDatabase",
@@ -699,6 +834,7 @@ __all__ = [
     "open_database",
     "reachable",
     "postgres_sql",
+    "refused_by_configuration",
     "shared",
     "storage_url",
     "when_back",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .database import storage_url, when_back
+from .database import StoreDown, storage_url, when_back
 from .journal import Entry, TurnJournal
 from .types import Reply, Session, Turn
 
@@ -49,7 +49,10 @@ class FallbackJournal:
         try:
             self._remote = TurnJournal(path, config)
         except Exception as exc:  # noqa: BLE001 - the server is down at the first turn: the local journal keeps them
-            logger.warning("turn journal: the shared journal cannot be opened (%s); journaling in %s", exc, path)
+            quiet = isinstance(exc, StoreDown)  # the circuit has said so, once
+            (logger.info if quiet else logger.warning)(
+                "turn journal: the shared journal cannot be opened (%s); journaling in %s", exc, path
+            )
         self._unsubscribe = when_back(config, self._back)
 
     @property
@@ -105,7 +108,9 @@ class FallbackJournal:
                 self._remote.append(turn, reply, session, plugins)
                 return
             except Exception as exc:  # noqa: BLE001 - any failure of the shared store: the local journal keeps it
-                logger.warning("turn %s: the shared journal cannot take it (%s); journaled in %s", turn.id, exc, self.path)
+                logger.warning(
+                    "turn %s: the shared journal cannot take it (%s); journaled in %s", turn.id, exc, self.path
+                )
         self.local().append(turn, reply, session, plugins)
         self._local_turns.add(turn.id)
 

@@ -80,7 +80,8 @@ class Runtime:
     @classmethod
     def load(cls, path: Path | None = None, *, autoload: bool = True) -> Runtime:
         """A runtime from thoth.toml (or `$THOTH_CONFIG`)."""
-        return cls(reachable(load_config(path)), autoload=autoload)  # a shared store that is down: one line
+        # A shared store refusing its URL is one error line; one that does not answer, one warning (turns kept locally).
+        return cls(reachable(load_config(path)), autoload=autoload)
 
     def register(self, plugin: object, name: str | None = None) -> str:
         """Register a plugin object after start-up and configure it."""

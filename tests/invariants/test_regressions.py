@@ -90,7 +90,6 @@ def test_a_turn_on_a_full_disk_opens_no_second_session(sqlite_home: Any) -> None
     sqlite_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35: with PostgreSQL down a runtime does not start, so no reply goes out")
 def test_a_turn_while_postgres_is_down_is_answered(postgres_home: Any) -> None:
     postgres_home.turn(peer="alice", thread="t1", agent="default")
     postgres_home.postgres_outage_turn(peer="alice", thread="t1")

@@ -1,7 +1,9 @@
 """A shared backend: PostgreSQL with pgvector, for several Thoth processes or machines.
 
 Same bitemporal rows as the SQLite backend, in one table (`postgres_schema`), reached through
-a small pool of connections shared by the process's threads. Dense search is exact over the
+a small pool of connections shared by the process's threads, on the server's circuit
+(`thoth_core.database.CircuitPool`): while the server is found down every statement raises
+`StoreDown` at once (a store opened then makes its tables once it answers). Dense search is exact over the
 scope, or through a pgvector HNSW index for large scopes (`postgres_ann`); the lexical signal
 is PostgreSQL full-text search (each word's `ts_rank` over a weighted tsvector of the turn,
 its neighbours and its date, weighted by the word's rarity: `postgres_fts`), reported in the
@@ -40,8 +42,6 @@ from .scoring import candidate_count, date_words, index_text, rank
 logger = logging.getLogger(__name__)
 
 SCHEMA = "thoth_episodic"  # where the tables live in the `[storage] url` database
-POOL_SIZE = 4  # connections per store and process: a recall (two stages at once), the embedding queue, a write
-POOL_TIMEOUT = 30.0  # seconds a statement waits for a free connection before it fails
 COLUMNS = (
     "id, workspace, peer, thread, session_id, turn_id, user_text, assistant, summary, context, "
     "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
@@ -75,7 +75,7 @@ class PostgresStore(FullTextSearch):
         build_in_background: bool = True,
         inline_build_rows: int = INLINE_BUILD_ROWS,
     ) -> None:
-        from psycopg_pool import ConnectionPool
+        from thoth_core.database import CircuitPool, circuit
 
         self.dim, self.dsn, self.schema = dim, dsn, schema
         self.dense = DenseSearch(ann=ann, min_rows=ann_min_rows, ef_search=ef_search)
@@ -83,22 +83,19 @@ class PostgresStore(FullTextSearch):
         if schema is not None:
             self._connect_options["options"] = f"-c search_path={schema},public"
         self._bound = threading.local()
-        self._pool = ConnectionPool(
-            dsn, min_size=1, max_size=POOL_SIZE, kwargs=self._connect_options, timeout=POOL_TIMEOUT, open=False
-        )
         self._builder: threading.Thread | None = None
-        try:
-            self._pool.open(wait=True, timeout=POOL_TIMEOUT)
-            with self._pool.connection() as conn:
-                unbuilt = migrate(
-                    conn, dim=dim, schema_name=schema, index=ann != "exact", inline_rows=inline_build_rows
-                )
-        except BaseException:
-            self._pool.close()
-            raise
-        if ann != "exact" and not unbuilt:
+        self._indexed, self._inline_rows, self._build_later = ann != "exact", inline_build_rows, build_in_background
+        self.circuit = circuit(dsn)  # before the pool: its first connection may start a build that needs it
+        self._pool = CircuitPool(dsn, name="thoth_episodic", kwargs=self._connect_options, ready=self._migrate)
+
+    def _migrate(self, conn: Any) -> None:
+        """Make or update the tables (at opening, or before the first statement once a server found down answers)."""
+        unbuilt = migrate(
+            conn, dim=self.dim, schema_name=self.schema, index=self._indexed, inline_rows=self._inline_rows
+        )
+        if self._indexed and not unbuilt:
             self.dense.index_built()
-        elif unbuilt and build_in_background:
+        elif unbuilt and self._build_later:
             self._builder = threading.Thread(target=self._build_quietly, name="episodic-hnsw-build", daemon=True)
             self._builder.start()
 
@@ -107,9 +104,7 @@ class PostgresStore(FullTextSearch):
 
         `memory` is the build's maintenance_work_mem: a graph that outgrows it builds several times slower.
         """
-        import psycopg
-
-        with psycopg.connect(self.dsn, **self._connect_options) as conn:
+        with self.circuit.connect(**self._connect_options) as conn:
             built = build_hnsw(conn, memory=memory)
         if built:
             self.dense.index_built()

@@ -118,7 +118,10 @@ class Ledger:
             self._db = SqliteDatabase(path, migrations)
         self._pruned = 0.0
         if self._db is not None:
-            self._db.execute("DELETE FROM posted WHERE at < ?", (time.time() - KEEP_DAYS * 86400,))
+            try:
+                self._db.execute("DELETE FROM posted WHERE at < ?", (time.time() - KEEP_DAYS * 86400,))
+            except self._db.errors as exc:  # e.g. the shared store down at start: pruned at the next start
+                logger.warning("slack: could not prune old posted messages: %s", exc)
         with self._lock:
             self._prune(time.time())
 
