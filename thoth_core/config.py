@@ -65,6 +65,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.max_tokens": (int, "an integer"),
     "thoth.home": (str, "a path"),
     "thoth.founders": (list, "a list of people (frontend user ids or names)"),
+    "thoth.owner": (str, "a person's name (who decides approvals when founders is empty)"),
     "budget.total": (int, "an integer"),
     "budget.history": (int, "an integer"),
     "budget.message": (int, "an integer"),

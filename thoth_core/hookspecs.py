@@ -202,11 +202,16 @@ def idle_sessions(before: float, runtime: Runtime) -> list[Session] | None:
 
 @hookspec
 def approvals(runtime: Runtime) -> list[dict[str, Any]] | None:
-    """Items waiting for a person's decision (skill drafts, persona observations, ...).
+    """Every item of this plugin waiting for a person's decision (skill drafts, persona observations, ...).
+
+    Return them all: the runtime applies the approvals policy (`thoth_core.approvals`), so a frontend
+    shows each person only what they may see, and a plugin checks no one.
 
     Returns:
-        Dicts with at least `id`, `kind`, `title`, `body`, `source` (session, episodes),
-        `flags` (e.g. `injection`) and `created_at`; None if the plugin owns no queue.
+        Dicts with at least `id`, `kind`, `title`, `body`, `workspace` and `peer` (whom the item is
+        about; both None for an item about no one person, which only deciders see), `source`
+        (session, episodes), `flags` (e.g. `injection`) and `created_at`; None if the plugin owns
+        no queue. An item without `workspace` and `peer` is logged and shown to deciders only.
     """
 
 
@@ -216,7 +221,21 @@ def decide(
 ) -> dict[str, Any] | None:
     """Apply `approve`, `reject` or `edit` (with new `text`) to a pending item.
 
-    Stops at first non-None result: only the plugin that owns `item_id` answers.
+    The runtime calls it only once the approvals policy allowed `actor` this decision on the item,
+    so the plugin keeps its storage logic and checks no one. Stops at first non-None result: only
+    the plugin that owns `item_id` answers.
+    """
+
+
+@hookspec
+def workspace_admin(peer: str, workspace: str, runtime: Runtime) -> bool | None:
+    """Whether a person administers a workspace, as the frontend serving it knows (Slack: users.info).
+
+    Asked by the approvals policy only while `[thoth] founders` is empty, for someone who is not the
+    home's owner: an admin decides the items of their workspace.
+
+    Returns:
+        True or False for a workspace this plugin serves, None for any other.
     """
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pluggy
 
 from ._calls import call_each, call_sync, hook_loop, in_loop_thread
+from .approvals import DECISIONS, OWNER_KEYS, Actor, ApprovalRefused, Policy
 from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, agent_of, load_config
 from .database import reachable
@@ -435,19 +436,48 @@ class Runtime:
         outcomes = await call_each(self.pm, "due_check_ins", kwargs, deadline_for=self.background_deadline)
         return [item for _, found, _ in outcomes for item in found or [] if accept(item)]
 
-    async def approvals(self) -> list[dict[str, Any]]:
-        """Every pending item of every plugin's approval queue (a busy store is waited for, not read as empty)."""
-        outcomes = await call_each(self.pm, "approvals", {"runtime": self}, deadline_for=self.background_deadline)
-        return [item for _, result, _ in outcomes for item in result or []]
+    async def approvals(self, *, actor: str, workspace: str | None = None) -> list[dict[str, Any]]:
+        """The pending items this person may see (`approvals.Policy`): every item for a decider, else those about them.
+
+        A busy store is waited for, not read as empty.
+        """
+        items, _ = await self._pending()
+        who = await self._actor(actor, workspace)
+        return Policy.of(self.config).visible(who, items)
+
+    async def all_approvals(self) -> list[dict[str, Any]]:
+        """Every pending item of every plugin, whoever it is about: for counts and reminders sent to the deciders,
+        never to show a person (frontends show `approvals(actor=...)`)."""
+        items, _ = await self._pending()
+        return items
 
     async def decide(
-        self, item_id: str, decision: str, *, actor: str, reason: str = "", text: str | None = None
+        self,
+        item_id: str,
+        decision: str,
+        *,
+        actor: str,
+        workspace: str | None = None,
+        reason: str = "",
+        text: str | None = None,
     ) -> dict[str, Any]:
-        """Apply a person's decision to a pending item; raises if no plugin owns it."""
+        """Apply a person's decision to a pending item, if the approvals policy lets them; raises
+        `ApprovalRefused` (one line) when it does not, `ThothError` when no plugin holds the item."""
+        if decision not in DECISIONS:
+            raise ThothError(f"unknown decision {decision!r}; expected {', '.join(DECISIONS)}")
+        items, failed_lists = await self._pending()
+        item = next((i for i in items if str(i.get("id")) == item_id), None)
+        if item is None:
+            cause = next((f" ({c.plugin} could not list its items: {c.error})" for c in failed_lists), "")
+            raise ThothError(f"no pending item {item_id!r}{cause}")
+        who = await self._actor(actor, workspace)
+        refusal = Policy.of(self.config).refusal(who, decision, item)
+        if refusal is not None:
+            raise ApprovalRefused(refusal)
         kwargs = {
             "item_id": item_id,
             "decision": decision,
-            "actor": actor,
+            "actor": who.peer,
             "reason": reason,
             "text": text,
             "runtime": self,
@@ -460,6 +490,29 @@ class Runtime:
         if failed:
             raise ThothError(f"{failed[0].plugin} could not {decision} {item_id}: {failed[0].error}")
         raise ThothError(f"no pending item {item_id!r}")
+
+    async def _pending(self) -> tuple[list[dict[str, Any]], list[PluginCall]]:
+        """Every plugin's pending items, each naming whom it is about, and the calls that failed to list theirs."""
+        outcomes = await call_each(self.pm, "approvals", {"runtime": self}, deadline_for=self.background_deadline)
+        items = []
+        for plugin, result, _ in outcomes:
+            for item in result or []:
+                if not all(key in item for key in OWNER_KEYS):  # the hook's contract: shown to deciders only
+                    logger.error("plugin %s: approvals item %s names no workspace and peer", plugin, item.get("id"))
+                    item = {**item, "workspace": None, "peer": None}
+                items.append(item)
+        return items, [call for _, _, call in outcomes if call.status != "ok"]
+
+    async def _actor(self, peer: str, workspace: str | None) -> Actor:
+        """The person asking, as the policy sees them: an admin when the frontend serving their workspace says so."""
+        if not isinstance(peer, str) or not peer.strip():
+            raise ThothError(f"actor: expected a person's name, got {peer!r}")
+        workspace = workspace or str(self.config.get("thoth.workspace"))
+        if not Policy.of(self.config).may_be_admin(peer):
+            return Actor(peer, workspace)
+        kwargs = {"peer": peer, "workspace": workspace, "runtime": self}
+        outcomes = await call_each(self.pm, "workspace_admin", kwargs, deadline_for=self.background_deadline)
+        return Actor(peer, workspace, admin=any(result is True for _, result, _ in outcomes))
 
     async def feedback(
         self, kind: str, *, turn_id: str, text: str, actor: str, session: Session

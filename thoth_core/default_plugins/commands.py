@@ -77,8 +77,8 @@ async def _layers(runtime: Any, session: Session, **_: Any) -> str:
     return "\n".join([head, *layer_lines(runtime, statuses, assembly)])
 
 
-async def _approvals(runtime: Any, **_: Any) -> str:
-    items = await runtime.approvals()
+async def _approvals(runtime: Any, session: Any, **_: Any) -> str:
+    items = await runtime.approvals(actor=session.peer, workspace=session.workspace)
     lines = [
         f"{i['id']}  [{i['kind']}] {i['title']}{'  FLAGGED: ' + ', '.join(i['flags']) if i.get('flags') else ''}"
         for i in items
@@ -89,15 +89,18 @@ async def _approvals(runtime: Any, **_: Any) -> str:
 async def _approve(runtime: Any, args: str, session: Any, **_: Any) -> str:
     if not args:
         return "usage: /approve ITEM_ID"
-    outcome = await runtime.decide(args.split()[0], "approve", actor=session.peer)
-    return str(outcome.get("message", f"approved {args.split()[0]}"))
+    item = args.split()[0]
+    outcome = await runtime.decide(item, "approve", actor=session.peer, workspace=session.workspace)
+    return str(outcome.get("message", f"approved {item}"))
 
 
 async def _reject(runtime: Any, args: str, session: Any, **_: Any) -> str:
     item, _, reason = args.partition(" ")
     if not item:
         return "usage: /reject ITEM_ID [reason]"
-    outcome = await runtime.decide(item, "reject", actor=session.peer, reason=reason.strip())
+    outcome = await runtime.decide(
+        item, "reject", actor=session.peer, workspace=session.workspace, reason=reason.strip()
+    )
     return str(outcome.get("message", f"rejected {item}"))
 
 
@@ -119,7 +122,7 @@ def register_commands(register):  # type: ignore[no-untyped-def]
     register(Command("done", "end this session (reflection runs on it)", _done))
     register(Command("whoami", "who and where you are", _whoami))
     register(Command("layers", "what each memory layer holds", _layers))
-    register(Command("approvals", "list items waiting for approval", _approvals))
+    register(Command("approvals", "list the items waiting for approval that you may see", _approvals))
     register(Command("approve", "approve a pending item", _approve, usage="ITEM_ID"))
-    register(Command("reject", "reject a pending item", _reject, usage="ITEM_ID [reason]"))
+    register(Command("reject", "reject a pending item (or withdraw one about you)", _reject, usage="ITEM_ID [reason]"))
     register(Command("forget", "forget this thread (or `all` about you)", _forget, usage="[all]"))
