@@ -279,31 +279,35 @@ def first_line(exc: BaseException) -> str:
 
 
 def reachable(config: Any) -> Any:
-    """The config, its shared PostgreSQL (if any) tried once per process (see the module doc).
+    """The config, its shared PostgreSQL (if any) tried once per process (`first_contact`)."""
+    url = storage_url(config)
+    if url is not None:
+        first_contact(url)
+    return config
+
+
+def first_contact(url: str) -> None:
+    """Try the server at `url` once per process, before its first store opens (see the module doc).
 
     A refusal that is configuration is one ConfigError line, at once, not per store; a server that does
-    not answer trips its circuit with one warning, and the config is returned all the same.
+    not answer trips its circuit with one warning (its stores then open without waiting for it).
     """
-    url = storage_url(config)
-    if url is None or url in _REACHED:
-        return config
+    if url in _REACHED or circuit(url).down is not None:
+        return
     if url not in _REFUSED:
-        if circuit(url).down is not None:  # found down already: its probe tries again
-            return config
         try:
             import psycopg
 
             psycopg.connect(url, connect_timeout=CONNECT_SECONDS).close()
             _REACHED.add(url)
-            return config
+            return
         except ImportError:
-            return config  # `open_database` says what to install
+            return  # `open_database` says what to install
         except Exception as exc:  # noqa: BLE001 - any failure to connect is the finding
-            reason = first_line(exc)
             if not refused_by_configuration(exc):
-                circuit(url).trip(reason, starting=True)
-                return config
-            _REFUSED[url] = reason
+                circuit(url).trip(first_line(exc), starting=True)
+                return
+            _REFUSED[url] = first_line(exc)
     raise ConfigError(f"storage.url: the shared PostgreSQL refuses the connection: {_REFUSED[url]}")
 
 
@@ -525,6 +529,7 @@ class CircuitPool:
         self._ready = ready
         self._readied = ready is None
         self._readying = threading.Lock()
+        first_contact(url)  # a server that does not answer: found down now, not after a pool's wait
         self._opening = threading.Lock()
         self._closed = False
         self.pool = self._new_pool()
@@ -831,6 +836,7 @@ __all__ = [
     "SqliteDatabase",
     "StoreDown",
     "circuit",
+    "first_contact",
     "open_database",
     "reachable",
     "postgres_sql",
