@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from thoth_core.types import CUT_SHORT
+
 from .records import Episode, EpisodeStore, Query
 
 DIM = 384
@@ -109,6 +111,23 @@ class StoreContract:
         changed = Episode.from_dict(dict(first.to_dict(), user="my cat is called Mochi"))
         assert store.add([changed]) == [changed]  # a new version of the turn's own episode still supersedes it
         assert store.get(first.id).user == "my cat is called Mochi" and store.count(workspace="w", peer="ann") == 4
+
+    def test_a_whole_reply_replaces_the_turns_cut_short_episode_in_place(self, store: EpisodeStore) -> None:
+        cut = episode("plan my trip", assistant=f"Day one: Oslo\n{CUT_SHORT}", turn_id="turn1", context="before")
+        assert store.add([cut], np.stack([unit(1)])) == [cut]
+        shorter = episode("plan my trip", assistant=CUT_SHORT, turn_id="turn1")  # a cut-short one replaces nothing
+        assert store.add([shorter]) == []
+        whole = episode("plan my trip", assistant="Day one: Oslo. Day two: Bergen.", turn_id="turn1")
+        assert store.add([whole], np.stack([unit(2)])) == [whole]
+        assert (whole.id, whole.context) == (cut.id, "before")  # in place: the same id and neighbour context
+        kept = store.find_turn("turn1")
+        assert kept is not None and (kept.id, kept.assistant) == (cut.id, "Day one: Oslo. Day two: Bergen.")
+        assert store.count(workspace="w", peer="ann") == 1
+        assert store.get(cut.id, as_of=kept.recorded_at - 1e-3).assistant.endswith(CUT_SHORT)  # the old version
+        assert [h.episode.assistant for h in store.search(query("Bergen", unit(2), k=5))] == [whole.assistant]
+        for later in (episode("plan my trip", assistant="Another whole reply.", turn_id="turn1"), shorter):
+            assert store.add([later]) == []  # the first whole version stays
+        assert store.find_turn("turn1").assistant == whole.assistant
 
     def test_dense_search_finds_the_nearest_vector(self, store: EpisodeStore) -> None:
         items = [episode(f"note {i}") for i in range(20)]

@@ -253,7 +253,10 @@ class EpisodicMemory:
 
         Idempotent by turn id: when the turn already has its episode (a post-turn write replayed
         after a crash), nothing is stored, linked or embedded, and the stored episode is returned.
+        A whole reply replacing the turn's cut-short episode takes its id and links (the store
+        decides, `Episode.replaces`) and is embedded anew.
         """
+        made = episode.id
         previous = self.store.latest(
             workspace=episode.workspace, peer=episode.peer, thread=episode.thread, agent=episode.agent
         )
@@ -264,7 +267,7 @@ class EpisodicMemory:
         if not self._embedder_failed:
             self.queue.put(episode.id, embed_text(episode))
             self._backfill()
-        if previous is not None:
+        if previous is not None and episode.id == made:  # a replaced episode's neighbours already know it
             self.store.set_context(previous.id, _clip(previous.context + " " + episode.user, 2 * CONTEXT_CHARS))
         return episode
 

@@ -166,48 +166,71 @@ class PostgresStore(FullTextSearch):
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
         """Store episodes in one transaction; a changed known id supersedes its old version.
 
-        An episode for a turn that already has a current episode under another id is not stored.
+        An episode for a turn that already has a current episode under another id is not stored,
+        unless it is the whole reply of a turn kept cut short: it then takes that episode's id and
+        neighbour context and supersedes it (`_takes_turn`).
         """
         stored = []
         now = time.time()
         with self._transaction():
             for i, episode in enumerate(episodes):
-                old = self._select("id = %(id)s AND superseded_at IS NULL", {"id": episode.id})
-                if (old and old[0].same_content(episode)) or self._turn_taken(episode):
-                    continue
-                if old:
-                    self._run(
-                        "UPDATE thoth_episodes SET superseded_at = %s WHERE id = %s AND superseded_at IS NULL",
-                        (now, episode.id),
-                    )
-                    episode.recorded_at = max(episode.recorded_at, now)
-                values = [getattr(episode, f) for f in FIELDS]
                 vector = None if vectors is None else _vector(vectors[i])
-                inserted = self._rows(
-                    f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
-                    f"VALUES ({', '.join(['%s'] * 20)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
-                    [*values, index_text(episode), date_words(episode.occurred_at), vector],
-                )
-                if inserted:
+                outcome = self._add_one(episode, vector, now)
+                if outcome is None:  # another process stored this turn meanwhile: decide again, once
+                    outcome = self._add_one(episode, vector, now)
+                if outcome:
                     stored.append(episode)
-                elif old:  # another process wrote this turn meanwhile: the old version stays current
-                    self._run(
-                        "UPDATE thoth_episodes SET superseded_at = NULL WHERE id = %s AND superseded_at = %s",
-                        (episode.id, now),
-                    )
         return stored
 
-    def _turn_taken(self, episode: Episode) -> bool:
-        """Whether another episode is already the current one of this turn (a replayed post-turn write)."""
-        if not episode.turn_id:
+    def _add_one(self, episode: Episode, vector: str | None, now: float) -> bool | None:
+        """Store one episode in the open transaction: True if stored, False if not, None on a conflicting turn."""
+        if not self._takes_turn(episode):
             return False
-        return bool(
-            self._rows(
-                "SELECT 1 FROM thoth_episodes WHERE workspace = %s AND peer = %s AND turn_id = %s "
-                "AND superseded_at IS NULL AND id <> %s LIMIT 1",
-                (episode.workspace, episode.peer, episode.turn_id, episode.id),
+        old = self._select("id = %(id)s AND superseded_at IS NULL", {"id": episode.id})
+        if old and old[0].same_content(episode):
+            return False
+        if old:
+            self._run(
+                "UPDATE thoth_episodes SET superseded_at = %s WHERE id = %s AND superseded_at IS NULL",
+                (now, episode.id),
             )
+            episode.recorded_at = max(episode.recorded_at, now)
+        values = [getattr(episode, f) for f in FIELDS]
+        inserted = self._rows(
+            f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
+            f"VALUES ({', '.join(['%s'] * 20)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
+            [*values, index_text(episode), date_words(episode.occurred_at), vector],
         )
+        if inserted:
+            return True
+        if old:  # another process wrote this turn meanwhile: the old version stays current
+            self._run(
+                "UPDATE thoth_episodes SET superseded_at = NULL WHERE id = %s AND superseded_at = %s",
+                (episode.id, now),
+            )
+            return False
+        return None
+
+    def _takes_turn(self, episode: Episode) -> bool:
+        """Whether the episode may be its turn's current one; one replacing a cut-short version takes its id.
+
+        False when another episode is the turn's current one and stays (a replayed post-turn write).
+        The kept row is locked, so two processes replacing it at once replace it once.
+        """
+        if not episode.turn_id:
+            return True
+        found = self._rows(
+            f"SELECT {COLUMNS} FROM thoth_episodes WHERE workspace = %s AND peer = %s AND turn_id = %s "
+            "AND superseded_at IS NULL AND id <> %s LIMIT 1 FOR UPDATE",
+            (episode.workspace, episode.peer, episode.turn_id, episode.id),
+        )
+        if not found:
+            return True
+        kept = _episode(found[0])
+        if not episode.replaces(kept):
+            return False
+        episode.id, episode.context = kept.id, kept.context
+        return True
 
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""

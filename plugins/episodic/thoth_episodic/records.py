@@ -8,6 +8,10 @@ then, of episodes that had happened by T.
 Each episode belongs to the agent that lived it (`agent`, `[thoth] agent`): reads are scoped to
 one agent, forgetting a peer deletes its episodes with every agent. Episodes stored before
 agents existed (and exports without the field) belong to `DEFAULT_AGENT`.
+
+A turn has one current episode. Its reply cut short (a process killed mid-stream, the turn then
+replayed from the journal) is replaced in place by the whole reply when the turn is run again with
+the same turn id (`replaces`); a whole one is never replaced by another version of its turn.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from thoth_core.types import DEFAULT_AGENT
+from thoth_core.types import CUT_SHORT, DEFAULT_AGENT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,6 +70,15 @@ class Episode:
         keys = ("agent", "workspace", "peer", "thread", "user", "assistant", "summary", "occurred_at", "cost_usd")
         keys += ("model",)
         return all(getattr(self, k) == getattr(other, k) for k in keys)
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether the reply is one whose stream stopped early (it ends with the `CUT_SHORT` marker)."""
+        return self.assistant.endswith(CUT_SHORT)
+
+    def replaces(self, kept: Episode) -> bool:
+        """Whether this version of a turn takes the place of the kept one: a whole reply over a cut-short one."""
+        return kept.cut_short and not self.cut_short
 
 
 @dataclass

@@ -110,7 +110,9 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
         """Store episodes in one transaction; a changed known id supersedes its old version.
 
-        An episode for a turn that already has a current episode under another id is not stored.
+        An episode for a turn that already has a current episode under another id is not stored,
+        unless it is the whole reply of a turn kept cut short: it then takes that episode's id and
+        neighbour context and supersedes it (`_takes_turn`).
         """
         stored = []
         now = time.time()
@@ -118,8 +120,10 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for i, episode in enumerate(episodes):
+                    if not self._takes_turn(episode):
+                        continue
                     old = self._current(episode.id)
-                    if (old is not None and old.same_content(episode)) or self._turn_taken(episode):
+                    if old is not None and old.same_content(episode):
                         continue
                     if old is not None:
                         gone = self._db.execute(
@@ -140,20 +144,29 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
                 raise
         return stored
 
-    def _turn_taken(self, episode: Episode) -> bool:
-        """Whether another episode is already the current one of this turn (a replayed post-turn write)."""
+    def _takes_turn(self, episode: Episode) -> bool:
+        """Whether the episode may be its turn's current one; one replacing a cut-short version takes its id.
+
+        False when another episode is the turn's current one and stays (a replayed post-turn write).
+        """
         if not episode.turn_id:
-            return False
+            return True
         found = self._db.execute(
-            "SELECT 1 FROM episodes WHERE workspace = ? AND peer = ? AND turn_id = ? AND superseded_at IS NULL "
-            "AND id != ? LIMIT 1",
+            f"SELECT {COLUMNS} FROM episodes WHERE workspace = ? AND peer = ? AND turn_id = ? "
+            "AND superseded_at IS NULL AND id != ? LIMIT 1",
             (episode.workspace, episode.peer, episode.turn_id, episode.id),
         ).fetchone()
-        return found is not None
+        if found is None:
+            return True
+        kept = _episode(found)
+        if not episode.replaces(kept):
+            return False
+        episode.id, episode.context = kept.id, kept.context
+        return True
 
     def _insert(self, episode: Episode, blob: bytes | None) -> bool:
         values = [getattr(episode, name) for name in NAMES]
-        cursor = self._db.execute(  # `_turn_taken` ran in this transaction: the conflict clause is a safety net
+        cursor = self._db.execute(  # `_takes_turn` ran in this transaction: the conflict clause is a safety net
             f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 18)}) ON CONFLICT DO NOTHING",
             [*values, blob],
         )
