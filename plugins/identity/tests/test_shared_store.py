@@ -24,6 +24,7 @@ from thoth_identity.store import IdentityStore
 from thoth_core import ThothError
 from thoth_core.config import Config
 from thoth_core.testing import check_layer_plugin, context_for, make_test_runtime
+from thoth_core.types import CUT_SHORT
 
 
 @pytest.fixture
@@ -264,6 +265,38 @@ def test_workers_draining_one_outbox_send_each_row_once_in_order(store, storage)
     assert store.sent("w", "ann", [f"t2-{turn}" for turn in range(4)]) == {f"t2-{turn}" for turn in range(4)}
     for worker in workers[1:]:
         worker.store.close()
+
+
+def test_a_whole_reply_replaces_its_turns_cut_short_message_and_outbox_row_in_place(store):
+    common = {"thread": "t", "session_id": "s", "turn_id": "turn1"}
+    user = store.add_message("w", "ann", role="user", content="Plan my trip", **common)
+    cut = store.add_message("w", "ann", role="assistant", content=f"Day one: Oslo\n{CUT_SHORT}", **common)
+    assert store.add_message("w", "ann", role="assistant", content=CUT_SHORT, **common) == cut  # never by a cut one
+    assert store.add_message("w", "ann", role="user", content="Plan my trip", **common) == user
+    assert store.add_message("w", "ann", role="assistant", content="Oslo, then Bergen.", **common) == cut
+    assert store.add_message("w", "ann", role="assistant", content="Another whole reply.", **common) == cut
+    rows = store.export_rows("w", "ann")["messages"]
+    assert [(m["id"], m["role"], m["content"]) for m in rows] == [
+        (user, "user", "Plan my trip"),
+        (cut, "assistant", "Oslo, then Bergen."),  # the first whole reply, in the cut-short one's place
+    ]
+
+    outbox = Outbox(store)
+
+    def queue(turn_id: str, reply: str) -> int:
+        return outbox.put("w", "ann", "t", [(turn_id, "user", "Plan my trip", 1.0), (turn_id, "assistant", reply, 2.0)])
+
+    assert queue("turn2", f"Day one\n{CUT_SHORT}") == 2 and queue("turn3", f"Day one\n{CUT_SHORT}") == 2
+    claimed = outbox.claim(limit=2)  # turn2's rows are being sent: they stay as they are
+    assert [row["turn_id"] for row in claimed] == ["turn2", "turn2"]
+    assert queue("turn2", "Oslo, then Bergen.") == 0
+    assert queue("turn3", "Oslo, then Bergen.") == 1 and queue("turn3", CUT_SHORT) == 0
+    assert queue("turn3", "Another whole reply.") == 0
+    waiting = {(row["turn_id"], row["role"]): row["content"] for row in outbox.rows("w", "ann")}
+    assert (
+        waiting[("turn2", "assistant")].endswith(CUT_SHORT) and waiting[("turn3", "assistant")] == "Oslo, then Bergen."
+    )
+    assert len(waiting) == 4
 
 
 async def test_the_conformance_kit_passes_on_both_dialects(make_runtime, storage):

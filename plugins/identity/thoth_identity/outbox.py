@@ -26,7 +26,7 @@ from typing import Any
 from thoth_core.database import worker_id
 from thoth_core.processes import pid_alive
 
-from .store import IdentityStore
+from .store import CUT_SHORT_LIKE, IdentityStore
 
 LEASE_SECONDS = 60.0  # a claim older than this is given up even if its claimer seems alive
 BATCH = 100  # Honcho takes at most 100 messages per call
@@ -92,7 +92,11 @@ class Outbox:
         return released
 
     def put(self, workspace: str, peer: str, thread: str, messages: list[tuple[str, str, str, float]]) -> int:
-        """Add (turn id, role, text, at) messages unless that turn was sent or queued already; returns how many."""
+        """Add (turn id, role, text, at) messages unless that turn was sent or queued already; returns how many.
+
+        A queued reply kept cut short that no worker is sending yet is replaced by the turn's whole
+        reply (counted); one Honcho already has stays as it is (Honcho edits no message's text).
+        """
         turn_ids = sorted({m[0] for m in messages})
         already = self.store.sent(workspace, peer, turn_ids)
         rows = [(workspace, peer, thread, *m) for m in messages if m[0] not in already]
@@ -101,8 +105,11 @@ class Outbox:
             for row in rows:
                 added += tx.execute(
                     "INSERT INTO honcho_outbox (workspace, peer, thread, turn_id, role, content, at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    row,
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workspace, peer, turn_id, role)"
+                    " DO UPDATE SET content = excluded.content, at = excluded.at"
+                    " WHERE honcho_outbox.claimed_by IS NULL AND honcho_outbox.content LIKE ?"
+                    " AND excluded.content NOT LIKE ?",
+                    (*row, *[CUT_SHORT_LIKE] * 2),
                 ).rowcount
         return added
 

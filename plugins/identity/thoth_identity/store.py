@@ -15,6 +15,7 @@ from typing import Any
 
 from thoth_core.config import Config
 from thoth_core.database import Database, open_database
+from thoth_core.types import CUT_SHORT
 
 from . import erase, transfer
 from .migrations import MIGRATIONS, POSTGRES
@@ -22,6 +23,7 @@ from .search import OBSERVATION_COLUMNS, STOPWORDS, owner_token, query_terms, se
 
 __all__ = ["STOPWORDS", "IdentityStore", "owner_token", "query_terms"]
 
+CUT_SHORT_LIKE = f"%{CUT_SHORT}"  # a LIKE pattern: the text of a reply kept cut short
 TABLES = ("peers", "messages", "observations", "facts", "honcho_cache", "honcho_sent", "honcho_outbox")
 
 
@@ -86,14 +88,18 @@ class IdentityStore:
         """Store one message of a peer's conversation; returns its id.
 
         A turn's message of a role is stored once: storing it again (a post-turn write replayed
-        after a crash, or by another worker) returns the stored one's id.
+        after a crash, or by another worker) returns the stored one's id. A reply kept cut short
+        (ending with `CUT_SHORT`) is replaced in place by the whole one when the turn is run again
+        with its id; a whole reply is never replaced.
         """
         with self.db.transaction() as tx:
             self.ensure_peer(workspace, peer)
             row = tx.execute(
                 "INSERT INTO messages (workspace, peer, thread, session_id, turn_id, role, content, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-                (workspace, peer, thread, session_id, turn_id, role, content, at or time.time()),
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workspace, peer, turn_id, role)"
+                " WHERE turn_id IS NOT NULL DO UPDATE SET content = excluded.content, at = excluded.at"
+                " WHERE messages.content LIKE ? AND excluded.content NOT LIKE ? RETURNING id",
+                (workspace, peer, thread, session_id, turn_id, role, content, at or time.time(), *[CUT_SHORT_LIKE] * 2),
             ).fetchone()
         if row is not None:
             return int(row[0])
