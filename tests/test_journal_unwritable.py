@@ -1,5 +1,5 @@
 """A read-only data folder or a full disk: the turn is held in memory, and the same runtime journals and writes it
-once it can.
+once it can; a runtime that closes first keeps it outside the home (`held.py`) for the next start.
 
 The folder is made read-only for real: as root (where chmod stops nothing) by a read-only bind
 mount of the folder onto itself, undone by unmounting it; otherwise by taking the write bits
@@ -15,6 +15,7 @@ import logging
 import os
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ import pytest
 
 from thoth_core import hookimpl
 from thoth_core.journal import TurnJournal
-from thoth_core.testing import make_test_runtime
+from thoth_core.testing import make_test_runtime, run_thoth
+from thoth_core.writes import unsaved_message
 
 pytest.importorskip("thoth_working")
 
@@ -153,17 +155,101 @@ async def test_a_new_turn_retries_at_once_and_the_journal_keeps_it_until_every_l
     await runtime.aclose()
 
 
-async def test_what_only_memory_holds_at_exit_is_reported_in_one_line(switch, caplog):
+def held_files(tmp_path: Path) -> list[Path]:
+    """The files of held turns under the test's XDG_STATE_HOME (set by `thoth_env`)."""
+    folder = Path(os.environ["XDG_STATE_HOME"]) / "thoth" / "held"
+    assert folder.parent.parent == tmp_path / "state"  # hermetic: never the real user's state folder
+    return sorted(folder.glob("*.json")) if folder.exists() else []
+
+
+async def test_what_only_memory_holds_at_exit_is_kept_outside_the_home_and_the_next_start_writes_it(
+    switch, tmp_path, caplog
+):
     home = switch.folder
     runtime, layer = runtime_at(home)
     switch.read_only()
+    result = await runtime.turn("mail me at ann.lee@example.com", peer="ann", thread="t")
+    await runtime.drain()
+    with caplog.at_level(logging.WARNING, logger="thoth_core.writes"):
+        await runtime.aclose()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "thoth_core.writes" and "at exit" in r.getMessage()]
+    (spill,) = held_files(tmp_path)
+    assert f"kept in {spill} until the home can be written" in line and "ann/t" in line and "\n" not in line, line
+    assert runtime.writes.kept_at == spill and runtime.writes.lost is None
+    assert stat.S_IMODE(spill.stat().st_mode) == 0o600
+    assert stat.S_IMODE(spill.parent.stat().st_mode) == 0o700
+    raw = spill.read_text()
+    assert "ann.lee@example.com" not in raw and "[REDACTED:email]" in raw  # redacted as the journal keeps it
+    assert result.turn.id in raw
+    assert layer.lines() == [] and transcript_users(home) == []
+
+    switch.writable()
+    later, layer = runtime_at(home)
+    await later.turn("back again", peer="bob", thread="u")  # its first session replays the journal
+    await later.drain()
+    await wait_until(lambda: len(layer.lines()) == 2, seconds=5)
+    assert sorted(layer.lines()) == ["back again -> Noted.", "mail me at [REDACTED:email] -> Noted."]
+    assert sorted(transcript_users(home)) == ["back again", "mail me at [REDACTED:email]"]
+    assert held_files(tmp_path) == [] and pending_on_disk(home) == []
+    await later.aclose()
+
+
+async def test_a_turn_that_cannot_be_kept_anywhere_at_exit_is_said_lost(switch, tmp_path, caplog, monkeypatch):
+    home = switch.folder
+    runtime, _ = runtime_at(home)
+    switch.read_only()
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))  # inside the read-only folder
+    monkeypatch.setattr(tempfile, "tempdir", str(home))  # the stdlib's documented override of gettempdir()
     await runtime.turn("lost with the process", peer="ann", thread="t")
     await runtime.drain()
     with caplog.at_level(logging.WARNING, logger="thoth_core.writes"):
         await runtime.aclose()
     (line,) = [r.getMessage() for r in caplog.records if r.name == "thoth_core.writes" and "at exit" in r.getMessage()]
-    assert "1 lost, never journaled" in line and "ann/t" in line, line
-    assert "\n" not in line
+    assert "1 lost: never journaled" in line and "nor kept outside the home" in line and "ann/t" in line, line
+    assert "Read-only file system" in runtime.writes.lost and runtime.writes.kept_at is None
+    message = unsaved_message(runtime.unsaved[0]["failed"], lost=runtime.writes.lost)
+    assert message.endswith(": lost.") and "nor could it be kept outside the home" in message
+
+
+async def test_forget_removes_a_peers_turns_kept_outside_the_home_and_spares_the_others(switch, tmp_path):
+    home = switch.folder
+    runtime, _ = runtime_at(home)
+    switch.read_only()
+    await runtime.turn("zqannsecret about ann", peer="ann", thread="t")
+    await runtime.turn("zqbobwords about bob", peer="bob", thread="t")
+    await runtime.drain()
+    await runtime.aclose()
+    (spill,) = held_files(tmp_path)
+    assert "zqannsecret" in spill.read_text()
+    switch.writable()
+    later, layer = runtime_at(home)
+    receipt = await later.forget(peer="ann")
+    assert receipt["journal"] == {"unwritten turns": 1}
+    state = tmp_path / "state"
+    assert not any(b"zqannsecret" in path.read_bytes() for path in state.rglob("*") if path.is_file())
+    assert "zqbobwords" in held_files(tmp_path)[0].read_text()
+    await later.recover()
+    await later.drain()
+    assert layer.lines() == ["zqbobwords about bob -> Noted."] and held_files(tmp_path) == []
+    await later.aclose()
+
+
+def test_thoth_ask_on_a_read_only_home_says_where_the_turn_is_kept_and_the_next_ask_writes_it(switch, tmp_path):
+    home = switch.folder
+    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "Noted." }]\n')
+    env = {"THOTH_HOME": str(home), "THOTH_LOAD_PLUGINS": "working"}
+    first = run_thoth("ask", "hello", "--peer", "ann", cwd=tmp_path, env=env)  # makes the home's files
+    assert first.returncode == 0, first.stderr
+    switch.read_only()
+    stuck = run_thoth("ask", "kept while read-only", "--peer", "ann", cwd=tmp_path, env=env)
+    assert stuck.returncode == 3 and stuck.stdout == "Noted.\n", stuck.stderr
+    (spill,) = held_files(tmp_path)
+    assert f"the journal could not keep it either: kept in {spill} until the home can be written" in stuck.stderr
+    switch.writable()
+    later = run_thoth("ask", "and now", "--peer", "ann", cwd=tmp_path, env=env)
+    assert later.returncode == 0, later.stderr
+    assert transcript_users(home) == ["hello", "kept while read-only", "and now"]
+    assert held_files(tmp_path) == [] and pending_on_disk(home) == []
 
 
 @pytest.fixture

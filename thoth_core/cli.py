@@ -163,7 +163,8 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     if failed:
         from .writes import unsaved_message
 
-        click.echo(f"thoth: error: {unsaved_message(failed)}", err=True)
+        writes = runtime().writes  # closed: where a turn the journal could not take was kept, or why it was lost
+        click.echo(f"thoth: error: {unsaved_message(failed, kept_at=writes.kept_at, lost=writes.lost)}", err=True)
         sys.exit(UNSAVED_EXIT)
 
 

@@ -115,6 +115,29 @@ class Entry:
         session.scratch["thoth.replay"] = True
         return session
 
+    def record(self) -> dict[str, Any]:
+        """The entry as JSON-able data (as a journal row holds it), for a file outside the journal (`held.py`)."""
+        return {
+            "turn": json.loads(json.dumps(asdict(self.turn), default=str)),
+            "reply": asdict(self.reply),
+            "session_id": self.session_id,
+            "session_started": self.session_started,
+            "plugins": list(self.plugins),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Entry:
+        """The entry `record` made (raises KeyError or TypeError when it is not one)."""
+        reply = dict(record["reply"])
+        reply["usage"] = Usage(**reply.get("usage") or {})
+        return cls(
+            Turn(**record["turn"]),
+            Reply(**reply),
+            str(record["session_id"]),
+            float(record["session_started"]),
+            [str(plugin) for plugin in record["plugins"]],
+        )
+
 
 class TurnJournal:
     """The turn journal of one Thoth home (or of the shared store); safe to use from worker threads.
@@ -335,8 +358,7 @@ def _alive_other(pid: int | None) -> bool:
 def _entry(
     turn: str, reply: str, session_id: str, started: float, plugins: str, attempts: int, error: str | None
 ) -> Entry:
-    reply_data = json.loads(reply)
-    reply_data["usage"] = Usage(**reply_data.get("usage") or {})
-    return Entry(
-        Turn(**json.loads(turn)), Reply(**reply_data), session_id, started, json.loads(plugins), attempts, error
-    )
+    record = {"turn": json.loads(turn), "reply": json.loads(reply), "session_id": session_id}
+    entry = Entry.from_record(record | {"session_started": started, "plugins": json.loads(plugins)})
+    entry.attempts, entry.error = attempts, error
+    return entry

@@ -2,54 +2,66 @@
 
 The runtime hands each turn to its `TurnWriter`. The user's message is synced to the journal
 (`journal.py`) before the model is called (`accept`); as the reply streams, each batch of text is
-synced before it is shown (`StreamedReply`, at most every `PROGRESS_EVERY` s), kept as a reply
-cut short; the whole reply then replaces it (`start`) and every `post_turn_write` runs in the
-background; the plugins that succeed are struck off. A process killed at any point after the
+synced before it is shown (`streaming.StreamedReply`, at most every `PROGRESS_EVERY` s), kept as
+a reply cut short; the whole reply then replaces it (`start`) and every `post_turn_write` runs in
+the background; the plugins that succeed are struck off. A process killed at any point after the
 message was accepted leaves the row, which the next start replays (`recover`).
 
 What fails is retried by this process, in the background with a growing pause and at its next
 turn (`owed`): a layer that failed gets the turn again (`RETRY_TRIES` times, then it waits for the
 next start), and a turn the journal itself could not keep (a full disk, a read-only folder) is
-held in memory and retried until it can be journaled. At exit
-(`at_exit`) what is still not written everywhere is said in one line; a turn only memory held is
-lost then, and says so.
+held in memory and retried until it can be journaled. At exit (`at_exit`) a turn memory still
+holds is kept outside the home (`held.py`), and the next start of the home journals and replays
+it; what is not written everywhere is said in one line, and a turn that could not be kept
+anywhere says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from . import held
 from ._calls import call_each
 from .fallback import FallbackJournal, open_journal
 from .journal import Entry, TurnJournal
-from .redact import settled
+from .streaming import PROGRESS_EVERY, SYNC_WAIT, StreamedReply
 from .types import Reply, Session, Turn
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_EVERY = 0.05  # seconds: a streaming reply's journal row is synced at most this often, before each showing
-SYNC_WAIT = 1.0  # seconds a batch waits for its sync before it is shown anyway (a stalled disk)
 RETRY_FIRST = 1.0  # seconds before the first retry of what failed; doubled after each retry that saved nothing
 RETRY_MAX = 60.0
 RETRY_TRIES = 10  # a journaled turn still failing after this many retries (~5 min) is left to the next start
 
 
-def unsaved_message(failed: dict[str, str], *, where: str = "") -> str:
-    """What a person is told when layers could not save a replied turn (`failed`: plugin -> error)."""
+def unsaved_message(
+    failed: dict[str, str], *, where: str = "", kept_at: Path | None = None, lost: str | None = None
+) -> str:
+    """What a person is told when layers could not save a replied turn (`failed`: plugin -> error).
+
+    When the journal could not keep it either: `kept_at` is the file outside the home that holds
+    it since the process ended, `lost` why no such file could be written; neither, while it runs.
+    """
     layers = ", ".join(f"{plugin} ({error})" for plugin, error in failed.items()) or "a layer"
-    if "journal" in failed:
+    if "journal" not in failed:
+        return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
+    if kept_at is not None:
         return (
-            f"Not saved{where}: {layers}; the journal could not keep it either: "
-            "held in memory and retried while this process runs, lost when it ends."
+            f"Not saved{where}: {layers}; the journal could not keep it either: kept in {kept_at} "
+            "until the home can be written; the next start there journals and writes it."
         )
-    return f"Not saved yet{where}: {layers}; kept in the journal and retried at the next start."
+    if lost is not None:
+        return f"Not saved{where}: {layers}; nor could it be kept outside the home ({lost}): lost."
+    return (
+        f"Not saved{where}: {layers}; the journal could not keep it either: held in memory and "
+        "retried while this process runs, kept outside the home if it ends first."
+    )
 
 
 @dataclass
@@ -62,104 +74,6 @@ class Owed:
     plugins: list[str]
     unjournaled: str | None = None  # the journal's error while only memory holds the turn
     tries: int = 0  # retries that failed
-
-
-class StreamedReply:
-    """A reply as it streams: each batch of text is synced to the turn's journal row before it is shown.
-
-    A batch is synced less a last word that may be the start of a secret (`redact.settled`): the
-    redactor would miss it in part, so it waits for the next batch or the whole reply.
-
-    Pieces arrive through `add`; one task shows them in order, syncing first what it is about to
-    show (as a reply cut short), then waiting `PROGRESS_EVERY` s while more pieces gather. So the
-    journal holds what the person has seen (but such a last word), whenever the process dies (unless a sync takes
-    longer than `SYNC_WAIT`: then the words go out first and the journal catches up). When the
-    stream has ended (`end`), the rest waits for the whole reply to be journaled (`finish`).
-    """
-
-    def __init__(
-        self, writer: TurnWriter, turn: Turn, model: str, show: Callable[[str], Any] | None, *, journaled: bool
-    ) -> None:
-        self.writer = writer
-        self.turn = turn  # as kept (redacted)
-        self.model = model
-        self.show = show
-        self.journaled = journaled
-        self.parts: list[str] = []
-        self.shown = 0  # how many parts were shown
-        self._task: asyncio.Task[None] | None = None
-        self._sync: asyncio.Task[None] | None = None  # the sync in flight
-        self._hurry = asyncio.Event()  # no more pauses between batches
-        self._ended = False  # the stream ended: no more syncs; the rest waits for `_whole`
-        self._whole = asyncio.Event()  # the whole reply is journaled (or could not be): show the rest
-        self._synced_at = float("-inf")
-
-    @property
-    def text(self) -> str:
-        """Everything received so far."""
-        return "".join(self.parts)
-
-    def add(self, piece: str) -> None:
-        """Take the next piece; it is shown once the journal holds it. Raises what showing an earlier one raised."""
-        self.parts.append(piece)
-        if self._task is not None and self._task.done():
-            self._task.result()
-            self._task = None
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._show())
-
-    async def _show(self) -> None:
-        while self.shown < len(self.parts):
-            wait = self._synced_at + PROGRESS_EVERY - time.monotonic()
-            if wait > 0 and not self._hurry.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._hurry.wait(), wait)
-            upto = len(self.parts)
-            if self._ended:
-                await self._whole.wait()
-            elif self.journaled:
-                if self._sync is None or self._sync.done():  # a sync still running is waited for, not joined
-                    self._synced_at = time.monotonic()
-                    reply = Reply.cut(settled("".join(self.parts[:upto])), model=self.model)
-                    self._sync = asyncio.ensure_future(self.writer.progress(self.turn, reply))
-                with contextlib.suppress(TimeoutError):  # a stalled disk delays the words, never stops them
-                    await asyncio.wait_for(asyncio.shield(self._sync), SYNC_WAIT)
-            while self.shown < upto:
-                piece = self.parts[self.shown]
-                self.shown += 1
-                if self.show is not None:
-                    outcome = self.show(piece)
-                    if inspect.isawaitable(outcome):
-                        await outcome
-
-    async def end(self) -> None:
-        """The stream ended: stop syncing, and wait for the sync in flight (the whole reply is journaled next)."""
-        self._ended = True
-        self._hurry.set()
-        if self._sync is not None:
-            await self._sync
-
-    async def finish(self) -> None:
-        """Show the rest: the whole reply was journaled (`TurnWriter.start`). Raises what showing raised."""
-        self._whole.set()
-        if self._task is not None:
-            await self._task
-
-    async def stop(self) -> Reply:
-        """The stream failed: show (journaled first) what was received; returns the reply kept, cut short."""
-        self._hurry.set()
-        if self._task is not None:
-            with contextlib.suppress(Exception):  # showing failed: the reply is what was shown before
-                await self._task
-        if self._sync is not None:
-            await self._sync
-        return self.cut()
-
-    def cut(self) -> Reply:
-        """The reply as far as it was shown, marked cut short (stops showing more)."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        return Reply.cut("".join(self.parts[: self.shown]), model=self.model)
 
 
 class TurnWriter:
@@ -177,6 +91,8 @@ class TurnWriter:
         self._wake: asyncio.Event | None = None
         self._progress_failed: set[str] = set()
         self._closing = False
+        self.kept_at: Path | None = None  # the file outside the home that kept turns at exit (`held.py`)
+        self.lost: str | None = None  # why turns only memory held could not be kept anywhere at exit
 
     @property
     def journal(self) -> TurnJournal | FallbackJournal:
@@ -208,7 +124,7 @@ class TurnWriter:
 
     def stream(self, turn: Turn, model: str, show: Callable[[str], Any] | None, *, journaled: bool) -> StreamedReply:
         """The reply of an accepted turn, journaled as it is shown."""
-        return StreamedReply(self, turn, model, show, journaled=journaled)
+        return StreamedReply(self.progress, turn, model, show, journaled=journaled)
 
     async def progress(self, turn: Turn, reply: Reply) -> None:
         """Sync the reply shown so far (redacted) into the turn's row; a failure is logged, the stream goes on."""
@@ -237,6 +153,8 @@ class TurnWriter:
         finally:
             self.accepted.discard(turn.id)
             self._progress_failed.discard(turn.id)
+        if unjournaled is not None:  # owed from now on: writes abandoned at exit must not lose it
+            self.owed[turn.id] = Owed(turn, reply, session, writers, unjournaled)
         self._background(turn, reply, session, writers, unjournaled=unjournaled)
 
     def _background(
@@ -295,6 +213,8 @@ class TurnWriter:
             return
         previous = self.owed.get(turn.id)
         tries = previous.tries + 1 if retry and previous is not None else 0
+        if previous is not None and previous.unjournaled is None:  # journaled by a retry meanwhile
+            unjournaled = None
         if unjournaled is None and tries >= RETRY_TRIES:  # only memory would hold it: never given up
             self.owed.pop(turn.id, None)
             logger.warning("turn %s: still not written after %d retries; left to the next start", turn.id, tries)
@@ -325,6 +245,7 @@ class TurnWriter:
         ones go on in the background (abandoned at exit like any post-turn write, staying journaled).
         This process's own turns in flight (accepted, or still writing) are left to it.
         """
+        await self.take_held()
         try:
             entries = await asyncio.to_thread(self.journal.pending, others_in_flight=False)
         except Exception as exc:  # noqa: BLE001
@@ -341,8 +262,23 @@ class TurnWriter:
             await asyncio.wait(tasks, timeout=float(self.runtime.config.get("thoth.deadline")))
         return len(entries)
 
+    async def take_held(self) -> int:
+        """Journal the turns an earlier process kept outside this home at exit (`held.py`); how many."""
+
+        def append(entry: Entry) -> None:
+            self.journal.append(entry.turn, entry.reply, entry.session(self.runtime), entry.plugins)
+
+        try:
+            taken = await asyncio.to_thread(held.take, self.runtime.home, append)
+        except Exception as exc:  # noqa: BLE001 - they stay where they are, for the next start
+            logger.warning("turns kept outside the home at an exit cannot be journaled yet: %s", exc)
+            return 0
+        if taken:
+            logger.info("journaled %d turn(s) an earlier process kept outside the home", taken)
+        return taken
+
     def replay_when_back(self) -> None:
-        """Once, on the loop: each time the shared PostgreSQL answers again, retry what is owed and replay the journal."""
+        """Once, on the loop: each time the shared PostgreSQL answers again, retry what is owed and replay."""
         journal = self.journal
         if self._watching or not isinstance(journal, FallbackJournal):
             return
@@ -390,6 +326,9 @@ class TurnWriter:
                 owed.unjournaled = f"{type(exc).__name__}: {exc}"
                 return
             owed.unjournaled = None
+            for entry in self.unsaved:  # what a person is told at exit: the journal has it now
+                if entry["turn_id"] == owed.turn.id:
+                    entry["failed"].pop("journal", None)
             logger.info("turn %s: journaled on retry", owed.turn.id)
 
     async def retry(self) -> int:
@@ -410,13 +349,20 @@ class TurnWriter:
         return len(self.owed)
 
     def forget(self, *, workspace: str, peer: str, thread: str | None) -> int:
-        """Drop the owed turns of a peer (or one thread), so no retry brings them back; how many only memory held."""
+        """Drop the owed turns of a peer (or one thread), so no retry brings them back, and those kept outside
+        the home at an exit; how many only memory or such a file held."""
         gone = [
             turn_id
             for turn_id, owed in self.owed.items()
             if (owed.turn.workspace, owed.turn.peer) == (workspace, peer) and thread in (None, owed.turn.thread)
         ]
-        return sum(self.owed.pop(turn_id).unjournaled is not None for turn_id in gone)
+        in_memory = sum(self.owed.pop(turn_id).unjournaled is not None for turn_id in gone)
+        try:
+            kept = held.forget(self.runtime.home, workspace=workspace, peer=peer, thread=thread)
+        except Exception as exc:  # noqa: BLE001 - the layers' forget goes on; this one is said loudly
+            logger.error("forget %s: turns kept outside the home could not be removed: %s", peer, exc)
+            kept = 0
+        return in_memory + kept
 
     def stop_retrying(self) -> None:
         """The runtime closes: no more background retries (`at_exit` makes the last)."""
@@ -426,26 +372,43 @@ class TurnWriter:
             self._retrying = self._wake = None
 
     async def at_exit(self) -> None:
-        """Journal what memory still holds if it can now, and say in one line what is not saved."""
+        """Journal what memory still holds if it can, else keep it outside the home; one line for what is unsaved."""
         self.stop_retrying()
         if not self.owed:
             return
         await self._journal_held()
-        lost = [o for o in self.owed.values() if o.unjournaled is not None]
-        kept = len(self.owed) - len(lost)
-        line = (
-            f"at exit, {len(self.owed)} turn(s) not saved in every layer: {kept} kept in the journal for the next start"
-        )
-        if lost:
+        only_memory = [o for o in self.owed.values() if o.unjournaled is not None]
+        kept = len(self.owed) - len(only_memory)
+        line = f"at exit, {len(self.owed)} turn(s) not saved in every layer: {kept} kept in the journal"
+        if not only_memory:
+            logger.warning("%s for the next start", line)
+            return
+        which = ", ".join(f"{o.turn.peer}/{o.turn.thread} turn {o.turn.id}" for o in only_memory)
+        entries = [Entry(o.turn, o.reply, o.session.id, o.session.started_at, o.plugins) for o in only_memory]
+        try:
+            self.kept_at = await asyncio.to_thread(held.keep, self.runtime.home, entries)
+        except Exception as exc:  # noqa: BLE001 - said, never silent
+            self.lost = f"{type(exc).__name__}: {exc}"
             logger.error(
-                "%s; %d lost, never journaled (%s): %s",
+                "%s; %d lost: never journaled (%s), nor kept outside the home (%s): %s",
                 line,
-                len(lost),
-                lost[-1].unjournaled,
-                ", ".join(f"{o.turn.peer}/{o.turn.thread} turn {o.turn.id}" for o in lost),
+                len(only_memory),
+                only_memory[-1].unjournaled,
+                self.lost,
+                which,
             )
-        else:
-            logger.warning("%s", line)
+            return
+        for owed in only_memory:
+            self.owed.pop(owed.turn.id, None)
+        logger.warning(
+            "%s; %d the journal could not take (%s) kept in %s until the home can be written "
+            "(its next start journals them): %s",
+            line,
+            len(only_memory),
+            only_memory[-1].unjournaled,
+            self.kept_at,
+            which,
+        )
 
     def abandon(self, seconds: float) -> list[asyncio.Task[Any]]:
         """Stop waiting for the writes still running: their turns stay journaled for the next start."""
@@ -460,3 +423,6 @@ class TurnWriter:
         if self._journal is not None:
             self._journal.close()
             self._journal = None
+
+
+__all__ = ["PROGRESS_EVERY", "SYNC_WAIT", "Owed", "StreamedReply", "TurnWriter", "unsaved_message"]

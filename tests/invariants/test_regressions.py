@@ -71,7 +71,6 @@ def test_a_turn_killed_after_the_last_word_is_kept_on_postgres(postgres_home: An
     postgres_home.promises()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35: a read-only data folder loses the turn, never replayed")
 def test_a_turn_on_a_read_only_data_folder_is_kept(sqlite_home: Any) -> None:
     if not sqlite_home.world.mounted:
         pytest.skip("needs root and mount: the data folder is a tmpfs remounted read-only")

@@ -89,7 +89,8 @@ def thoth_env(
     thoth_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Path:
     """A clean environment: no ANTHROPIC_*, OPENAI_*, HONCHO_*, THOTH_* or *_DISABLED variables
-    (THOTH_HOME is `thoth_home`), and the test's own folder as working directory.
+    (THOTH_HOME is `thoth_home`; XDG_STATE_HOME, where turns a home could not take are kept, is in
+    the test's folder), and the test's own folder as working directory.
 
     With the ini option `thoth_plugins` set, only those installed plugins load (THOTH_LOAD_PLUGINS),
     so the suite passes whatever else is installed in its environment.
@@ -98,6 +99,7 @@ def thoth_env(
         if name.startswith(("ANTHROPIC_", "OPENAI_", "HONCHO_", "THOTH_")) or name.endswith("_DISABLED"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("THOTH_HOME", str(thoth_home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     plugins = request.config.getini("thoth_plugins")
     if plugins:
         monkeypatch.setenv("THOTH_LOAD_PLUGINS", ",".join(plugins))
