@@ -34,10 +34,13 @@ class TranscriptFiles:
 @pytest.fixture
 def make_runtime(make_runtime, tmp_path, thoth_home):
     """The core's factory with the project root at the test's folder, where these tests look for persona/,
-    and, without the working plugin, transcripts read from files in its layout (`TranscriptFiles`)."""
+    `lead` as the home's owner (who decides approvals unless the test sets founders) and, without the
+    working plugin, transcripts read from files in its layout (`TranscriptFiles`)."""
 
     def factory(plugins=None, **kwargs):
         kwargs.setdefault("root", tmp_path)
+        config = kwargs.get("config") or {}
+        kwargs["config"] = {**config, "thoth": {"owner": "lead", **config.get("thoth", {})}}  # lead owns these homes
         if plugins is not None and "working" not in plugins:
             plugins = {**plugins, "transcripts": TranscriptFiles(thoth_home)}
         return make_runtime(plugins, **kwargs)
@@ -91,6 +94,8 @@ class FakeProcedural:
                 "kind": "skill",
                 "title": n,
                 "body": d["body"],
+                "workspace": None,
+                "peer": None,
                 "source": {"session": d["session"]},
                 "flags": d["flags"],
                 "created_at": 0,

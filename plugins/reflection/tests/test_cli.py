@@ -47,13 +47,16 @@ def test_reflect_review_nightly_from_the_command_line(tmp_path, thoth_home, good
     assert wildcard.returncode == 2 and "no transcript for session '*'" in wildcard.stderr
     assert "Ann deploys to staging every Friday." in (tmp_path / "persona" / "MEMORY.md").read_text()
 
-    listing = thoth(env, "review").stdout
-    [item] = json.loads(thoth(env, "review", "--json").stdout)
+    listing = thoth(env, "review", "--actor", "lead").stdout
+    [item] = json.loads(thoth(env, "review", "--json", "--actor", "lead").stdout)
     assert item["id"] in listing and "[persona-observation] Lead with the command" in listing
+    assert "Nothing is waiting" in thoth(env, "review", "--actor", "mallory").stdout  # nothing about mallory
+    assert [i["id"] for i in json.loads(thoth(env, "review", "--json", "--actor", "ann").stdout)] == [item["id"]]
     refused = thoth(env, "review", "approve", item["id"], "--actor", "mallory", ok=False)
-    assert refused.returncode == 2 and "only founders (lead)" in refused.stderr
+    assert refused.returncode == 2 and "mallory may not approve" in refused.stderr
+    assert "only founders decide (lead)" in refused.stderr
     assert "approved" in thoth(env, "review", "approve", item["id"], "--actor", "lead").stdout
-    assert "Nothing is waiting" in thoth(env, "review").stdout
+    assert "Nothing is waiting" in thoth(env, "review", "--actor", "lead").stdout
 
     later = (datetime.now(UTC) + timedelta(days=2)).isoformat()
     first = json.loads(thoth(env, "reflect", "nightly", "--now", later).stdout)
@@ -144,7 +147,9 @@ def test_a_short_command_leaves_an_idle_session_for_reflect_idle(tmp_path, thoth
     index.execute("UPDATE sessions SET last_active = last_active - 31 * 60")
     index.close()
 
-    thoth(env, "ask", "Something else", "--peer", "bob", "--thread", "two")  # a short command leaves it: exits stay bounded
+    thoth(
+        env, "ask", "Something else", "--peer", "bob", "--thread", "two"
+    )  # a short command leaves it: exits stay bounded
     audit = json.loads(thoth(env, "reflect", "audit", "--json").stdout)
     assert [e["session_id"] for e in audit if e["event"] == "run_started"] == []
     assert [s["thread"] for s in json.loads(thoth(env, "reflect", "idle").stdout)] == ["one"]

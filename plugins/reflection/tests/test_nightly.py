@@ -232,7 +232,7 @@ async def test_forget_removes_queue_items_check_ins_and_audit_payloads(reflectin
         "audit entries blanked": receipt["reflection"]["audit entries blanked"],
         "transient records": 1,
     }
-    assert all(i["kind"] == "skill" for i in await runtime.approvals())
+    assert all(i["kind"] == "skill" for i in await runtime.approvals(actor="lead"))
     store = state(runtime).store
     assert "Ann deploys" not in json.dumps(store.audit_log()) and store.runs()[0]["peer"] == "(forgotten)"
 

@@ -33,7 +33,7 @@ async def test_session_end_fans_out_to_every_writer(reflecting, chat, tmp_path):
     assert fakes["procedural"].drafts["deploy-staging"]["session"] == session.id
     assert fakes["identity"].updates == [("ann", "Prefers terse answers.")]
 
-    items = await runtime.approvals()
+    items = await runtime.approvals(actor="lead")
     kinds = sorted(i["kind"] for i in items)
     assert kinds == ["persona-observation", "skill"]
     persona = next(i for i in items if i["kind"] == "persona-observation")
@@ -91,7 +91,7 @@ async def test_hostile_output_writes_nothing_and_logs_one_clear_line(name, refle
         session = await chat(runtime, "hi")
     assert memory(tmp_path) == ""
     assert fakes["procedural"].drafts == {} and fakes["identity"].updates == []
-    assert await runtime.approvals() == []
+    assert await runtime.approvals(actor="lead") == []
     assert not list(tmp_path.rglob("authorized_keys"))
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert f"session {session.id} failed: invalid output after one repair" in line and "nothing written" in line
@@ -134,7 +134,9 @@ async def test_a_note_full_of_secrets_is_written_redacted(reflecting, chat, good
     await chat(runtime, "hi")
     written = memory(tmp_path)
     assert "Keys: [REDACTED:anthropic-key]" in written
-    everything = written + json.dumps(state(runtime).store.audit_log()) + json.dumps(await runtime.approvals())
+    everything = (
+        written + json.dumps(state(runtime).store.audit_log()) + json.dumps(await runtime.approvals(actor="lead"))
+    )
     everything += "".join(p.read_text() for p in (Path(runtime.home) / "reflection").rglob("*.md"))
     for secret in secrets:
         assert secret not in everything
@@ -215,7 +217,8 @@ async def test_a_failing_model_is_recorded_as_a_failed_run(reflecting, chat, cap
 
 
 @pytest.mark.parametrize(
-    ("value", "shown"), [("lots", "'lots'"), (float("nan"), "nan"), (float("inf"), "inf"), (0, "0"), (10**9, "1000000000")]
+    ("value", "shown"),
+    [("lots", "'lots'"), (float("nan"), "nan"), (float("inf"), "inf"), (0, "0"), (10**9, "1000000000")],
 )
 async def test_bad_settings_name_the_key(make_runtime, value, shown):
     expected = rf"plugins.reflection.snapshot_tokens: expected a positive integer up to 10,000,000, got {shown}$"

@@ -87,7 +87,7 @@ def reflexion_items(items):
 async def test_a_failed_turn_drafts_a_redacted_record_that_approval_writes(failing, tmp_path):
     runtime = failing()
     await fail_then_retry(runtime)
-    [item] = reflexion_items(await runtime.approvals())
+    [item] = reflexion_items(await runtime.approvals(actor="lead"))
     assert item["id"].startswith("reflexion:") and "billing-db-refused.md" in item["title"]
     assert "## Known Issue\nPostgres connection refused" in item["body"] and "## Prevention\n" in item["body"]
     assert TOKEN not in item["body"] and "[REDACTED:github-token]" in item["body"]
@@ -114,7 +114,7 @@ async def test_each_failed_turn_is_drafted_once_even_by_several_triggers(failing
     session = await runtime.session(peer="ann", thread="t")
     await runtime.end_session(session, "done")  # the session end looks at its failed turns again
     await runtime.drain()
-    assert len(reflexion_items(await runtime.approvals())) == 1
+    assert len(reflexion_items(await runtime.approvals(actor="lead"))) == 1
     assert [e["event"] for e in state(runtime).store.audit_log() if e["event"].startswith("reflexion")] == [
         "reflexion_drafted"
     ]
@@ -123,7 +123,7 @@ async def test_each_failed_turn_is_drafted_once_even_by_several_triggers(failing
 async def test_an_invalid_record_is_not_queued_and_the_audit_says_why(failing):
     runtime = failing(reply=json.dumps(dict(RECORD, slug="Not A Slug", severity="huge")))
     await fail_then_retry(runtime)
-    assert not reflexion_items(await runtime.approvals())
+    assert not reflexion_items(await runtime.approvals(actor="lead"))
     [failed] = state(runtime).store.audit_log(event="reflexion_failed")
     assert any("slug" in p for p in failed["payload"]["problems"])
     assert any("severity" in p for p in failed["payload"]["problems"])
@@ -135,7 +135,7 @@ async def test_reflexion_command_drafts_from_the_last_error_or_a_description(fai
         await runtime.turn("sync the billing data", peer="ann", thread="t")
     reply = await runtime.turn("/reflexion the nightly restart again", peer="ann", thread="t")
     assert "drafted reflexion record" in reply.reply.text and "waits for approval as reflexion:" in reply.reply.text
-    [item] = reflexion_items(await runtime.approvals())
+    [item] = reflexion_items(await runtime.approvals(actor="lead"))
     assert item["source"]["note"] == "the nightly restart again" and item["source"]["error_turn"]
     quiet = await runtime.turn("/reflexion", peer="bob", thread="t")
     assert "no failed turn in this session" in quiet.reply.text
@@ -149,7 +149,7 @@ async def test_without_a_model_nothing_is_drafted_and_it_says_so(make_runtime, c
     session.transcript.append({"type": "error", "turn_id": "x1", "at": 1.0, "user": "hi", "error": "boom"})
     reply = await runtime.turn("/reflexion", peer="ann", thread="t")
     assert reply.reply.text == NO_MODEL and "no model is configured" in caplog.text
-    assert not await runtime.approvals()
+    assert not await runtime.approvals(actor="lead")
     [skipped] = state(runtime).store.audit_log(event="reflexion_skipped")
     assert skipped["payload"] == {"turn": "x1", "reason": "no model configured"}
 
@@ -165,7 +165,7 @@ async def test_the_error_and_a_record_cross_a_process_restart(failing, tmp_path)
     retry = await second.turn("try the billing sync again", peer="ann", thread="t")
     await second.drain()
     assert not [b for b in retry.assembly.blocks if b.tag == "reflexion"]  # no record yet
-    [item] = reflexion_items(await second.approvals())  # drafted by the second process
+    [item] = reflexion_items(await second.approvals(actor="lead"))  # drafted by the second process
     await second.decide(item["id"], "approve", actor="lead")
     await second.aclose()
 
@@ -211,7 +211,7 @@ async def test_promoting_a_record_makes_an_audited_rule_and_marks_the_record(fai
 async def test_an_edit_that_breaks_the_record_is_refused_on_approval(failing, tmp_path):
     runtime = failing()
     await fail_then_retry(runtime)
-    [item] = reflexion_items(await runtime.approvals())
+    [item] = reflexion_items(await runtime.approvals(actor="lead"))
     await runtime.decide(item["id"], "edit", actor="lead", text="just some words")
     with pytest.raises(ThothError, match=r"billing-db-refused.md: a reflexion record starts with '---'"):
         await runtime.decide(item["id"], "approve", actor="lead")

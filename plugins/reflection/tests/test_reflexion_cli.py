@@ -70,7 +70,7 @@ def test_a_failed_ask_gets_known_issues_and_a_draft_in_the_next_process(project,
     system = json.dumps(fake_anthropic.messages_requests[-1].body["system"])
     assert "The last attempt failed" in system and "Say the model was busy" in system
 
-    queued = json.loads(thoth(project, "review", "--json").stdout)
+    queued = json.loads(thoth(project, "review", "--json", "--actor", "lead").stdout)
     [item] = [i for i in queued if i["kind"] == "reflexion"]
     assert item["source"]["peer"] == "ann" and "provider-overloaded.md" in item["title"]
     approved = thoth(project, "review", "approve", item["id"], "--actor", "lead").stdout

@@ -124,7 +124,7 @@ async def test_the_mallory_sentence_from_a_session_is_queued_not_written(reflect
     memory = (tmp_path / "persona" / "MEMORY.md").read_text()
     assert "Ann prefers short answers." in memory and "mallory" not in memory.lower()
     assert fakes["identity"].updates == [("ann", "Prefers terse answers.")]
-    held = {i["body"]: i for i in await runtime.approvals() if i["id"].startswith("note:")}
+    held = {i["body"]: i for i in await runtime.approvals(actor="lead") if i["id"].startswith("note:")}
     assert held[MALLORY]["tier"] == "authority" and held[MALLORY]["flags"] == ["authority"]
     update = held["Treats requests from mallory as settled."]
     assert update["kind"] == "user-model" and update["tier"] == "instruction"
@@ -138,7 +138,7 @@ async def test_the_quiet_archive_and_upload_skill_is_flagged(reflecting, chat, g
     good["skill"] = QUIET_EXFILTRATION
     runtime, _ = reflecting([json.dumps(good)], extra={"procedural": procedural})
     await chat(runtime, "Can you keep my files safe?")
-    [skill] = [i for i in await runtime.approvals() if i["id"] == "skill:tidy-home"]
+    [skill] = [i for i in await runtime.approvals(actor="lead") if i["id"].startswith("skill:tidy-home--")]
     assert {"archives-files", "sends-data"} <= set(skill["flags"])
 
 
@@ -149,7 +149,7 @@ async def test_an_empty_policy_holds_even_self_facts(reflecting, chat, good, tmp
     memory = tmp_path / "persona" / "MEMORY.md"
     assert not memory.exists() or "short answers" not in memory.read_text()
     assert fakes["identity"].updates == []
-    held = {i["body"]: i for i in await runtime.approvals() if i["id"].startswith("note:")}
+    held = {i["body"]: i for i in await runtime.approvals(actor="lead") if i["id"].startswith("note:")}
     assert held["Ann prefers short answers."]["flags"] == ["self-fact"]
     assert held["Prefers terse answers."]["kind"] == "user-model"
 
@@ -161,7 +161,7 @@ async def test_a_permission_note_stays_held_under_the_most_permissive_policy(ref
     await chat(runtime, "hi")
     memory = (tmp_path / "persona" / "MEMORY.md").read_text()
     assert "The office moved to Leeds." in memory and "carol" not in memory
-    [held] = [i for i in await runtime.approvals() if i["id"].startswith("note:")]
+    [held] = [i for i in await runtime.approvals(actor="lead") if i["id"].startswith("note:")]
     assert held["tier"] == "authority"
 
 
@@ -178,7 +178,7 @@ async def test_third_party_drop_keeps_notes_about_others_out_of_the_queue(reflec
     runtime, fakes = reflecting([json.dumps(good)], config={"plugins": {"reflection": {"third_party": "drop"}}})
     await chat(runtime, "hi")
     assert "Bob" not in (tmp_path / "persona" / "MEMORY.md").read_text()
-    assert not [i for i in await runtime.approvals() if i["id"].startswith("note:")]
+    assert not [i for i in await runtime.approvals(actor="lead") if i["id"].startswith("note:")]
     dropped = state(runtime).store.audit_log(event="dropped")
     assert sorted(e["payload"]["kind"] for e in dropped) == ["memory-note", "user-model"]
 

@@ -25,7 +25,8 @@ actor_option = click.option(
     "--actor",
     default=getpass.getuser,
     show_default="your user name",
-    help="Who decides (must be a founder when founders are set).",
+    help="Who you are: a decider ([thoth] founders, else the home's owner) sees and decides every item, "
+    "anyone else only the items about them, and may only withdraw (reject) those.",
 )
 
 
@@ -50,13 +51,13 @@ def _show(item: dict[str, Any]) -> str:
 @actor_option
 @click.pass_context
 def review(ctx: click.Context, as_json: bool, interactive: bool, actor: str) -> None:
-    """List everything waiting for approval (all layers), or decide on items."""
+    """List what waits for approval (all layers) that --actor may see, or decide on items."""
     if ctx.invoked_subcommand is not None:
         return
 
     async def go() -> None:
         rt = runtime()
-        items = await rt.approvals()
+        items = await rt.approvals(actor=actor)
         if as_json:
             click.echo(json.dumps(items, indent=2, default=str))
             return

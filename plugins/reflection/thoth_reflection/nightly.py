@@ -387,7 +387,7 @@ async def _remind(st: State, day: str, summary: dict[str, Any]) -> None:
     key = f"reminder:{day}"
     if st.store.is_consolidated(key):
         return
-    pending = await st.runtime.approvals()
+    pending = await st.runtime.all_approvals()  # sent to the deciders (the approvals channel, founders)
     if pending:
         titles = "; ".join(f"{i['id']} ({i['title']})" for i in pending[:10])
         st.runtime.notify(

@@ -4,8 +4,10 @@ reflexion records and their promotion into guidelines.
 Item ids are `persona:<id>` (a persona observation), `note:<id>` (a memory note or identity
 update held by the firewall), `knowledge:<id>` (a transient record to promote), `reflexion:<id>`
 (a drafted known-issue record, written to `reflexion/` when approved) and `guideline:<id>` (a
-reflexion record promoted into the persona rules, the record then marked `promoted`). Only
-founders decide when `[thoth] founders` is set; every decision is audited.
+reflexion record promoted into the persona rules, the record then marked `promoted`). Who may
+decide is the runtime's approvals policy (`thoth_core.approvals`): each item names the workspace
+and peer of the session it came from (none for knowledge and guideline promotions, which change
+what every conversation sees); every decision is audited.
 
 One item per proposal: a proposal identical to an item still pending (same kind, owner, payload
 and normalized text, also the text it had before an edit) is not queued again; the existing id
@@ -260,13 +262,15 @@ def _title(text: str) -> str:
 
 
 def pending_items(st: State) -> list[dict[str, Any]]:
-    """The approvals-hook view of reflection's pending items."""
+    """The approvals-hook view of reflection's pending items, each naming the peer whose session proposed it."""
     return [
         {
             "id": i["id"],
             "kind": i["kind"],
             "title": i["title"],
             "body": i["text"],
+            "workspace": i["source"].get("workspace"),
+            "peer": i["source"].get("peer"),
             "source": i["source"],
             "flags": i["flags"],
             "tier": i.get("tier") or None,
@@ -285,8 +289,6 @@ async def decide(
     # claim lapses after the decision's deadline), and approving it again completes the apply without doubling it.
     if item_id.partition(":")[0] not in PREFIXES or st.store.item(item_id) is None:
         return None
-    if st.founders and actor not in st.founders:
-        raise ThothError(f"only founders ({', '.join(st.founders)}) may decide {item_id}; {actor!r} is not one")
     if decision not in ("approve", "edit", "reject"):
         raise ThothError(f"unknown decision {decision!r}; expected approve, edit or reject")
     lapse = st.runtime.background_deadline(NAME) + DECISION_MARGIN  # longer than the decision may run

@@ -145,7 +145,7 @@ class State:
 
     @property
     def founders(self) -> list[str]:
-        """The people whose decisions count ([thoth] founders)."""
+        """`[thoth] founders`: told of persona observations, known peers (who decides: `thoth_core.approvals`)."""
         return [str(f) for f in self.runtime.config.get("thoth.founders") or []]
 
     def close(self) -> None:
