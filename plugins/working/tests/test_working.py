@@ -15,7 +15,7 @@ from thoth_core import ConfigError, ModelError, Session, hookimpl
 from thoth_core.budget import block_tokens, trim_history
 from thoth_core.journal import Entry
 from thoth_core.testing import check_layer_plugin, context_for
-from thoth_core.types import Reply, Turn
+from thoth_core.types import CUT_SHORT, Reply, Turn
 
 
 class BrokenModel:
@@ -441,7 +441,7 @@ async def test_hooks_called_directly(runtime_at):
     runtime = runtime_at()
     session = Session("default", "ann", "t", runtime=runtime)
     working.session_start(session=session)
-    assert working.pre_spawn_context(session=session) is None
+    assert working.pre_spawn_context(turn=Turn("hi", "ann", "t"), session=session) is None
     session.transcript.append(
         {"type": "turn", "turn_id": "x1", "at": 1.0, "user": "u", "assistant": "a", "model": "m", "error": None}
     )
@@ -531,3 +531,41 @@ async def test_recovery_through_the_runtime_keeps_one_copy_and_the_resumed_sessi
 
 async def test_conformance(runtime_at):
     await check_layer_plugin(runtime_at(), "working")
+
+
+async def test_a_turn_kept_cut_short_and_run_again_keeps_one_whole_turn_entry(runtime_at):
+    first = runtime_at(replies=[{"reply": "one"}])
+    written = await first.turn("first", peer="ann", thread="t")
+    await first.drain()
+    again = Turn("plan my trip", "ann", "t", id="turn-again")  # killed mid-stream: the journal holds it cut short
+    first.journal.append(again, Reply.cut("Day one: Oslo"), written.session, ["working"])
+    await first.aclose()
+
+    second = runtime_at(replies=[{"reply": "Day one: Oslo. Day two: Bergen."}])
+    resumed = await second.session(peer="ann", thread="t")  # replays the cut-short turn, then resumes
+    assert resumed.id == written.session.id and resumed.history[-1].content.endswith(CUT_SHORT)
+    rerun = await second.turn("plan my trip", peer="ann", thread="t", turn_id="turn-again")  # another worker's re-run
+    await second.drain()
+    # the model was not shown the message answered already, and the live session holds it once
+    assert [m.content for m in second.model().requests[-1].messages] == ["first", "one", "plan my trip"]
+    assert [m.content for m in rerun.session.history] == [
+        "first",
+        "one",
+        "plan my trip",
+        "Day one: Oslo. Day two: Bergen.",
+    ]
+    stand_in = Entry(again, Reply.cut("Day one: Oslo"), written.session.id, written.session.started_at, []).session(
+        second
+    )
+    working.post_turn_write(turn=again, session=stand_in)  # replayed again: a cut-short version replaces nothing
+    await second.aclose()
+
+    third = runtime_at()
+    turns = [e for e in lines_of(third, resumed) if e["type"] == "turn"]
+    assert [(e["turn_id"], e["assistant"], e.get("cut_short")) for e in turns] == [
+        (written.turn.id, "one", None),
+        ("turn-again", "Day one: Oslo. Day two: Bergen.", None),
+    ]
+    assert await third.status(peer="ann") == [{"layer": "working", "sessions": 1, "turns": 2, "plugin": "working"}]
+    restored = await third.session(peer="ann", thread="t")
+    assert [m.content for m in restored.history][-2:] == ["plan my trip", "Day one: Oslo. Day two: Bergen."]

@@ -169,10 +169,11 @@ def session_closed(session: Session) -> bool | None:
 
 
 @hookimpl
-def pre_spawn_context(session: Session) -> ContextBlock | None:
+def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
     working = state(session.runtime)
     working.store.flush(session)  # the errors of a failed previous turn reach the transcript now
     working.store.catch_up(session, turns=working.settings.restore_turns)  # turns other workers answered since
+    working.store.take_back_cut_short(session, turn.id)  # a turn kept cut short, run again: answered once
     text = working.memory.get(session.id)
     return memory_block(session.runtime, text) if text else None
 

@@ -12,9 +12,12 @@ entry. History is restored from the transcript, so the conversation is stored on
 errors, tool calls), so entries are stored in the order the core recorded them. A replayed
 turn (the core's stand-in session, `scratch["thoth.replay"]`, after a process was killed) goes
 through `replay(session)` instead: it appends only the turns whose `turn_id` the transcript
-lacks and recounts `turns` from it, so a write that happened just before the kill is not
-repeated. With a shared store, several workers may answer one thread in turn: `catch_up`
-brings into a live session the turns other workers stored since it last looked.
+lacks (or holds cut short) and recounts `turns` from it, so a write that happened just before the
+kill is not repeated. A turn kept cut short and run again with its id (a Slack message re-run by
+another worker) leaves one entry, the whole reply in the cut-short one's place
+(`take_back_cut_short`, `transcripts.one_per_turn`). With a shared store, several workers may
+answer one thread in turn: `catch_up` brings into a live session the turns other workers stored
+since it last looked.
 
 A key has at most one open session, whichever process opens it (a unique index on the open rows):
 `open` inserts the new session's row at once or adopts the one another process inserted first, so
@@ -42,7 +45,14 @@ from thoth_core.database import open_database
 from thoth_core.storage import Migration
 from thoth_core.types import DEFAULT_AGENT
 
-from .transcripts import TABLE_SCHEMA, FileTranscripts, TableTranscripts, read_transcript, transcript_path
+from .transcripts import (
+    TABLE_SCHEMA,
+    FileTranscripts,
+    TableTranscripts,
+    cut_short,
+    read_transcript,
+    transcript_path,
+)
 from .turn_context import ContextLog
 
 logger = logging.getLogger(__name__)
@@ -158,6 +168,7 @@ class SessionStore:
         self._seen: dict[str, int] = {}  # session id -> last transcript row read (shared store)
         self._mine: dict[str, set[int]] = {}  # session id -> rows this process stored since then (shared store)
         self._indexed: set[str] = set()  # live sessions known to have their row
+        self._rerun: dict[str, set[str]] = {}  # session id -> turns run again whose cut-short version is stored
 
     def path_of(self, session: Session) -> Path:
         """The transcript file of a live session (SQLite mode)."""
@@ -344,12 +355,42 @@ class SessionStore:
             self._index(session)
             self._append(session, entries)
             self._written[session.id] = done + len(entries)
-            turns = sum(1 for e in entries if e.get("type") == "turn")
+            again = self._rerun.pop(session.id, set())  # turns stored cut short: counted already
+            turns = sum(1 for e in entries if e.get("type") == "turn" and e.get("turn_id") not in again)
             self._db.execute(
                 UPSERT + "last_active=excluded.last_active, turns=sessions.turns+?",
                 (session.id, *session.key, session.started_at, session.last_active, turns, session.agent, turns),
             )
             return len(entries)
+
+    def take_back_cut_short(self, session: Session, turn_id: str) -> bool:
+        """A turn kept cut short is run again (same id): take its cut-short version out of the live session.
+
+        Its history pair and transcript entry go, so the model is not shown the message answered
+        already; the whole reply, once flushed, takes the stored entry's place (`one_per_turn`),
+        not counted as another turn. False when the session holds no cut-short turn of that id.
+        """
+        with self._lock:
+            found = next(
+                (
+                    i
+                    for i, e in enumerate(session.transcript)
+                    if e.get("type") == "turn" and e.get("turn_id") == turn_id and cut_short(e)
+                ),
+                None,
+            )
+            if found is None:
+                return False
+            entry = session.transcript.pop(found)
+            if found < self._written.get(session.id, 0):
+                self._written[session.id] -= 1
+            self._rerun.setdefault(session.id, set()).add(turn_id)
+            pair = [Message("user", str(entry.get("user", ""))), Message("assistant", str(entry.get("assistant", "")))]
+            history = session.history
+            at = next((i for i in range(len(history) - 2, -1, -1) if history[i : i + 2] == pair), None)
+            if at is not None:
+                session.history = history[:at] + history[at + 2 :]
+            return True
 
     def _keep_count(self, session_id: str) -> None:
         """Keep an ended session's written count a while: its last turn's post-turn write may flush after the end."""
@@ -358,7 +399,7 @@ class SessionStore:
         self._ended.append(session_id)
 
     def replay(self, session: Session) -> int:
-        """Append a replayed session's turns the transcript lacks (by `turn_id`); returns how many.
+        """Append a replayed session's turns the transcript lacks (by `turn_id`), or holds cut short; how many.
 
         The stand-in session holds only the replayed turn, so the flush count of the live session
         with the same id (if any) is left alone, and `turns` is recounted from the transcript: a
@@ -369,11 +410,16 @@ class SessionStore:
         with self._lock, self.transcripts.guard(session.id, session.started_at):
             stored = self.entries(session.id, session.started_at)
             turn_ids = {e.get("turn_id") for e in stored if e.get("type") == "turn"}
+            cut = {e.get("turn_id") for e in stored if e.get("type") == "turn" and cut_short(e)}
             others = [{k: v for k, v in e.items() if k not in KEY_FIELDS} for e in stored if e.get("type") != "turn"]
             entries = [
                 e
                 for e in session.transcript
-                if (e.get("turn_id") not in turn_ids if e.get("type") == "turn" else _plain(e) not in others)
+                if (
+                    e.get("turn_id") not in turn_ids or (e.get("turn_id") in cut and not cut_short(e))
+                    if e.get("type") == "turn"
+                    else _plain(e) not in others
+                )
             ]
             if entries:
                 self._append(session, entries, mend=True, own=False)

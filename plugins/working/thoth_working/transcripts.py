@@ -4,7 +4,10 @@ With SQLite (the embedded default) each session has `<root>/transcripts/<YYYY-MM
 (dated by the session's start, UTC), one JSON object a line. With a shared PostgreSQL (`[storage]
 url`) the entries are rows of `transcript_entries` (session id, sequence number, the same JSON
 object), so a worker on another host answering a thread's next turn reads the whole transcript.
-Both give the same entries back; a turn is stored once per session (its `turn_id`). Several
+Both give the same entries back; a turn is stored once per session (its `turn_id`): a turn kept
+cut short (replayed from the journal after a kill) and then run again with its id has its whole
+reply in the cut-short entry's place (a row updated; in a file, the whole entry is appended and
+reading puts it there: `one_per_turn`), and a whole one is never replaced. Several
 processes may append to one session at once (two first turns of a thread share it): `guard`
 holds the session against the others (a lock on its file, or an advisory lock) while one reads
 and appends.
@@ -36,6 +39,10 @@ CREATE TABLE transcript_entries (
 CREATE INDEX transcript_entries_by_session ON transcript_entries (session_id, seq);
 CREATE UNIQUE INDEX transcript_entries_one_turn ON transcript_entries (session_id, turn_id);
 """
+CUT_SHORT_ROW = '%"cut_short": true%'  # a LIKE pattern: a stored entry (`_dumps`) of a reply cut short
+REPLACE_CUT_SHORT = (
+    "ON CONFLICT (session_id, turn_id) DO UPDATE SET entry = excluded.entry WHERE transcript_entries.entry LIKE ?"
+)
 
 
 def day_of(started_at: float) -> str:
@@ -61,6 +68,27 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             logger.warning("%s:%d: not a JSON line; skipped", path, number)
     return entries
+
+
+def cut_short(entry: dict[str, Any]) -> bool:
+    """Whether a transcript entry holds a reply whose stream stopped early."""
+    return bool(entry.get("cut_short"))
+
+
+def one_per_turn(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries with one `turn` entry per turn id: a whole reply takes its cut-short one's place, else the first."""
+    kept: list[dict[str, Any]] = []
+    where: dict[Any, int] = {}  # turn id -> its entry's index in `kept`
+    for entry in entries:
+        turn_id = entry.get("turn_id") if entry.get("type") == "turn" else None
+        if turn_id is None:
+            kept.append(entry)
+        elif turn_id not in where:
+            where[turn_id] = len(kept)
+            kept.append(entry)
+        elif cut_short(kept[where[turn_id]]) and not cut_short(entry):
+            kept[where[turn_id]] = entry
+    return kept
 
 
 def _end_line(path: Path) -> None:
@@ -90,8 +118,8 @@ class FileTranscripts:
         self._held: dict[str, int] = {}  # session id -> how deep this process holds its `guard` (the store's lock)
 
     def read(self, session_id: str, started_at: float) -> list[dict[str, Any]]:
-        """The session's entries, in the order they were written."""
-        return read_transcript(transcript_path(self.root, session_id, started_at))
+        """The session's entries, in the order they were written (one `turn` entry per turn id)."""
+        return one_per_turn(read_transcript(transcript_path(self.root, session_id, started_at)))
 
     def exists(self, session_id: str, started_at: float) -> bool:
         """Whether anything of the session is stored (a file `guard` made holds nothing yet)."""
@@ -187,15 +215,21 @@ class TableTranscripts:
     def append(
         self, session_id: str, started_at: float, entries: list[dict[str, Any]], *, mend: bool = False
     ) -> list[int]:
-        """Append entries in one transaction (a turn already stored is skipped); their row numbers."""
+        """Append entries in one transaction; their row numbers.
+
+        A turn already stored is skipped, unless it was stored cut short and this entry is whole:
+        that row then holds the whole one (its number returned).
+        """
         seqs = []
         with self.db.transaction() as tx:
             for entry in entries:
                 turn_id = entry.get("turn_id") if entry.get("type") == "turn" else None
+                whole = turn_id is not None and not cut_short(entry)
                 row = tx.execute(
                     "INSERT INTO transcript_entries (session_id, turn_id, entry) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO NOTHING RETURNING seq",
-                    (session_id, None if turn_id is None else str(turn_id), _dumps(entry)),
+                    + (REPLACE_CUT_SHORT if whole else "ON CONFLICT DO NOTHING")
+                    + " RETURNING seq",
+                    (session_id, None if turn_id is None else str(turn_id), _dumps(entry), *([CUT_SHORT_ROW] * whole)),
                 ).fetchone()
                 if row is not None:
                     seqs.append(int(row[0]))
