@@ -15,10 +15,13 @@ def _clean_env(thoth_env):
 
 @pytest.fixture
 def runtime_at(make_runtime, tmp_path):
-    """A runtime with the procedural plugin whose project root is tmp_path."""
+    """A runtime with the procedural plugin whose project root is tmp_path, and `ann` the home's owner (who decides
+    approvals unless the test sets founders)."""
 
     def make(plugins=None, **kwargs):
-        return make_runtime({"procedural": plugin, **(plugins or {})}, root=tmp_path, **kwargs)
+        config = kwargs.pop("config", None) or {}
+        config = {**config, "thoth": {"owner": "ann", **config.get("thoth", {})}}
+        return make_runtime({"procedural": plugin, **(plugins or {})}, root=tmp_path, config=config, **kwargs)
 
     return make
 

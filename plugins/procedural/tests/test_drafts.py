@@ -1,4 +1,5 @@
-"""The approval workflow: drafts from reflection, approve (git commit) and reject (archive), audit, founders, CLI."""
+"""The approval workflow: drafts from reflection (one per proposing peer), approve (git commit) and reject (archive),
+audit, the approvals policy, CLI."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import skills_ref
 from thoth_procedural import drafts, plugin
+from thoth_procedural.settings import Settings
 
 from thoth_core import ThothError, hookimpl
 from thoth_core._calls import call_each
@@ -34,6 +36,11 @@ RESULT = {
     "user_model_updates": {},
     "flags": {"skill": []},
 }
+
+
+ANN = {"workspace": "default", "peer": "ann"}
+KEY = drafts.draft_key("triage-deploy", ANN)  # ann's draft of triage-deploy: `triage-deploy--<hash>`
+ITEM = f"skill:{KEY}"
 
 
 class Notifications:
@@ -69,7 +76,7 @@ async def test_reflection_result_writes_a_pending_draft_and_asks_for_approval(ru
     notes = Notifications()
     runtime = runtime_at({"notes": notes})
     await reflect(runtime)
-    folder = tmp_path / ".claude" / "skill-drafts" / "triage-deploy"
+    folder = tmp_path / ".claude" / "skill-drafts" / KEY
     assert sorted(p.name for p in folder.iterdir()) == ["SKILL.md", "draft.json", "manifest.json", "src"]
     meta = json.loads((folder / "draft.json").read_text())
     assert (
@@ -86,12 +93,12 @@ async def test_reflection_result_writes_a_pending_draft_and_asks_for_approval(ru
         "tools_allowed": [],
     }
     [(event, payload)] = notes.events
-    assert event == "approval_requested" and payload["item_id"] == "skill:triage-deploy" and payload["peer"] == "ann"
-    assert "/approve skill:triage-deploy" in payload["text"]
+    assert event == "approval_requested" and payload["item_id"] == ITEM and payload["peer"] == "ann"
+    assert f"/approve {ITEM}" in payload["text"]
     context = await context_for(runtime, "hi", peer="ann", thread="t2")
     assert "triage-deploy" not in context.system  # discovery ignores the pending area
-    [item] = await runtime.approvals()
-    assert (item["id"], item["kind"], item["flags"]) == ("skill:triage-deploy", "skill", [])
+    [item] = await runtime.approvals(actor="ann")
+    assert (item["id"], item["kind"], item["flags"]) == (ITEM, "skill", [])
     assert item["source"]["run_id"] == "run-7" and "Find the first error." in item["body"]
     assert [e["action"] for e in drafts.read_audit(runtime)] == ["draft"]
 
@@ -100,7 +107,7 @@ async def test_flagged_skills_are_drafted_with_their_flags_and_a_warning(runtime
     notes = Notifications()
     runtime = runtime_at({"notes": notes})
     await reflect(runtime, RESULT | {"flags": {"skill": ["injection"]}})
-    [item] = await runtime.approvals()
+    [item] = await runtime.approvals(actor="ann")
     assert item["flags"] == ["injection"]
     assert "FLAGGED (injection)" in notes.events[0][1]["text"] and notes.events[0][1]["flags"] == ["injection"]
 
@@ -108,7 +115,7 @@ async def test_flagged_skills_are_drafted_with_their_flags_and_a_warning(runtime
 async def test_no_skill_means_no_draft(runtime_at, tmp_path):
     runtime = runtime_at()
     await reflect(runtime, RESULT | {"skill": None})
-    assert await runtime.approvals() == [] and not (tmp_path / ".claude" / "skill-drafts").exists()
+    assert await runtime.approvals(actor="ann") == [] and not (tmp_path / ".claude" / "skill-drafts").exists()
 
 
 async def test_approve_installs_commits_only_the_skill_and_audits(runtime_at, repository):
@@ -116,11 +123,11 @@ async def test_approve_installs_commits_only_the_skill_and_audits(runtime_at, re
     await reflect(runtime)
     (repository / "someone-elses.txt").write_text("staged by another engineer\n")
     git(repository, "add", "someone-elses.txt")
-    outcome = await runtime.decide("skill:triage-deploy", "approve", actor="ann")
+    outcome = await runtime.decide(ITEM, "approve", actor="ann")
     installed = repository / ".claude" / "skills" / "triage-deploy"
     assert outcome["path"] == str(installed) and "committed" in outcome["message"]
     assert sorted(p.name for p in installed.iterdir()) == ["SKILL.md", "manifest.json", "src"]
-    assert not (repository / ".claude" / "skill-drafts" / "triage-deploy").exists()
+    assert not (repository / ".claude" / "skill-drafts" / KEY).exists()
     assert git(repository, "rev-parse", "HEAD") == outcome["commit"]
     assert git(repository, "log", "-1", "--format=%s") == "Approve skill triage-deploy (by ann)"
     committed = git(repository, "show", "--name-only", "--format=", "HEAD").splitlines()
@@ -133,11 +140,11 @@ async def test_approve_installs_commits_only_the_skill_and_audits(runtime_at, re
     [drafted, approved] = drafts.read_audit(runtime)
     assert (approved["action"], approved["item_id"], approved["actor"], approved["commit"]) == (
         "approve",
-        "skill:triage-deploy",
+        ITEM,
         "ann",
         outcome["commit"],
     )
-    assert await runtime.approvals() == []
+    assert await runtime.approvals(actor="ann") == []
     context = await context_for(runtime, "hi", peer="ann", thread="new")
     assert "- triage-deploy: Triage a failed deploy" in [b for b in context.blocks if b.tag == "skills"][0].text
 
@@ -151,7 +158,7 @@ async def test_approved_skills_pass_the_reference_validator(runtime_at, tmp_path
     await reflect(runtime, RESULT | {"skill": tricky})
     await reflect(runtime)
     for slug in ("tricky-quoting", "triage-deploy"):
-        path = drafts.approve(runtime, slug, actor="ann")
+        path = drafts.approve(runtime, drafts.draft_key(slug, ANN), actor="ann")
         assert skills_ref.validate(path) == []
         assert skills_ref.read_properties(path).name == slug
         checked = subprocess.run(
@@ -167,7 +174,7 @@ async def test_approved_skills_pass_the_reference_validator(runtime_at, tmp_path
 async def test_approve_without_a_repository_still_installs(runtime_at, tmp_path):
     runtime = runtime_at()
     await reflect(runtime)
-    outcome = await runtime.decide("skill:triage-deploy", "approve", actor="ann")
+    outcome = await runtime.decide(ITEM, "approve", actor="ann")
     assert outcome["commit"] is None and "not committed" in outcome["message"]
     assert (tmp_path / ".claude" / "skills" / "triage-deploy" / "SKILL.md").is_file()
 
@@ -175,9 +182,9 @@ async def test_approve_without_a_repository_still_installs(runtime_at, tmp_path)
 async def test_approving_again_replaces_the_installed_skill(runtime_at, repository):
     runtime = runtime_at()
     await reflect(runtime)
-    drafts.approve(runtime, "triage-deploy", actor="ann")
+    drafts.approve(runtime, KEY, actor="ann")
     await reflect(runtime, RESULT | {"skill": RESULT["skill"] | {"body": "Version two."}})
-    drafts.approve(runtime, "triage-deploy", actor="ann")
+    drafts.approve(runtime, KEY, actor="ann")
     installed = repository / ".claude" / "skills" / "triage-deploy"
     assert "Version two." in (installed / "SKILL.md").read_text()
     assert not [p for p in (repository / ".claude" / "skills").iterdir() if p.name.startswith(".")]
@@ -188,15 +195,15 @@ async def test_approving_again_replaces_the_installed_skill(runtime_at, reposito
 async def test_reject_archives_with_the_reason_and_audits(runtime_at, tmp_path):
     runtime = runtime_at()
     await reflect(runtime)
-    outcome = await runtime.decide("skill:triage-deploy", "reject", actor="ann", reason="too specific to one incident")
+    outcome = await runtime.decide(ITEM, "reject", actor="ann", reason="too specific to one incident")
     archive = Path(outcome["path"])
-    assert archive.parent == tmp_path / ".claude" / "skill-drafts" / ".rejected" and archive.name.startswith(
-        "triage-deploy-"
-    )
+    assert archive.parent == tmp_path / ".claude" / "skill-drafts" / ".rejected" and archive.name.startswith(f"{KEY}-")
     rejection = json.loads((archive / "rejection.json").read_text())
     assert (rejection["actor"], rejection["reason"]) == ("ann", "too specific to one incident")
     assert (archive / "SKILL.md").is_file() and (archive / "draft.json").is_file()
-    assert await runtime.approvals() == [] and not (tmp_path / ".claude" / "skills" / "triage-deploy").exists()
+    assert (
+        await runtime.approvals(actor="ann") == [] and not (tmp_path / ".claude" / "skills" / "triage-deploy").exists()
+    )
     last = drafts.read_audit(runtime)[-1]
     assert (last["action"], last["actor"], last["reason"], last["path"]) == (
         "reject",
@@ -209,24 +216,22 @@ async def test_reject_archives_with_the_reason_and_audits(runtime_at, tmp_path):
 async def test_edit_replaces_the_instructions_and_keeps_it_pending(runtime_at):
     runtime = runtime_at()
     await reflect(runtime)
-    await runtime.decide(
-        "skill:triage-deploy", "edit", actor="ann", text="1. Read the log.\n2. Ask before rolling back."
-    )
-    [item] = await runtime.approvals()
+    await runtime.decide(ITEM, "edit", actor="ann", text="1. Read the log.\n2. Ask before rolling back.")
+    [item] = await runtime.approvals(actor="ann")
     assert "Ask before rolling back." in item["body"] and "Find the first error." not in item["body"]
     assert item["source"]["run_id"] == "run-7"
     assert drafts.read_audit(runtime)[-1]["action"] == "edit"
 
 
 async def test_only_founders_may_decide(runtime_at, tmp_path):
-    runtime = runtime_at(config={"thoth": {"founders": ["ann"]}})
+    runtime = runtime_at(config={"thoth": {"founders": ["lead"]}})
     await reflect(runtime)
-    with pytest.raises(ThothError, match="'mallory' may not decide skill:triage-deploy: only founders may \\(ann\\)"):
-        await runtime.decide("skill:triage-deploy", "approve", actor="mallory")
-    with pytest.raises(ThothError, match="may not decide"):
-        drafts.reject(runtime, "triage-deploy", actor="mallory", reason="no")
+    with pytest.raises(ThothError, match=f"mallory may not approve {ITEM}: it is not about you; only founders decide"):
+        await runtime.decide(ITEM, "approve", actor="mallory")
+    with pytest.raises(ThothError, match=f"ann may not approve {ITEM}: you may only withdraw"):  # ann's own draft
+        await runtime.decide(ITEM, "approve", actor="ann")
     assert [e["action"] for e in drafts.read_audit(runtime)] == ["draft"]
-    assert (await runtime.decide("skill:triage-deploy", "approve", actor="ann"))["item_id"] == "skill:triage-deploy"
+    assert (await runtime.decide(ITEM, "approve", actor="lead"))["item_id"] == ITEM
 
 
 async def test_decide_leaves_other_kinds_alone_and_names_unknown_drafts(runtime_at):
@@ -237,20 +242,21 @@ async def test_decide_leaves_other_kinds_alone_and_names_unknown_drafts(runtime_
     )
     with pytest.raises(ThothError, match="no pending item 'persona:3'"):
         await runtime.decide("persona:3", "approve", actor="ann")
-    with pytest.raises(ThothError, match="no pending skill draft 'ghost'"):
+    with pytest.raises(ThothError, match="no pending item 'skill:ghost'"):
         await runtime.decide("skill:ghost", "approve", actor="ann")
     await reflect(runtime)
     with pytest.raises(ThothError, match="unknown decision 'maybe'"):
-        await runtime.decide("skill:triage-deploy", "maybe", actor="ann")
+        await runtime.decide(ITEM, "maybe", actor="ann")
 
 
 async def test_slash_approve_and_reject_from_a_frontend(runtime_at):
     runtime = runtime_at()
     await reflect(runtime)
     listing = (await runtime.turn("/approvals", peer="ann", thread="t")).reply.text
-    assert "skill:triage-deploy  [skill] skill triage-deploy: Triage a failed deploy" in listing
-    assert "pending approval: skill:triage-deploy" in (await runtime.turn("/skills", peer="ann", thread="t")).reply.text
-    reply = (await runtime.turn("/approve skill:triage-deploy", peer="ann", thread="t")).reply.text
+    assert f"{ITEM}  [skill] skill triage-deploy: Triage a failed deploy" in listing and "(from ann)" in listing
+    assert f"pending approval: {ITEM}" in (await runtime.turn("/skills", peer="ann", thread="t")).reply.text
+    assert "pending approval" not in (await runtime.turn("/skills", peer="eve", thread="t")).reply.text
+    reply = (await runtime.turn(f"/approve {ITEM}", peer="ann", thread="t")).reply.text
     assert reply.startswith("approved skill triage-deploy: installed in")
 
 
@@ -268,13 +274,17 @@ def test_cli_list_show_approve_reject(tmp_path, thoth_home, repository):
             flags=["injection"] if name == "write-notes" else [],
         )
 
-    listed = run_thoth("skills", "list", cwd=tmp_path, env=env)
+    listed = run_thoth("skills", "list", "--actor", "ann", cwd=tmp_path, env=env)
     assert listed.returncode == 0, listed.stderr
     assert "triage-deploy" in listed.stdout and "write-notes" in listed.stdout and "FLAGGED: injection" in listed.stdout
-    shown = run_thoth("skills", "show", "triage-deploy", cwd=tmp_path, env=env)
+    hidden = run_thoth("skills", "list", "--actor", "mallory", cwd=tmp_path, env=env)
+    assert hidden.returncode == 0 and "triage-deploy" not in hidden.stdout  # drafts from no one's session: deciders
+    shown = run_thoth("skills", "show", "triage-deploy", "--actor", "ann", cwd=tmp_path, env=env)
     assert shown.stdout.startswith("---\nname: triage-deploy\n") and "pending draft" in shown.stderr
+    unseen = run_thoth("skills", "show", "triage-deploy", "--actor", "mallory", cwd=tmp_path, env=env)
+    assert unseen.returncode == 2 and "no skill or draft 'triage-deploy' that mallory may see" in unseen.stderr
     denied = run_thoth("skills", "approve", "triage-deploy", "--actor", "mallory", cwd=tmp_path, env=env)
-    assert denied.returncode == 2 and "thoth: error: 'mallory' may not decide skill:triage-deploy" in denied.stderr
+    assert denied.returncode == 2 and "thoth: error: mallory may not approve skill:triage-deploy" in denied.stderr
     approved = run_thoth("skills", "approve", "triage-deploy", "--actor", "ann", cwd=tmp_path, env=env)
     assert (
         approved.returncode == 0
@@ -287,7 +297,7 @@ def test_cli_list_show_approve_reject(tmp_path, thoth_home, repository):
     assert rejected.returncode == 0 and "archived in" in rejected.stdout
     traversal = run_thoth("skills", "show", "../../etc", cwd=tmp_path, env=env)
     assert traversal.returncode == 2 and "invalid skill name '../../etc'" in traversal.stderr
-    listed = run_thoth("skills", "list", "--json", cwd=tmp_path, env=env)
+    listed = run_thoth("skills", "list", "--json", "--actor", "ann", cwd=tmp_path, env=env)
     assert json.loads(listed.stdout)["drafts"] == [] and [s["slug"] for s in json.loads(listed.stdout)["skills"]] == [
         "triage-deploy"
     ]
@@ -295,3 +305,56 @@ def test_cli_list_show_approve_reject(tmp_path, thoth_home, repository):
         ("approve", "triage-deploy"),
         ("reject", "write-notes"),
     ]
+
+
+def drafted(runtime, peer, *, name="deploy-billing", body="Steps."):
+    source = {"workspace": "default", "peer": peer, "thread": "t", "session_id": f"s-{peer}"}
+    return drafts.write_draft(runtime, name=name, description="Deploy billing.", body=body, source=source, flags=[])
+
+
+async def test_two_peers_proposing_one_skill_get_a_draft_each_and_forget_keeps_the_other(runtime_at, tmp_path):
+    """Issue 36 item 2: zed's draft overwrote ann's, and forgetting zed removed ann's draft and blanked ann's audit."""
+    runtime = runtime_at()
+    ann, zed = drafted(runtime, "ann", body="Ann's steps."), drafted(runtime, "zed", body="Zed's steps.")
+    assert ann != zed and ann.name.startswith("deploy-billing--") and zed.name.startswith("deploy-billing--")
+    assert "Ann's steps." in (ann / "SKILL.md").read_text() and "Zed's steps." in (zed / "SKILL.md").read_text()
+    items = {i["peer"]: i for i in await runtime.approvals(actor="ann")}
+    assert items["ann"]["id"] == f"skill:{ann.name}" and items["zed"]["title"].endswith("(from zed)")
+    assert drafted(runtime, "ann", body="Ann's second try.") == ann  # the same peer's later draft replaces theirs
+    await runtime.decide(f"skill:{ann.name}", "edit", actor="ann", text="Ann's edit.")
+    anns = [e for e in drafts.read_audit(runtime) if e["key"] == ann.name]
+
+    receipt = drafts.forget(runtime, peer="zed", workspace="default", thread=None)
+
+    assert receipt == {"skill drafts": 1, "audit entries blanked": 1, "approved files to edit": 0}
+    assert ann.is_dir() and not zed.exists()
+    assert [e for e in drafts.read_audit(runtime) if e.get("key") == ann.name] == anns
+    assert "zed" not in json.dumps(drafts.read_audit(runtime))
+
+
+def test_an_old_audit_entry_two_owners_share_is_not_blanked_for_either(runtime_at):
+    """Entries written before drafts had keys name only the slug: a decision on one of them may be another's."""
+    runtime = runtime_at()
+    settings = Settings.of(runtime)
+    settings.audit.parent.mkdir(parents=True, exist_ok=True)
+    old = [
+        {"action": "draft", "slug": "deploy-billing", "source": {"workspace": "default", "peer": "ann"}},
+        {"action": "draft", "slug": "deploy-billing", "source": {"workspace": "default", "peer": "zed"}},
+        {"action": "approve", "slug": "deploy-billing", "actor": "lead"},
+    ]
+    settings.audit.write_text("".join(json.dumps(e) + "\n" for e in old))
+    receipt = drafts.forget(runtime, peer="zed", workspace="default", thread=None)
+    assert receipt["audit entries blanked"] == 1
+    entries = drafts.read_audit(runtime)
+    assert entries[0] == old[0] and entries[2] == old[2] and entries[1].get("forgotten") is True
+
+
+async def test_a_slug_names_a_draft_only_when_one_peer_has_it(runtime_at):
+    runtime = runtime_at()
+    ann = drafted(runtime, "ann")
+    assert drafts.resolve_key(runtime, "deploy-billing") == ann.name
+    drafted(runtime, "zed")
+    with pytest.raises(ThothError, match="several pending drafts of skill 'deploy-billing': deploy-billing--"):
+        drafts.resolve_key(runtime, "deploy-billing")
+    with pytest.raises(ThothError, match="invalid skill draft key 'deploy-billing--zz'"):
+        drafts.resolve_key(runtime, "deploy-billing--zz")

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from thoth_procedural import SkillError, drafts, validate_skill
+from thoth_procedural import SkillError, drafts, plugin, validate_skill
 
 
 def tree(root):
@@ -62,8 +62,12 @@ async def test_traversal_through_decisions_is_rejected(runtime_at, tmp_path, slu
     draft(runtime)
     before = tree(tmp_path)
     for decision in ("approve", "reject", "edit"):
-        with pytest.raises(Exception, match="invalid skill name"):
+        with pytest.raises(Exception, match="no pending item"):  # no draft has such an id: the plugin is never asked
             await runtime.decide(f"skill:{slug}", decision, actor="ann", reason="r", text="t")
+        with pytest.raises(Exception, match="invalid skill name"):  # nor would it build a path from it
+            plugin.decide(
+                item_id=f"skill:{slug}", decision=decision, actor="ann", reason="r", text="t", runtime=runtime
+            )
     assert tree(tmp_path) == before
 
 

@@ -1,8 +1,11 @@
-"""`thoth skills list|show|approve|reject`: the skill approval workflow from the command line."""
+"""`thoth skills list|show|approve|reject`: the skill approval workflow from the command line.
+
+Drafts are listed, shown and decided through the runtime, so the approvals policy decides what
+`--actor` may see and do, exactly as in every other frontend.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 from typing import Any
@@ -23,19 +26,35 @@ def _runtime() -> Any:
     return runtime()
 
 
-def _run(function: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run a blocking workflow step the way every CLI command runs: then close the runtime."""
+def _run_async(work: Any) -> Any:
+    """Run the command's one coroutine the way every CLI command runs: then close the runtime."""
     from thoth_core.cli import run
 
-    return run(asyncio.to_thread(function, *args, **kwargs))
+    return run(work)
 
 
 actor_option = click.option(
     "--actor",
     default=getpass.getuser,
     show_default="your user name",
-    help="Who decides (must be a founder when [thoth] founders is set).",
+    help="Who you are: a decider ([thoth] founders, else the home's owner) sees and decides every draft, "
+    "anyone else only drafts from their own sessions, and may only withdraw (reject) those.",
 )
+
+
+async def _visible_drafts(rt: Any, actor: str) -> list[dict[str, Any]]:
+    """The skill drafts the approvals policy lets actor see."""
+    return [item for item in await rt.approvals(actor=actor) if item.get("kind") == "skill"]
+
+
+def _decide(name: str, decision: str, actor: str, reason: str = "") -> str:
+    """A decision on a draft (named by key, or by slug when only one draft has it), through the runtime."""
+    from thoth_core.cli import run
+
+    rt = _runtime()
+    key = drafts.resolve_key(rt, name)
+    outcome = run(rt.decide(f"skill:{key}", decision, actor=actor, reason=reason))
+    return str(outcome.get("message", f"{decision}: skill:{key}"))
 
 
 @click.group("skills", cls=HelpGroup)
@@ -45,17 +64,18 @@ def skills() -> None:
 
 @skills.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_command(as_json: bool) -> None:
-    """List installed skills and pending drafts."""
+@actor_option
+def list_command(as_json: bool, actor: str) -> None:
+    """List installed skills and the pending drafts --actor may see."""
     rt = _runtime()
     settings = Settings.of(rt)
     catalog = discover(settings.skills, settings.limits)
-    pending = _run(drafts.list_drafts, rt)
+    pending = _run_async(_visible_drafts(rt, actor))
     if as_json:
         out = {
             "skills": [{"slug": s.slug, "description": s.description} for s in catalog.skills],
             "invalid": catalog.errors,
-            "drafts": [d.as_item() for d in pending],
+            "drafts": pending,
         }
         click.echo(json.dumps(out, indent=2))
         return
@@ -65,41 +85,44 @@ def list_command(as_json: bool) -> None:
     for error in catalog.errors:
         click.echo(f"  INVALID {error}")
     click.echo(f"Pending drafts ({settings.drafts}):")
-    for draft in pending:
-        flags = f"  FLAGGED: {', '.join(draft.flags)}" if draft.flags else ""
-        click.echo(f"  {draft.slug:<28} {draft.description or draft.error}{flags}")
+    for item in pending:
+        flags = f"  FLAGGED: {', '.join(item['flags'])}" if item.get("flags") else ""
+        click.echo(f"  {str(item['id']).removeprefix('skill:'):<28} {item['title']}{flags}")
     if not pending:
         click.echo("  none")
 
 
 @skills.command("show")
-@click.argument("slug")
-def show(slug: str) -> None:
-    """Print a pending draft's (else an installed skill's) SKILL.md."""
-    settings = Settings.of(_runtime())
-    check_slug(slug)
-    for folder, label in ((settings.drafts / slug, "pending draft"), (settings.skills / slug, "installed skill")):
+@click.argument("name")
+@actor_option
+def show(name: str, actor: str) -> None:
+    """Print a pending draft's (by key, or slug when only one draft has it), else an installed skill's, SKILL.md."""
+    rt = _runtime()
+    settings = Settings.of(rt)
+    key = drafts.resolve_key(rt, name)
+    visible = {str(item["id"]) for item in _run_async(_visible_drafts(rt, actor))}
+    draft = (settings.drafts / key, "pending draft") if f"skill:{key}" in visible else None
+    installed = (settings.skills / check_slug(name), "installed skill") if "--" not in name else None
+    for folder, label in [found for found in (draft, installed) if found]:
         if (folder / "SKILL.md").is_file():
             click.echo(f"# {label}: {folder}", err=True)
             click.echo((folder / "SKILL.md").read_text(encoding="utf-8"), nl=False)
             return
-    raise SkillError(f"no skill or draft {slug!r} in {settings.skills} or {settings.drafts}")
+    raise SkillError(f"no skill or draft {name!r} that {actor} may see in {settings.skills} or {settings.drafts}")
 
 
 @skills.command("approve")
-@click.argument("slug")
+@click.argument("name")
 @actor_option
-def approve(slug: str, actor: str) -> None:
-    """Install a pending draft into the skills folder (and commit it with git)."""
-    decision = _run(drafts.approve_draft, _runtime(), slug, actor=actor)
-    click.echo(decision.message)
+def approve(name: str, actor: str) -> None:
+    """Install a pending draft (by key, or slug when only one draft has it) into the skills folder, commit it."""
+    click.echo(_decide(name, "approve", actor))
 
 
 @skills.command("reject")
-@click.argument("slug")
+@click.argument("name")
 @click.option("--reason", required=True, help="Why; kept with the archived draft and in the audit log.")
 @actor_option
-def reject(slug: str, reason: str, actor: str) -> None:
-    """Archive a pending draft with the reason."""
-    archive = _run(drafts.reject, _runtime(), slug, actor=actor, reason=reason)
-    click.echo(f"rejected skill {slug}: archived in {archive}")
+def reject(name: str, reason: str, actor: str) -> None:
+    """Archive a pending draft (by key, or slug when only one draft has it) with the reason."""
+    click.echo(_decide(name, "reject", actor, reason=reason))

@@ -1,20 +1,25 @@
 """The approval workflow for skill drafts: write (from reflection), list, approve, reject, edit.
 
-Drafts sit in `.claude/skill-drafts/<slug>/` (SKILL.md, manifest.json, src/, draft.json), a
-folder skill discovery never reads. Every write is built in a hidden staging folder beside its
-target, validated there, then renamed into place, so neither a draft nor a skill is ever
-half-written. Approving copies the draft (without draft.json) into `.claude/skills/<slug>/`
-and commits it with git when that folder is inside a repository; rejecting moves the draft to
-`.claude/skill-drafts/.rejected/<slug>-<time>/` with the reason. Only `[thoth] founders` may
-decide (anyone when the list is empty). Every action is appended to
-`$THOTH_HOME/procedural/audit.jsonl`.
+Drafts sit in `.claude/skill-drafts/<key>/` (SKILL.md, manifest.json, src/, draft.json), a
+folder skill discovery never reads. The key is the slug plus a hash of whose session proposed
+it, `<slug>--<8 hex>` (just `<slug>` for a draft from no one's session), so two peers proposing
+the same skill get two drafts, and forgetting one never touches the other's draft or audit
+entries. The approval item is `skill:<key>`. Every write is built in a hidden staging folder
+beside its target, validated there, then renamed into place, so neither a draft nor a skill is
+ever half-written. Approving copies the draft (without draft.json) into `.claude/skills/<slug>/`
+(replacing an installed skill of that name) and commits it with git when that folder is inside a
+repository; rejecting moves the draft to `.claude/skill-drafts/.rejected/<key>-<time>/` with the
+reason. Who may decide is the runtime's approvals policy (`thoth_core.approvals`); these
+functions keep the files. Every action is appended to `$THOTH_HOME/procedural/audit.jsonl`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -26,7 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from thoth_core import ThothError
 from thoth_core.git import git_commit
 
 from .settings import Settings
@@ -34,13 +38,31 @@ from .validate import SkillError, check_slug, validate_skill
 
 _audit_lock = threading.Lock()
 logger = logging.getLogger(__name__)
+OWNER_HASH = re.compile(r"[0-9a-f]{8}")
+
+
+def draft_key(slug: str, source: dict[str, Any] | None) -> str:
+    """The folder (and item id) of a draft: `<slug>--<hash of workspace and peer>`, or the slug when no one's."""
+    source = source or {}
+    if not source.get("peer"):
+        return slug
+    owner = f"{source.get('workspace') or ''}\0{source['peer']}"
+    return f"{slug}--{hashlib.sha256(owner.encode()).hexdigest()[:8]}"
+
+
+def slug_of(key: str) -> str:
+    """The skill slug a draft key names, or SkillError when it is neither a slug nor `<slug>--<8 hex>`."""
+    slug, sep, owner = key.rpartition("--") if isinstance(key, str) and "--" in key else (key, "", "")
+    if sep and not OWNER_HASH.fullmatch(owner):
+        raise SkillError(f"invalid skill draft key {key!r}: expected SLUG or SLUG--<8 hex digits>")
+    return check_slug(slug)
 
 
 @dataclass(frozen=True)
 class Draft:
-    """A pending skill draft; `error` says why it cannot be approved as it is."""
+    """A pending skill draft (in folder `key`); `error` says why it cannot be approved as it is."""
 
-    slug: str
+    key: str
     path: Path
     description: str = ""
     text: str = ""
@@ -50,13 +72,20 @@ class Draft:
     error: str | None = None
 
     @property
+    def slug(self) -> str:
+        """The skill's name, as it is installed."""
+        return self.key.rpartition("--")[0] if "--" in self.key else self.key
+
+    @property
     def item_id(self) -> str:
         """The approval-queue id."""
-        return f"skill:{self.slug}"
+        return f"skill:{self.key}"
 
     def as_item(self) -> dict[str, Any]:
-        """The draft as an item of `runtime.approvals()`."""
+        """The draft as an item of the `approvals` hook, naming the peer whose session proposed it."""
         title = f"skill {self.slug}: {self.description}" if self.description else f"skill {self.slug} (invalid)"
+        if self.source.get("peer"):
+            title += f" (from {self.source['peer']})"
         flags = self.flags + (["invalid"] if self.error else [])
         body = self.text if not self.error else f"{self.error}\n\n{self.text}"
         return {
@@ -64,6 +93,8 @@ class Draft:
             "kind": "skill",
             "title": title,
             "body": body,
+            "workspace": self.source.get("workspace") if self.source.get("peer") else None,
+            "peer": self.source.get("peer") or None,
             "source": self.source,
             "flags": flags,
             "created_at": self.created_at,
@@ -125,10 +156,11 @@ def _swap_in(staged: Path, target: Path) -> None:
         raise
 
 
-def _write(settings: Settings, slug: str, *, description: str, body: str, meta: dict[str, Any]) -> Path:
-    target = settings.drafts / slug
+def _write(settings: Settings, key: str, *, description: str, body: str, meta: dict[str, Any]) -> Path:
+    slug = slug_of(key)
+    target = settings.drafts / key
     with _staging(settings.drafts) as staging:
-        staged = staging / slug
+        staged = staging / key
         (staged / "src").mkdir(parents=True)
         (staged / "src" / ".gitkeep").write_text("", encoding="utf-8")
         (staged / "SKILL.md").write_text(
@@ -146,7 +178,7 @@ def _write(settings: Settings, slug: str, *, description: str, body: str, meta: 
 def write_draft(
     runtime: Any, *, name: str, description: str, body: str, source: dict[str, Any] | None, flags: list[str] | None
 ) -> Path:
-    """Write a pending skill draft (replacing an older draft of the same name); returns its folder."""
+    """Write a pending skill draft (replacing the same peer's older draft of that name); returns its folder."""
     settings = Settings.of(runtime)
     slug = check_slug(name)
     description = " ".join(str(description or "").split())
@@ -156,14 +188,15 @@ def write_draft(
         raise SkillError(f"skill draft {slug!r}: the description must not contain '---' (it would end the frontmatter)")
     if not str(body or "").strip():
         raise SkillError(f"skill draft {slug!r} needs a body")
+    key = draft_key(slug, source)
     meta = {
         "slug": slug,
         "source": dict(source or {}),
         "flags": [str(f) for f in flags or []],
         "created_at": _now_iso(),
     }
-    path = _write(settings, slug, description=description, body=str(body), meta=meta)
-    audit(settings, "draft", slug, actor="reflection", source=meta["source"], flags=meta["flags"])
+    path = _write(settings, key, description=description, body=str(body), meta=meta)
+    audit(settings, "draft", key, actor="reflection", source=meta["source"], flags=meta["flags"])
     return path
 
 
@@ -177,21 +210,21 @@ def _read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def read_draft(settings: Settings, slug: str) -> Draft:
+def read_draft(settings: Settings, key: str) -> Draft:
     """One pending draft, with `error` set if it is not valid as it is."""
-    folder = _draft_folder(settings, slug)
+    folder = _draft_folder(settings, key)
     try:
         meta = _read_meta(folder)
-        doc = validate_skill(folder, slug=slug, limits=settings.limits, require_manifest=True)
+        doc = validate_skill(folder, slug=slug_of(key), limits=settings.limits, require_manifest=True)
     except SkillError as exc:
         text = (
             (folder / "SKILL.md").read_text(encoding="utf-8", errors="replace")
             if (folder / "SKILL.md").is_file()
             else ""
         )
-        return Draft(slug, folder, text=text, error=str(exc))
+        return Draft(key, folder, text=text, source=_source_of(folder), error=str(exc))
     return Draft(
-        slug,
+        key,
         folder,
         doc.description,
         doc.text,
@@ -201,8 +234,17 @@ def read_draft(settings: Settings, slug: str) -> Draft:
     )
 
 
+def _source_of(folder: Path) -> dict[str, Any]:
+    """Whose session a draft came from, as far as its draft.json can say (an invalid draft still has an owner)."""
+    try:
+        source = _read_meta(folder).get("source")
+    except SkillError:
+        return {}
+    return dict(source) if isinstance(source, dict) else {}
+
+
 def list_drafts(runtime: Any) -> list[Draft]:
-    """Every pending draft, by slug (hidden staging and archive folders are not drafts)."""
+    """Every pending draft, by key (hidden staging and archive folders are not drafts)."""
     settings = Settings.of(runtime)
     if not settings.drafts.is_dir():
         return []
@@ -211,30 +253,36 @@ def list_drafts(runtime: Any) -> list[Draft]:
     for name in names:
         try:
             drafts.append(read_draft(settings, name))
-        except SkillError as exc:  # a folder whose name is not a valid slug
-            drafts.append(Draft(name, settings.drafts / name, error=str(exc)))
+        except SkillError as exc:  # a folder whose name is not a valid key
+            folder = settings.drafts / name
+            drafts.append(Draft(name, folder, source=_source_of(folder), error=str(exc)))
     return drafts
 
 
-def _draft_folder(settings: Settings, slug: str) -> Path:
-    folder = settings.drafts / check_slug(slug)
+def resolve_key(runtime: Any, name: str) -> str:
+    """The draft key a person means by `name`: the key itself, or a slug only one pending draft has."""
+    slug_of(name)  # a name that is neither a slug nor a key stops here, before any path is built
+    if "--" in name or (Settings.of(runtime).drafts / name).is_dir():
+        return name
+    keys = sorted(d.key for d in list_drafts(runtime) if d.slug == name)
+    if len(keys) > 1:
+        raise SkillError(f"several pending drafts of skill {name!r}: {', '.join(keys)}; name one of them")
+    return keys[0] if keys else name
+
+
+def _draft_folder(settings: Settings, key: str) -> Path:
+    slug_of(key)
+    folder = settings.drafts / key
     if not folder.is_dir() or folder.is_symlink():
-        raise SkillError(f"no pending skill draft {slug!r} in {settings.drafts}")
+        raise SkillError(f"no pending skill draft {key!r} in {settings.drafts}")
     return folder
 
 
-def check_founder(runtime: Any, actor: str, item_id: str) -> None:
-    """Only `[thoth] founders` may decide; anyone may when the list is empty."""
-    founders = [str(f) for f in runtime.config.get("thoth.founders") or []]
-    if founders and actor not in founders:
-        raise ThothError(f"{actor!r} may not decide {item_id}: only founders may ({', '.join(founders)})")
-
-
-def approve_draft(runtime: Any, slug: str, *, actor: str) -> Decision:
-    """Install a validated draft into the skills folder, commit it, audit it."""
+def approve_draft(runtime: Any, key: str, *, actor: str) -> Decision:
+    """Install a validated draft into the skills folder as its slug, commit it, audit it."""
     settings = Settings.of(runtime)
-    check_founder(runtime, actor, f"skill:{check_slug(slug)}")
-    draft = _draft_folder(settings, slug)
+    draft = _draft_folder(settings, key)
+    slug = slug_of(key)
     validate_skill(draft, slug=slug, limits=settings.limits, require_manifest=True)
     target = settings.skills / slug
     replaced = target.exists()
@@ -245,47 +293,53 @@ def approve_draft(runtime: Any, slug: str, *, actor: str) -> Decision:
         _swap_in(staged, target)
     shutil.rmtree(draft)
     commit = git_commit(target, f"Approve skill {slug} (by {actor})")
-    audit(settings, "approve", slug, actor=actor, path=str(target), commit=commit, replaced=replaced)
+    audit(settings, "approve", key, actor=actor, path=str(target), commit=commit, replaced=replaced)
     note = f"committed {commit[:10]}" if commit else "not committed (no git repository)"
-    return Decision(f"skill:{slug}", target, f"approved skill {slug}: installed in {target}, {note}", commit)
+    return Decision(f"skill:{key}", target, f"approved skill {slug}: installed in {target}, {note}", commit)
 
 
-def approve(runtime: Any, slug: str, *, actor: str) -> Path:
+def approve(runtime: Any, key: str, *, actor: str) -> Path:
     """Approve a draft; returns the installed skill's folder."""
-    return approve_draft(runtime, slug, actor=actor).path
+    return approve_draft(runtime, key, actor=actor).path
 
 
-def reject(runtime: Any, slug: str, *, actor: str, reason: str) -> Path:
+def reject(runtime: Any, key: str, *, actor: str, reason: str) -> Path:
     """Archive a draft with the reason; returns the archive folder."""
     settings = Settings.of(runtime)
-    check_founder(runtime, actor, f"skill:{check_slug(slug)}")
-    draft = _draft_folder(settings, slug)
-    archive = settings.drafts / ".rejected" / f"{slug}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+    draft = _draft_folder(settings, key)
+    archive = settings.drafts / ".rejected" / f"{key}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
     archive.parent.mkdir(parents=True, exist_ok=True)
     os.rename(draft, archive)
     reason = reason.strip() or "(no reason given)"
-    record = {"slug": slug, "actor": actor, "reason": reason, "rejected_at": _now_iso()}
+    record = {"slug": slug_of(key), "key": key, "actor": actor, "reason": reason, "rejected_at": _now_iso()}
     (archive / "rejection.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    audit(settings, "reject", slug, actor=actor, reason=reason, path=str(archive))
+    audit(settings, "reject", key, actor=actor, reason=reason, path=str(archive))
     return archive
 
 
-def edit(runtime: Any, slug: str, *, actor: str, text: str) -> Path:
+def edit(runtime: Any, key: str, *, actor: str, text: str) -> Path:
     """Replace a draft's instructions (the SKILL.md body) with text; it stays pending."""
     settings = Settings.of(runtime)
-    check_founder(runtime, actor, f"skill:{check_slug(slug)}")
-    current = read_draft(settings, slug)
+    current = read_draft(settings, key)
     if current.error:
         raise SkillError(current.error)
     meta = _read_meta(current.path) | {"edited_by": actor, "edited_at": _now_iso()}
-    path = _write(settings, slug, description=current.description, body=text, meta=meta)
-    audit(settings, "edit", slug, actor=actor)
+    path = _write(settings, key, description=current.description, body=text, meta=meta)
+    audit(settings, "edit", key, actor=actor)
     return path
 
 
-def audit(settings: Settings, action: str, slug: str, *, actor: str, **details: Any) -> None:
-    """Append one decision to the audit log."""
-    entry = {"at": time.time(), "action": action, "item_id": f"skill:{slug}", "slug": slug, "actor": actor, **details}
+def audit(settings: Settings, action: str, key: str, *, actor: str, **details: Any) -> None:
+    """Append one action on the draft `key` to the audit log."""
+    entry = {
+        "at": time.time(),
+        "action": action,
+        "item_id": f"skill:{key}",
+        "slug": slug_of(key),
+        "key": key,
+        "actor": actor,
+        **details,
+    }
     settings.audit.parent.mkdir(parents=True, exist_ok=True)
     with _audit_lock, settings.audit.open("a", encoding="utf-8") as out:
         out.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
@@ -301,8 +355,8 @@ def read_audit(runtime: Any) -> list[dict[str, Any]]:
 
 def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> dict[str, int]:
     """Delete the drafts (pending and rejected) reflected from the peer's sessions and blank their
-    audit entries. An installed skill drafted from them is the humans' file: each is logged
-    (file and line) for a person to edit and counted, never edited here."""
+    audit entries, never another peer's. An installed skill drafted from them is the humans' file:
+    each is logged (file and line) for a person to edit and counted, never edited here."""
     settings = Settings.of(runtime)
 
     def theirs(source: Any) -> bool:
@@ -325,13 +379,20 @@ def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> di
             deleted += 1
     with _audit_lock:
         entries = [json.loads(line) for line in _audit_lines(settings)]
-        slugs = {e.get("slug") for e in entries if e.get("action") == "draft" and theirs(e.get("source"))}
-        installed = {e.get("slug") for e in entries if e.get("action") == "approve" and e.get("slug") in slugs}
+        drafted = [e for e in entries if e.get("action") == "draft"]
+        keys = {_key(e) for e in drafted if theirs(e.get("source"))}
+        others = {_key(e) for e in drafted if not theirs(e.get("source"))}  # a key two owners share: an old slug
+
+        def forgotten(entry: dict[str, Any]) -> bool:
+            if entry.get("action") == "draft":
+                return theirs(entry.get("source"))
+            return _key(entry) in keys and _key(entry) not in others
+
+        installed = {e.get("slug") for e in entries if e.get("action") == "approve" and forgotten(e)}
         kept = [
-            {"at": e.get("at"), "action": e.get("action"), "forgotten": True} if e.get("slug") in slugs else e
-            for e in entries
+            {"at": e.get("at"), "action": e.get("action"), "forgotten": True} if forgotten(e) else e for e in entries
         ]
-        blanked = sum(1 for e in entries if e.get("slug") in slugs)
+        blanked = sum(1 for e in entries if forgotten(e))
         if blanked:
             staged = settings.audit.with_name(f".{settings.audit.name}.tmp")
             lines = "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in kept)
@@ -343,6 +404,11 @@ def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> di
         lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
         logger.warning("%s:1-%d: approved skill drafted from forgotten peer %s; edit it by hand", path, lines, peer)
     return {"skill drafts": deleted, "audit entries blanked": blanked, "approved files to edit": len(to_edit)}
+
+
+def _key(entry: dict[str, Any]) -> str:
+    """The draft an audit entry is about (entries written before drafts had keys name only the slug)."""
+    return str(entry.get("key") or entry.get("slug") or "")
 
 
 def _audit_lines(settings: Settings) -> list[str]:

@@ -130,18 +130,15 @@ def turn_tools(session: Session) -> list[dict[str, Any]] | None:
     return [dict(tool, handler=lambda tool_input: run_load_skill(runtime, tool_input))]
 
 
-async def _skills_command(runtime: Any, **_: Any) -> str:
+async def _skills_command(runtime: Any, session: Session, **_: Any) -> str:
     settings = Settings.of(runtime)
     catalog = discover(settings.skills, settings.limits)
     lines = [f"/skill {s.slug} - {s.description}" for s in catalog.skills] or ["no skills installed"]
     lines += [f"invalid: {e}" for e in catalog.errors]
-    pending = await asyncio.to_thread(drafts.list_drafts, runtime)
+    visible = await runtime.approvals(actor=session.peer, workspace=session.workspace)
+    pending = [str(item["id"]) for item in visible if item.get("kind") == "skill"]
     if pending:
-        lines.append(
-            "pending approval: "
-            + ", ".join(d.item_id for d in pending)
-            + " (/approvals, /approve ID, /reject ID REASON)"
-        )
+        lines.append("pending approval: " + ", ".join(pending) + " (/approvals, /approve ID, /reject ID REASON)")
     return "\n".join(lines)
 
 
@@ -187,18 +184,18 @@ def decide(
 ) -> dict[str, Any] | None:
     if not item_id.startswith("skill:"):
         return None
-    slug = item_id.removeprefix("skill:")
+    key = item_id.removeprefix("skill:")
     if decision == "approve":
-        done = drafts.approve_draft(runtime, slug, actor=actor)
+        done = drafts.approve_draft(runtime, key, actor=actor)
         return {"item_id": item_id, "message": done.message, "path": str(done.path), "commit": done.commit}
     if decision == "reject":
-        archive = drafts.reject(runtime, slug, actor=actor, reason=reason)
-        return {"item_id": item_id, "message": f"rejected skill {slug}: archived in {archive}", "path": str(archive)}
+        archive = drafts.reject(runtime, key, actor=actor, reason=reason)
+        return {"item_id": item_id, "message": f"rejected skill {key}: archived in {archive}", "path": str(archive)}
     if decision == "edit":
         if not text or not text.strip():
             raise ThothError(f"editing {item_id} needs the new instructions as text")
-        path = drafts.edit(runtime, slug, actor=actor, text=text)
-        return {"item_id": item_id, "message": f"edited draft {slug}; it is still pending", "path": str(path)}
+        path = drafts.edit(runtime, key, actor=actor, text=text)
+        return {"item_id": item_id, "message": f"edited draft {key}; it is still pending", "path": str(path)}
     raise ThothError(f"unknown decision {decision!r} for {item_id}; expected approve, reject or edit")
 
 
