@@ -205,9 +205,12 @@ class Memory:
         return Answer("\n".join(lines), jsonable(data))
 
     async def approvals(self, *, peer: str | None, workspace: str | None) -> Answer:
-        """Pending approval items that are the agent's or come from this peer's sessions."""
+        """The pending items the runtime's approvals policy lets this peer see (all of them for a decider)."""
         peer, workspace = self.where(peer, workspace)
-        items = await self._visible_approvals(peer, workspace)
+        items = [
+            {k: v for k, v in item.items() if k != "path"}  # a server-side path is no client's business
+            for item in await self.runtime.approvals(actor=peer, workspace=workspace)
+        ]
         lines = [
             f"{i.get('id')}  [{i.get('kind')}] {i.get('title')}"
             + (f"  FLAGGED: {', '.join(map(str, i['flags']))}" if i.get("flags") else "")
@@ -219,29 +222,17 @@ class Memory:
     async def decide(
         self, *, item_id: str, decision: str, peer: str | None, workspace: str | None, reason: str
     ) -> Answer:
-        """Approve or reject a pending item the peer can see, as that peer."""
+        """Approve or reject a pending item as the peer, if the approvals policy lets them."""
         peer, workspace = self.where(peer, workspace)
         if decision not in DECISIONS:
             raise ThothError(f"decision: expected approve or reject, got {decision!r}")
         if not isinstance(item_id, str) or not item_id.strip():
             raise ThothError("item_id: required, an id from approvals_list")
         item_id = item_id.strip()
-        if item_id not in {str(i.get("id")) for i in await self._visible_approvals(peer, workspace)}:
-            raise ThothError(f"item_id: no pending item {item_id!r} for peer {peer!r} (approvals_list shows them)")
-        outcome = jsonable(await self.runtime.decide(item_id, decision, actor=peer, reason=reason or ""))
+        outcome = await self.runtime.decide(item_id, decision, actor=peer, workspace=workspace, reason=reason or "")
+        outcome = jsonable(outcome)
         message = str(outcome.get("message") or f"{DECISIONS[decision]} {item_id}")
         return Answer(message, {"item_id": item_id, "decision": decision, "peer": peer, "outcome": outcome})
-
-    async def _visible_approvals(self, peer: str, workspace: str) -> list[dict[str, Any]]:
-        """Items with no owner (skill drafts of the agent) or owned by this peer in this workspace."""
-        visible = []
-        for item in await self.runtime.approvals():
-            source = item.get("source")
-            source = source if isinstance(source, dict) else {}
-            if source.get("peer") not in (None, peer) or source.get("workspace") not in (None, workspace):
-                continue
-            visible.append({k: v for k, v in item.items() if k != "path"})
-        return visible
 
     async def skills(self, *, peer: str | None, workspace: str | None) -> Answer:
         """The installed skills: slug and description."""

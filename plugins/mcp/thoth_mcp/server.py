@@ -139,7 +139,7 @@ def build_server(runtime: Runtime, scope: Scope) -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     async def approvals_list(peer: Peer = None, workspace: Workspace = None) -> CallToolResult:
-        """List the items waiting for a person's approval (skill drafts, persona observations) that the peer may see."""
+        """List the items waiting for approval that the peer may see: all for a decider, else those about the peer."""
         return await answered("approvals_list", memory.approvals(peer=peer, workspace=workspace))
 
     @server.tool(annotations=WRITES)
@@ -149,7 +149,7 @@ def build_server(runtime: Runtime, scope: Scope) -> MCPServer:
         workspace: Workspace = None,
         reason: Annotated[str, Field(description="Why (optional).")] = "",
     ) -> CallToolResult:
-        """Approve a pending item as the peer (who must be a founder when [thoth] founders is set)."""
+        """Approve a pending item as the peer (a decider: [thoth] founders, else the home's owner)."""
         return await answered(
             "approve",
             memory.decide(item_id=item_id, decision="approve", peer=peer, workspace=workspace, reason=reason),
@@ -162,7 +162,7 @@ def build_server(runtime: Runtime, scope: Scope) -> MCPServer:
         workspace: Workspace = None,
         reason: Annotated[str, Field(description="Why it is rejected.")] = "",
     ) -> CallToolResult:
-        """Reject a pending item as the peer, with a reason."""
+        """Reject a pending item as the peer (a decider, or the peer withdrawing an item about them), with a reason."""
         return await answered(
             "reject", memory.decide(item_id=item_id, decision="reject", peer=peer, workspace=workspace, reason=reason)
         )
