@@ -51,10 +51,14 @@ def make_slack(make_runtime, fake_slack):
         http: bool = True,
         **kwargs: Any,
     ) -> Harness:
+        extra = kwargs.pop("config", {})  # other plugins' tables go next to slack's
         config = {
-            "plugins": {"slack": {**SLACK_CONFIG, "api_url": fake_slack.url, **(slack or {})}},
+            **extra,
+            "plugins": {
+                "slack": {**SLACK_CONFIG, "api_url": fake_slack.url, **(slack or {})},
+                **extra.get("plugins", {}),
+            },
             "thoth": {"founders": founders or [], **(thoth or {})},
-            **kwargs.pop("config", {}),
         }
         config["plugins"]["slack"] = {k: v for k, v in config["plugins"]["slack"].items() if v is not None}
         runtime = make_runtime({"slack": thoth_slack.plugin, **(plugins or {})}, config=config, **kwargs)

@@ -247,8 +247,8 @@ def test_forget_drops_the_texts_a_worker_holds_as_received(make_slack):
     assert slack.bridge.inbox.db.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
 
 
-def _shared(make_slack, storage_url, **kwargs):
-    slack = make_slack(config={"storage": {"url": storage_url}}, slack={"claim_seconds": 1}, **kwargs)
+def _shared(make_slack, storage_url, config=None, **kwargs):
+    slack = make_slack(config={"storage": {"url": storage_url}, **(config or {})}, slack={"claim_seconds": 1}, **kwargs)
     _past_restart(slack.bridge.inbox.db, 1)
     return slack
 
@@ -289,6 +289,79 @@ def test_a_dead_workers_thread_is_taken_over_and_its_placeholder_updated(make_sl
     assert slack.fake.calls_to("chat.postMessage") == []  # no second reply
     row = slack.bridge.inbox.db.execute("SELECT state, turn_id FROM inbox").fetchone()
     assert row[0] == DONE and row[1]
+
+
+class FixedEmbedder:
+    """Vectors that depend only on a text's length: episodes without the model."""
+
+    name, dim = "fixed", 384
+
+    @hookimpl
+    def register_embedders(self, register):
+        register("fixed", lambda runtime, options: self)
+
+    def embed(self, texts):
+        import numpy as np
+
+        vectors = np.stack([np.random.default_rng(len(t)).standard_normal(self.dim) for t in texts])
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_a_dead_workers_message_cut_short_mid_stream_is_remembered_whole_once_after_its_re_run(
+    make_slack, storage_url, tmp_path
+):
+    from thoth_episodic import plugin as episodic
+    from thoth_episodic.memory import memory_for
+    from thoth_identity import plugin as identity
+    from thoth_identity.plugin import backend_for
+    from thoth_working import plugin as working
+
+    from thoth_core.journal import TurnJournal
+    from thoth_core.types import CUT_SHORT, Reply, Session, Turn
+
+    whole = "Hello Ann, here is the whole answer."
+    pending = Pending(digest("event EvCUT"), "T1", "UANN", "CGENERAL", "1.1", "hello?", "CGENERAL:1.1")
+    turn_id = f"slack-{pending.key[:32]}"  # the bridge's turn id for this message, on whichever worker
+    # The dead worker had shown "Hello Ann," when it died: its journal row holds the turn cut short.
+    journal = TurnJournal(tmp_path / "dead-journal.db", Config(data={"storage": {"url": storage_url}}))
+    journal.append(
+        Turn("hello?", "UANN", "CGENERAL:1.1", workspace="T1", id=turn_id),
+        Reply.cut("Hello Ann,"),
+        Session("T1", "UANN", "CGENERAL:1.1"),
+        ["working", "episodic", "identity"],
+    )
+    journal.close()
+    layers = {"working": working, "episodic": episodic, "identity": identity, "fixed": FixedEmbedder()}
+    config = {"plugins": {"episodic": {"embedder": "fixed"}, "identity": {"derive": False}}}
+    slack = _shared(make_slack, storage_url, plugins=layers, config=config, replies=[{"reply": whole}])
+    dead = Inbox(slack.bridge.inbox.db, 1, owner="dead-worker")
+    with dead.db.transaction():
+        dead.receive(pending, "1.2", now=time.time() - 5)
+        dead.claim("CGENERAL:1.1", now=time.time() - 5)
+        dead.placed(pending.key, "1700000099.000001")
+    slack.fake.wait_for("chat.update", lambda p: p["text"] == whole, timeout=30)
+    slack.bridge.loop.join()
+    slack.call(slack.runtime.drain())
+    assert slack.bridge.inbox.db.execute("SELECT turn_id FROM inbox").fetchone()[0] == turn_id
+
+    episodes = [e for e in memory_for(slack.runtime).store.episodes() if e.turn_id == turn_id]
+    assert [(e.user, e.assistant) for e in episodes] == [("hello?", whole)]
+    replayed = memory_for(slack.runtime).store.get(episodes[0].id, as_of=episodes[0].recorded_at - 1e-3)
+    assert replayed is not None and replayed.assistant == f"Hello Ann,\n{CUT_SHORT}"  # the recovery wrote it first
+    rows = backend_for(slack.runtime).store.export_rows("T1", "UANN")["messages"]
+    assert [(m["role"], m["content"]) for m in rows if m["turn_id"] == turn_id] == [
+        ("user", "hello?"),
+        ("assistant", whole),
+    ]
+    store = working.state(slack.runtime).store
+    entries = [
+        (e["user"], e["assistant"], e.get("cut_short"))
+        for row in store.every()
+        for e in store.entries(row.session_id, row.started_at)
+        if e.get("type") == "turn" and e.get("turn_id") == turn_id
+    ]
+    assert entries == [("hello?", whole, None)]
+    assert not any(CUT_SHORT in m.content for m in slack.runtime.model().requests[-1].messages)
 
 
 class SharedQueue:
@@ -445,7 +518,9 @@ def test_a_postgresql_restart_mid_thread_keeps_every_answer_once_and_in_order(ma
 
     restarter = threading.Thread(target=start_later)
     refused = 0
-    for i, body in enumerate(bodies):  # one worker gets each delivery; one it does not ack goes to the other, as Slack does
+    for i, body in enumerate(
+        bodies
+    ):  # one worker gets each delivery; one it does not ack goes to the other, as Slack does
         if i == 3:  # stopped before the next delivery, so it meets the outage
             stop_server(pg_server)
             restarter.start()
