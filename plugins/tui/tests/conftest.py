@@ -9,7 +9,7 @@ import pytest
 from thoth_tui import plugin as tui_plugin
 from thoth_tui.app import ThothApp
 
-from thoth_core import ContextBlock, ThothError, hookimpl
+from thoth_core import ContextBlock, hookimpl
 from thoth_core.runtime import Command
 
 
@@ -53,20 +53,23 @@ class EpisodicStandIn:
 
 
 class Queue:
-    """An approval queue like procedural's: items by id, decided by approve, reject or edit."""
+    """An approval queue like procedural's: items by id (about ann, unless told), decided by approve, reject or edit."""
 
-    def __init__(self, founders: tuple[str, ...] = ()) -> None:
+    def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
         self.decisions: list[tuple[str, str, str, str | None]] = []
-        self.founders = founders
 
-    def add(self, slug: str, body: str = "# Steps\n\n1. do it", flags: list[str] | None = None) -> str:
+    def add(
+        self, slug: str, body: str = "# Steps\n\n1. do it", flags: list[str] | None = None, *, peer: str = "ann"
+    ) -> str:
         item_id = f"skill:{slug}"
         self.items[item_id] = {
             "id": item_id,
             "kind": "skill",
             "title": f"skill draft {slug}",
             "body": body,
+            "workspace": "default",
+            "peer": peer,
             "source": {"session": "s-123", "run_id": "r-9"},
             "flags": flags or [],
             "created_at": "2026-11-21T23:00:00Z",
@@ -81,8 +84,6 @@ class Queue:
     async def decide(self, item_id, decision, actor, text):
         if item_id not in self.items:
             return None
-        if self.founders and actor not in self.founders:
-            raise ThothError(f"{actor} is not a founder; only {', '.join(self.founders)} may decide")
         self.decisions.append((item_id, decision, actor, text))
         if decision == "edit":
             self.items[item_id]["body"] = text
@@ -172,12 +173,15 @@ def gate():
 
 @pytest.fixture
 def make_app(make_runtime):
-    """Factory: a ThothApp on a test runtime with the tui plugin and the given plugins."""
+    """Factory: a ThothApp on a test runtime with the tui plugin and the given plugins; ann owns the home (she decides
+    approvals unless the test sets founders)."""
 
     def factory(
         plugins: dict[str, object] | None = None, *, peer: str = "ann", thread: str = "t1", **kwargs: Any
     ) -> ThothApp:
-        runtime = make_runtime({"tui": tui_plugin, **(plugins or {})}, **kwargs)
+        config = kwargs.pop("config", None) or {}
+        config = {**config, "thoth": {"owner": "ann", **config.get("thoth", {})}}
+        runtime = make_runtime({"tui": tui_plugin, **(plugins or {})}, config=config, **kwargs)
         return ThothApp(runtime, peer=peer, thread=thread)
 
     return factory

@@ -172,16 +172,16 @@ def test_item_sources_link_to_transcripts(tmp_path):
     assert "transcript" not in describe({**item, "source": {"session": "s-999"}}, tmp_path).plain
 
 
-async def test_a_refused_decision_is_shown_and_the_item_stays(make_app, queue_factory, wait):
-    queue = queue_factory(founders=("bob",))
+async def test_a_refused_decision_is_shown_and_the_item_stays(make_app, queue, wait):
     item = queue.add("deploy-checklist")
-    app = make_app({"queue": queue})
+    app = make_app({"queue": queue}, config={"thoth": {"founders": ["bob"]}})
     async with app.run_test() as pilot:
         await pilot.press("f3")
         await wait(app, pilot)
         await pilot.press("a")
         await wait(app, pilot)
-        assert "ann is not a founder" in str(app.screen.query_one("#approval-status").render())
+        status = str(app.screen.query_one("#approval-status").render())
+        assert "ann may not approve skill:deploy-checklist: you may only withdraw" in status
         assert app.screen.query_one(OptionList).option_count == 1
     assert queue.decisions == [] and item in queue.items
 

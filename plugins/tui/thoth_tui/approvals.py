@@ -1,4 +1,8 @@
-"""The approvals view: pending skill drafts and persona observations, decided from the keyboard."""
+"""The approvals view: the pending items this person may see (the approvals policy), decided from the keyboard.
+
+A decider sees every item; anyone else sees the items about them and may only withdraw (reject) those:
+a refused action shows the policy's one line in the status bar.
+"""
 
 from __future__ import annotations
 
@@ -108,8 +112,8 @@ class ApprovalsScreen(Screen[None]):
         await self.reload()
 
     async def reload(self) -> None:
-        """Fetch the queue again and show it."""
-        self.items = await self.runtime.approvals()
+        """Fetch the queue again (what this person may see) and show it."""
+        self.items = await self.runtime.approvals(actor=self.actor)
         options = self.query_one(OptionList)
         options.clear_options()
         for item in self.items:

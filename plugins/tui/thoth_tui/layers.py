@@ -128,6 +128,6 @@ class LayersPanel(VerticalScroll):
     async def refresh_from(self, runtime: Any, *, peer: str, workspace: str) -> None:
         """Re-read statuses, approvals and the last turn's assembly."""
         statuses = await runtime.status(peer=peer, workspace=workspace)
-        pending = len(await runtime.approvals())
+        pending = len(await runtime.approvals(actor=peer, workspace=workspace))
         body = render(layer_views(runtime, statuses), pending=pending, has_turn=runtime.last is not None)
         self.query_one("#layers-body", Static).update(body)
