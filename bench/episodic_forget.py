@@ -1,16 +1,18 @@
 """Forget's latency with the usearch index on, at 100k-1M episodes; prints JSON.
 
-    python bench/episodic_forget.py --n 100000,1000000 [--peers 20] [--forgets 5] [--json]
+    python bench/episodic_forget.py --n 100000,1000000 [--peers 20] [--forgets 5] [--thread-forgets 3] [--json]
 
 A SQLite store of `n` `Synthetic` episodes of bench/episodic_latency.py (topic-structured unit
-vectors), spread round-robin over `--peers` peers, gets its HNSW index built (`ann = "usearch"`,
-in the writer child, as `thoth episodes import` builds it); then `--forgets` peers are forgotten one
-after another through `SQLiteStore.delete`, as `thoth forget --peer` does. Reported per size: the
-build, the file's size, forget's median and max seconds and, of that, the index rewrite's (the writer
-child: load the file, remove the rows, fill their slots, save, check, rename) and the SQLite part
-(delete, FTS5 optimize, VACUUM, WAL truncation); the forgotten vectors (float16) still found in the
-index file afterwards (must be 0); the fillers holding their slots; and recall@10 of the index's dense
-stage against exact search for a peer that stayed, before and after the forgets.
+vectors), spread round-robin over `--peers` peers, gets its HNSW indexes built (`ann = "usearch"`,
+in the writer child, as `thoth episodes import` builds them); then `--forgets` peers are forgotten one
+after another through `SQLiteStore.delete`, as `thoth forget --peer` does, and `--thread-forgets`
+threads of another peer, as `thoth forget --peer P --thread T` does. Reported per size: the build,
+the files' size, forget's median and max seconds and, of that, the index part (the writer child:
+peer files deleted; a thread's rows removed from its peer's file, their slots filled, saved, checked,
+renamed) and the SQLite part (delete, then `scrub`: FTS5 optimize, WAL truncation), with scrub's own
+share; the forgotten vectors (float16) still found in any index file afterwards (must be 0); the
+fillers holding removed slots; and recall@10 of the index's dense stage against exact search for a
+peer that stayed, before and after the forgets.
 """
 
 from __future__ import annotations
@@ -69,14 +71,40 @@ def dense_recall(indexed: Any, exact: Any, peer: str, probes: np.ndarray) -> flo
     return round(float(np.mean(overlaps)), 4)
 
 
-def left_in(path: Path, vectors: list[np.ndarray]) -> int:
-    """How many of the vectors have a 48-byte float16 slice in the file."""
-    data = path.read_bytes()
-    return sum(data.find(v.astype(np.float16).tobytes()[:48]) >= 0 for v in vectors)
+def index_files(db: Path) -> list[Path]:
+    """Every index file beside the store (either layout), sidecars and temporaries included."""
+    return sorted(p for p in db.parent.glob(f"{db.name}.usearch*") if p.is_file())
 
 
-def one_size(n: int, peers: int, forgets: int, folder: Path) -> dict[str, Any]:
-    """Build, then forget `forgets` peers one by one; the numbers for this size."""
+def left_in(db: Path, vectors: list[np.ndarray]) -> int:
+    """How many of the vectors have a 48-byte float16 slice in any index file."""
+    found = set()
+    for path in index_files(db):
+        data = path.read_bytes()
+        found |= {i for i, v in enumerate(vectors) if data.find(v.astype(np.float16).tobytes()[:48]) >= 0}
+    return len(found)
+
+
+def timed(seconds: list[float], function: Any) -> Any:
+    """`function`, appending each call's seconds to `seconds`."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - began)
+
+    return wrapper
+
+
+def summary(seconds: list[float]) -> dict[str, float]:
+    """Median and max, rounded."""
+    return {"median": round(float(np.median(seconds)), 3), "max": round(max(seconds), 3)} if seconds else {}
+
+
+def one_size(n: int, peers: int, forgets: int, thread_forgets: int, folder: Path) -> dict[str, Any]:
+    """Build, then forget `forgets` peers and `thread_forgets` threads one by one; the numbers for this size."""
     from thoth_episodic.sqlite_store import SQLiteStore
 
     synthetic = Synthetic()
@@ -94,36 +122,57 @@ def one_size(n: int, peers: int, forgets: int, folder: Path) -> dict[str, Any]:
 
     indexed.index_now(progress=progress)
     result: dict[str, Any] = {"n": n, "peers": peers, "build_seconds": round(time.perf_counter() - started, 1)}
-    result["file_mb"] = round(indexed._index.path.stat().st_size / 2**20, 1)
+    result["file_mb"] = round(sum(p.stat().st_size for p in index_files(path)) / 2**20, 1)
+    result["files"] = len([p for p in index_files(path) if not p.name.endswith((".json", ".lock"))])
     kept = f"p{peers - 1}"
     probes = synthetic.queries(synthetic.batch(200)[1], [""] * 200, 30)
     vectors = np.stack([v for _, v in probes])
     result["recall_at_10_before"] = dense_recall(indexed, exact, kept, vectors)
 
+    from thoth_episodic import sqlite_store
+
     rewrites: list[float] = []
-    erase = indexed._erase_from_index
+    scrubs: list[float] = []
+    indexed._erase_from_index = timed(rewrites, indexed._erase_from_index)  # type: ignore[method-assign]
+    scrub = sqlite_store.scrub
+    sqlite_store.scrub = timed(scrubs, scrub)  # type: ignore[assignment]
+    forgotten: list[np.ndarray] = []
 
-    def timed_erase(rowids: list[int]) -> None:
+    def forget(label: str, **where: str) -> float:
+        clause = " AND ".join(f"{column} = ?" for column in where)
+        rows = indexed._db.execute(f"SELECT embedding FROM episodes WHERE {clause}", list(where.values())).fetchall()
+        forgotten.extend(np.frombuffer(r[0], dtype=np.float32) for r in rows[:: max(1, len(rows) // 200)])
         began = time.perf_counter()
-        erase(rowids)
-        rewrites.append(time.perf_counter() - began)
+        indexed.delete(workspace="bench", **where)
+        took = time.perf_counter() - began
+        print(f"forgot {label} ({len(rows)} rows): {took:.2f} s (index {rewrites[-1]:.2f} s)", file=sys.stderr)
+        return took
 
-    indexed._erase_from_index = timed_erase  # type: ignore[method-assign]
-    totals, forgotten = [], []
-    for i in range(forgets):
-        rows = indexed._db.execute("SELECT embedding FROM episodes WHERE peer = ?", (f"p{i}",)).fetchall()
-        forgotten += [np.frombuffer(r[0], dtype=np.float32) for r in rows[:: max(1, len(rows) // 200)]]
-        began = time.perf_counter()
-        indexed.delete(workspace="bench", peer=f"p{i}")
-        totals.append(time.perf_counter() - began)
-        print(f"forgot p{i}: {totals[-1]:.2f} s (index rewrite {rewrites[-1]:.2f} s)", file=sys.stderr, flush=True)
-    result["forget_seconds"] = {"median": round(float(np.median(totals)), 3), "max": round(max(totals), 3)}
-    result["index_rewrite_seconds"] = {"median": round(float(np.median(rewrites)), 3), "max": round(max(rewrites), 3)}
-    result["sqlite_seconds_median"] = round(float(np.median(np.subtract(totals, rewrites))), 3)
+    try:
+        totals = [forget(f"p{i}", peer=f"p{i}") for i in range(forgets)]
+        peer_rewrites, peer_scrubs = list(rewrites), list(scrubs)
+        other = f"p{peers - 2}"
+        threads = [
+            r[0]
+            for r in indexed._db.execute(
+                "SELECT DISTINCT thread FROM episodes WHERE peer = ? ORDER BY thread LIMIT ?", (other, thread_forgets)
+            )
+        ]
+        thread_totals = [forget(f"{other}/{t}", peer=other, thread=t) for t in threads]
+    finally:
+        sqlite_store.scrub = scrub  # type: ignore[assignment]
+    result["forget_seconds"] = summary(totals)
+    result["index_seconds"] = summary(peer_rewrites)
+    result["sqlite_seconds"] = summary(list(np.subtract(totals, peer_rewrites)))
+    result["scrub_seconds"] = summary(peer_scrubs)
     result["rows_per_forget"] = n // peers
+    result["thread_forget_seconds"] = summary(thread_totals)
+    result["thread_index_seconds"] = summary(rewrites[len(peer_rewrites) :])
     result["forgotten_vectors_checked"] = len(forgotten)
-    result["forgotten_vectors_left_in_index"] = left_in(indexed._index.path, forgotten)
-    result["fillers"] = json.loads(indexed._index.meta_path.read_text())["fillers"]
+    result["forgotten_vectors_left_in_index"] = left_in(path, forgotten)
+    result["fillers"] = sum(
+        json.loads(p.read_text()).get("fillers", 0) for p in path.parent.glob(f"{path.name}.usearch-*.json")
+    )
     result["recall_at_10_after"] = dense_recall(indexed, exact, kept, vectors)
     indexed.close()
     exact.close()
@@ -135,12 +184,13 @@ def main() -> None:
     parser.add_argument("--n", default="100000", help="comma-separated store sizes")
     parser.add_argument("--peers", type=int, default=20, help="peers the episodes are spread over")
     parser.add_argument("--forgets", type=int, default=5, help="peers forgotten, one after another")
+    parser.add_argument("--thread-forgets", type=int, default=3, help="threads of another peer forgotten after")
     parser.add_argument("--json", action="store_true", help="compact JSON")
     args = parser.parse_args()
     results = []
     for n in (int(x) for x in args.n.split(",")):
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as folder:
-            results.append(one_size(n, args.peers, args.forgets, Path(folder)))
+            results.append(one_size(n, args.peers, args.forgets, args.thread_forgets, Path(folder)))
     print(json.dumps(results, indent=None if args.json else 2))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from thoth_episodic import ann_search, ann_writer
+from thoth_episodic import ann_files, ann_search
 from thoth_episodic.ann_index import AnnIndex
 from thoth_episodic.contract import episode, query
 from thoth_episodic.sqlite_store import SQLiteStore
@@ -130,20 +130,32 @@ ABORTING_FILE = """
 import json, sys
 import numpy as np
 from usearch.index import Index
-index = Index(ndim=int(sys.argv[2]), metric="ip", dtype="f16", connectivity=24, expansion_add=96)
-index.add(np.arange(1, 801), np.random.default_rng(1).random((800, int(sys.argv[2]))).astype(np.float32), threads=1)
+from thoth_episodic import ann_files
+db, dim, layout = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+index = Index(ndim=dim, metric="ip", dtype="f16", connectivity=24, expansion_add=96)
+index.add(np.arange(1, 801), np.random.default_rng(1).random((800, dim)).astype(np.float32), threads=1)
 index.remove(np.arange(1, 401))
-index.save(sys.argv[1] + ".usearch")
-meta = {"format": 2, "dim": int(sys.argv[2]), "count": 400, "fillers": 0, "rowid": 800, "vectors": 0, "generation": 0}
-meta["bytes"] = len(open(sys.argv[1] + ".usearch", "rb").read())  # a sidecar that vouches for it
-open(sys.argv[1] + ".usearch.json", "w").write(json.dumps(meta))
+meta = {"dim": dim, "count": 400, "fillers": 0, "rowid": 800, "vectors": 0}
+if layout == "older":  # one file for the whole store, as written before one file per scope
+    file, sidecar = ann_files.legacy_paths(db)
+    meta.update(format=2, generation=0)
+else:
+    file, sidecar = ann_files.scope_paths(db, ("w", "ann", "default"))
+    meta.update(format=3, scope=["w", "ann", "default"])
+    manifest = {"format": 3, "dim": dim, "min_rows": 1, "rowid": 800, "vectors": 0, "generation": 0}
+    ann_files.manifest_path(db).write_text(json.dumps(manifest))
+index.save(str(file))
+meta["bytes"] = file.stat().st_size  # a sidecar that vouches for it
+sidecar.write_text(json.dumps(meta))
+print(file)
 """
 
 OPEN_AND_SEARCH = """
-import sys
+import logging, sys
 import numpy as np
 from thoth_episodic.contract import query
 from thoth_episodic.sqlite_store import SQLiteStore
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 store = SQLiteStore(sys.argv[1], dim=int(sys.argv[2]), ann="usearch")
 hits = store.search(query("", np.ones(int(sys.argv[2]), dtype=np.float32) / int(sys.argv[2]) ** 0.5, k=3))
 store.close()
@@ -151,14 +163,20 @@ print(len(hits))
 """
 
 
-def test_a_file_whose_loading_aborts_is_set_aside_with_one_warning_and_rebuilt(tmp_path):
-    """A file saved with removed slots (as the old compaction wrote them) aborts any loader: it is never loaded."""
+@pytest.mark.parametrize("layout", ["older", "scoped"])
+def test_a_file_whose_loading_aborts_is_never_loaded_and_is_rebuilt_with_one_line(tmp_path, layout):
+    """A file saved with removed slots (as the old compaction wrote them) aborts any loader: it is never loaded.
+
+    A home indexed before one file per scope (`older`) moves to the new layout on first use, with one info line.
+    """
     db = tmp_path / "e.db"
     filled(db, 800)
-    made = subprocess.run([sys.executable, "-c", ABORTING_FILE, str(db), str(DIM)], capture_output=True, check=False)
+    made = subprocess.run(
+        [sys.executable, "-c", ABORTING_FILE, str(db), str(DIM), layout], capture_output=True, text=True, check=False
+    )
     assert made.returncode == 0, made.stderr
     loads = subprocess.run(
-        [sys.executable, "-c", f"from usearch.index import Index; Index.restore({str(db) + '.usearch'!r})"],
+        [sys.executable, "-c", f"from usearch.index import Index; Index.restore({made.stdout.strip()!r})"],
         capture_output=True,
         check=False,
     )
@@ -167,8 +185,16 @@ def test_a_file_whose_loading_aborts_is_set_aside_with_one_warning_and_rebuilt(t
         [sys.executable, "-c", OPEN_AND_SEARCH, str(db), str(DIM)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr
-    assert len(done.stderr.splitlines()) == 1 and "rebuilding the ANN index" in done.stderr  # one warning
-    assert ann_writer.read_sidecar(db) is not None and ann_writer.read_sidecar(db)["count"] == 800
+    [line] = done.stderr.splitlines()
+    if layout == "older":
+        assert line.startswith("INFO episodic: moving the ANN index") and "one file per peer" in line
+        assert not any(p.exists() for p in ann_files.legacy_paths(db))
+    else:
+        assert line.startswith("WARNING episodic: rebuilding the ANN index")
+    assert {scope: meta["count"] for scope, meta in ann_files.sidecars(db).items()} == {
+        ("w", "ann", "default"): 400,
+        ("w", "bob", "default"): 400,
+    }
 
 
 def writer_children() -> list[int]:
@@ -231,10 +257,10 @@ def test_doctor_lines_say_when_the_file_disagrees_with_the_store_or_is_unusable(
     with sqlite3.connect(db) as raw:  # rows deleted behind the index's back (as by an older version's forget)
         raw.execute("DELETE FROM episodes WHERE rowid <= 30")
     [(ok, line)] = store.index_checks()
-    assert not ok and "30 deleted rows still in it, 0 current rows missing from it" in line
-    Path(f"{db}.usearch.json").write_text("{}")
+    assert not ok and "30 deleted rows still in them, 0 current rows missing from them" in line
+    Path(f"{db}.usearch-scopes.json").write_text("{}")
     [(ok, line)] = store.index_checks()
-    assert not ok and "no sidecar vouches for it" in line
+    assert not ok and "no manifest vouches for the files" in line
     store.close()
     assert SQLiteStore(tmp_path / "none.db", dim=DIM, ann="usearch").index_checks() == []  # no file, no line
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from thoth_episodic import ann_index, ann_search, ann_writer
+from thoth_episodic import ann_files, ann_index, ann_search, ann_writer
 from thoth_episodic.contract import StoreContract, episode, query
 from thoth_episodic.sqlite_store import SQLiteStore
 from usearch.index import Index
@@ -17,6 +17,7 @@ from thoth_core.config import ConfigError
 from thoth_core.testing import make_test_runtime
 
 DIM = 32
+ANN = ("w", "ann", "default")  # the scope of the contract's episodes and queries
 
 
 @pytest.fixture(autouse=True)
@@ -55,8 +56,13 @@ def top_id(store: SQLiteStore, vector: np.ndarray, **kwargs) -> str:
 
 
 def saved_keys(path: Path) -> set[int]:
-    """Rowids in the saved file (fillers, which hold removed rows' slots, left out)."""
-    return {int(k) for k in Index.restore(f"{path}.usearch").keys if k < ann_writer.FILLER_KEYS}
+    """Rowids in the saved files of every scope (fillers, which hold removed rows' slots, left out)."""
+    return {
+        int(k)
+        for file in ann_files.scope_files(path)
+        for k in Index.restore(str(file)).keys
+        if k < ann_writer.FILLER_KEYS
+    }
 
 
 def test_dense_recall_at_10_matches_exact_search_on_clustered_vectors(tmp_path):
@@ -80,7 +86,9 @@ def test_every_row_is_reachable_as_its_own_nearest_neighbour(tmp_path):
     assert store._usable_index() is not None
     rows = store._db.execute("SELECT rowid, embedding FROM episodes").fetchall()
     keys = np.array([r for r, _ in rows])
-    found = store._index.index.search(np.stack([np.frombuffer(b, dtype=np.float32) for _, b in rows]), 10).keys
+    found = (
+        store._index.scope_index(ANN).search(np.stack([np.frombuffer(b, dtype=np.float32) for _, b in rows]), 10).keys
+    )
     assert [int(k) for k, near in zip(keys, found, strict=True) if k not in near] == []
 
 
@@ -91,16 +99,16 @@ def test_the_index_is_saved_beside_the_store_and_rows_added_since_are_found(tmp_
     first = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
     first.search(query("", vectors[0]))  # builds and saves
     first.close()
-    assert Path(f"{tmp_path / 'e.db'}.usearch").exists() and len(saved_keys(tmp_path / "e.db")) == 2000
+    assert ann_files.scope_paths(tmp_path / "e.db", ANN)[0].exists() and len(saved_keys(tmp_path / "e.db")) == 2000
     late = fill(tmp_path / "e.db", vectors[2000:], peer="ann")
 
     reopened = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
     assert reopened._index_ready and len(reopened._index) == 2000  # mapped from the file, not rebuilt
-    assert reopened._index.index.expansion_search == 200  # the beam for its size, not the file's default
+    assert reopened._index.scope_index(ANN).expansion_search == 200  # the beam for its size, not the file's default
     assert top_id(reopened, vectors[2500]) == late[500].id  # a pending row, scored from SQLite
     reopened._index.compact()
     assert len(reopened._index) == 3000 and not reopened._index.pending
-    assert reopened._index.index.expansion_search == 256  # the compacted file too, up to the configured beam
+    assert reopened._index.scope_index(ANN).expansion_search == 256  # the compacted file too, up to the configured beam
     assert top_id(reopened, vectors[2500]) == late[500].id
     reopened.close()
     assert len(saved_keys(tmp_path / "e.db")) == 3000
@@ -114,7 +122,7 @@ def test_candidates_come_nearest_first_with_pending_rows_among_them(tmp_path):
     fill(tmp_path / "e.db", vectors[2000:])  # pending: stored after the build
     store._index.catch_up(store._db)
     probe = vectors[2050]
-    keys = store._index.candidates(probe, 100)
+    keys = store._index.candidates(probe, 100, ANN)
     similarity = {
         int(r): float(np.frombuffer(b, dtype=np.float32) @ probe)
         for r, b in store._db.execute("SELECT rowid, embedding FROM episodes")
@@ -136,14 +144,16 @@ def test_a_scope_sharing_the_store_gets_the_same_dense_top_as_exact_search(tmp_p
     assert np.mean(overlaps) >= 0.98
 
 
-@pytest.mark.parametrize("damage", ["missing", "corrupt", "sidecar"])
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "sidecar", "manifest"])
 def test_a_missing_or_corrupt_index_is_rebuilt(tmp_path, caplog, damage):
     vectors = clustered(1500)
     items = fill(tmp_path / "e.db", vectors)
     SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch").search(query("", vectors[0]))
-    target = Path(f"{tmp_path / 'e.db'}.usearch" + (".json" if damage == "sidecar" else ""))
-    if damage == "missing":
-        target.unlink()
+    file, sidecar = ann_files.scope_paths(tmp_path / "e.db", ANN)
+    target = {"corrupt": file, "sidecar": sidecar, "manifest": ann_files.manifest_path(tmp_path / "e.db")}.get(damage)
+    if target is None:  # every index file gone, as when a person deletes them
+        for path in tmp_path.glob("e.db.usearch*"):
+            path.unlink()
     else:
         target.write_bytes(b"not an index")
     with caplog.at_level(logging.WARNING, logger="thoth_episodic.ann_index"):
@@ -174,14 +184,15 @@ def test_a_row_forgotten_by_another_handle_is_never_returned_and_leaves_the_file
     other = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="exact")
     other.delete(workspace="w", ids=[items[7].id])
     other.close()
-    assert rowid in reader._index.index and rowid not in dense_ids(reader, vectors[7])
+    assert rowid in reader._index.scope_index(ANN) and rowid not in dense_ids(reader, vectors[7])
     reader._index.compact()  # the generation moved: rows gone from SQLite leave the index
     assert rowid not in saved_keys(tmp_path / "e.db")
     reader.close()
 
 
 def test_a_delete_by_a_handle_not_using_the_index_deletes_the_file(tmp_path):
-    """`ann = "exact"` does not keep the file up to date: a forget there deletes it, and the next index rebuilds."""
+    """`ann = "exact"` does not keep the files up to date: a forget there deletes the touched scope's file (the
+    manifest, which holds no row, stays), and the next indexed handle rebuilds it."""
     vectors = clustered(1500)
     items = fill(tmp_path / "e.db", vectors)
     SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch").search(query("", vectors[0]))
@@ -189,7 +200,8 @@ def test_a_delete_by_a_handle_not_using_the_index_deletes_the_file(tmp_path):
     exact = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="exact")
     exact.delete(workspace="w", ids=[items[-1].id])
     exact.close()
-    assert [p.name for p in tmp_path.iterdir() if ".usearch" in p.name and not p.name.endswith(".lock")] == []
+    left = [p.name for p in tmp_path.iterdir() if ".usearch" in p.name and not p.name.endswith(".lock")]
+    assert left == ["e.db.usearch-scopes.json"]
     store = SQLiteStore(tmp_path / "e.db", dim=DIM, ann="usearch")
     assert top_id(store, vectors[3]) == items[3].id
     store.close()

@@ -1,16 +1,17 @@
-"""An HNSW index (usearch) over the current episodes' embeddings, persisted beside the SQLite file: a cache.
+"""HNSW indexes (usearch) of the current episodes' embeddings, one per scope, saved beside the SQLite file: a cache.
 
 Keys are episode rowids; vectors are stored as float16 (int8 storage lost a tenth of
-recall@10 against exact search). The index is saved as `<db>.usearch` with a `<db>.usearch.json`
-sidecar naming the newest rowid, vector version and generation it covers, and is opened
-memory-mapped (`view=True`): a new process answers its first query without loading anything.
-This process only maps and searches: every write of the file (build, compaction, forget) runs
+recall@10 against exact search). Recall searches one scope (workspace, peer, agent), so each scope
+with enough rows has its own file (`ann_files`: `<db>.usearch-<key>`, a sidecar each, a manifest),
+opened memory-mapped (`view=True`) on the scope's first query: a new process maps only what it searches.
+This process only maps and searches: every write of a file (build, compaction, forget) runs
 in a child process (`ann_writer`), so a native abort there costs one warning and a rebuild, never
-the user's process, and a file is mapped only when its sidecar vouches for it (format, size).
-Rows stored after the save ("pending": newer rowids, or vectors set later) are scored exactly
+the user's process, and a file is mapped only when its sidecar vouches for it (format, size, header).
+Rows stored after the manifest ("pending": newer rowids, or vectors set later) are scored exactly
 from their SQLite blobs; rows deleted or superseded in this process are left out. Once enough
 pending rows pile up, `compact` runs the writer in a background thread; a delete runs it at once
-(`sync`), so a forgotten episode's vector has left the file when `forget` returns.
+for the scopes it touched (`sync`), so a forgotten episode's vector has left every file when `forget`
+returns: a forgotten peer's files are deleted, a forgotten thread's rows leave its peer's file.
 Callers verify every candidate against SQLite (scope, current, has a vector) and rescore it in
 float32, so a stale entry can never be returned.
 """
@@ -26,15 +27,24 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ann_files import (
+    Scope,
+    legacy_paths,
+    manifest_path,
+    read_manifest,
+    scope_files,
+    scope_paths,
+    sidecar_paths,
+    sidecars,
+)
 from .ann_writer import CONNECTIVITY as CONNECTIVITY  # re-exported for the benches
-from .ann_writer import CURRENT, FILLER_KEYS, index_paths, read_sidecar, unpack
+from .ann_writer import CURRENT, FILLER_KEYS, LoadNeeded, Writer, unpack
 from .sqlite_schema import newest_rowid
 
 if TYPE_CHECKING:
@@ -69,113 +79,156 @@ def usearch_index() -> type[Index]:
 
 
 class AnnIndex:
-    """The persisted HNSW index of one store, mapped read-only; see the module docstring."""
+    """The persisted HNSW indexes of one store, one per scope, mapped read-only; see the module docstring."""
 
-    def __init__(self, db_path: Path, dim: int, *, expansion: int) -> None:
+    def __init__(self, db_path: Path, dim: int, *, expansion: int, min_rows: int = 1) -> None:
         self.db_path = Path(db_path)
-        self.path, self.meta_path = index_paths(db_path)
-        self.dim, self.expansion = dim, expansion
-        self.index: Index | None = None
-        self.covered_rowid = 0  # rows up to this rowid were in the saved file
-        self.covered_vectors = 0  # vectors set up to this version were in the saved file
-        self.generation = -1  # the store's delete/supersede counter when the file was saved
-        self.pending: dict[int, np.ndarray] = {}  # rowid -> float32 vector not in the file
+        self.path = Path(f"{db_path}.usearch")  # the name the files share (and the older layout's single file)
+        self.dim, self.expansion, self.min_rows = dim, expansion, max(1, min_rows)
+        self.ready = False  # a manifest was adopted: every scope with rows up to `seen_rowid` has its file, or few rows
+        self.files: dict[Scope, dict[str, Any]] = {}  # the sidecars of the scope files
+        self.mapped: dict[Scope, tuple[Index, tuple[int, int]]] = {}  # mapped on first use, with the file's identity
+        self.generation = -1  # the store's delete/supersede counter the manifest covers
+        self.pending: dict[Scope, dict[int, np.ndarray]] = {}  # rowid -> float32 vector not in the scope's file
+        self.pending_scope: dict[int, Scope] = {}
+        self.unfiled = 0  # rows stored since the manifest in scopes without a file (they may grow into one)
         self.seen_rowid = 0
         self.seen_vectors = 0
         self.removed: set[int] = set()
+        self.broken = False  # a file failed to map: the next compaction rebuilds every file
         self.lock = threading.RLock()
         self.writing = threading.Lock()  # one writer child at a time from this process
         self.worker: threading.Thread | None = None
 
     def __len__(self) -> int:
-        return 0 if self.index is None else len(self.index)
+        """Rows in the files (fillers left out)."""
+        return sum(int(m["count"]) - int(m["fillers"]) for m in self.files.values())
 
     # --- files ------------------------------------------------------------------------
 
     def open(self) -> bool:
-        """Map the saved file if its sidecar vouches for it; False when missing or set aside (then it needs `build`)."""
-        if not self.path.exists():
+        """Adopt the saved files if their manifest vouches for them; False when they need `build` (then says why)."""
+        legacy = legacy_paths(self.db_path)[0]
+        if legacy.exists():
+            log.info("episodic: moving the ANN index %s to one file per peer (rebuilt from the store)", legacy)
             return False
-        try:
-            meta = read_sidecar(self.db_path) or _after_a_moment(self.db_path)  # a writer may be between its renames
-            if meta is None:
-                raise ValueError("no sidecar vouches for it (missing, older format, another file, removed slots)")
-            if int(meta["dim"]) != self.dim:
-                raise ValueError(f"dimension {meta['dim']}, expected {self.dim}")
-            index = self._mapped()
-            if index is None or index.ndim != self.dim or len(index) != int(meta["count"]):
-                raise ValueError("the index does not match its sidecar")
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
-            log.warning("episodic: rebuilding the ANN index %s: %s", self.path, error)
-            return False
-        self._adopt(index, meta, set())
-        return True
+        manifest = read_manifest(self.db_path)
+        problem = ""
+        if manifest is None:
+            problem = "no manifest vouches for the files" if scope_files(self.db_path) else ""
+        elif int(manifest["dim"]) != self.dim:
+            problem = f"dimension {manifest['dim']}, expected {self.dim}"
+        elif int(manifest["min_rows"]) != self.min_rows:
+            return False  # another `ann` mode indexed it: the writer keeps the files it can
+        else:
+            files = sidecars(self.db_path)
+            strays = len(scope_files(self.db_path)) + len(sidecar_paths(self.db_path)) - 2 * len(files)
+            if strays:
+                problem = "files no sidecar vouches for (missing, unreadable, another file, removed slots)"
+            else:
+                self._adopt(manifest, files, set())
+                return True
+        if problem:
+            log.warning("episodic: rebuilding the ANN index %s: %s", self.path, problem)
+        return False
 
-    def _mapped(self) -> Index | None:
-        """The saved file, memory-mapped, with the search beam for its size (a saved file keeps neither beam width)."""
-        index = usearch_index().restore(str(self.path), view=True)
-        if index is not None:
-            index.expansion_search = search_beam(len(index), self.expansion)
+    def _map(self, scope: Scope) -> Index | None:
+        """The scope's file, memory-mapped, with the search beam for its size (None: the scope has no file)."""
+        meta = self.files.get(scope)
+        if meta is None:
+            return None
+        path = scope_paths(self.db_path, scope)[0]
+        known = self.mapped.get(scope)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # deleted by another process's forget: the mapping serves until the next compaction
+            if known is not None:
+                return known[0]
+            self.files.pop(scope)
+            self.compact_soon(force=True)
+            return None
+        identity = (stat.st_ino, stat.st_mtime_ns)
+        if known is not None and known[1] == identity:
+            return known[0]
+        index = usearch_index().restore(str(path), view=True)
+        if index is None or index.ndim != self.dim or len(index) != int(meta["count"]):
+            raise ValueError(f"the index file {path} does not match its sidecar")
+        index.expansion_search = search_beam(len(index), self.expansion)
+        self.mapped[scope] = (index, identity)
         return index
 
-    def _adopt(self, index: Index | None, meta: dict[str, Any], removed_before: set[int]) -> None:
-        """Serve this mapped file from now on (rows removed since `removed_before` was taken stay left out)."""
+    def _adopt(self, manifest: dict[str, Any], files: dict[Scope, dict[str, Any]], removed_before: set[int]) -> None:
+        """Serve these files from now on (rows removed since `removed_before` was taken stay left out)."""
         with self.lock:
-            self.index = index
-            self.covered_rowid = self.seen_rowid = int(meta["rowid"])
-            self.covered_vectors = self.seen_vectors = int(meta["vectors"])
-            self.generation = int(meta["generation"])
-            self.pending = {}
+            self.files = files
+            self.mapped = {s: m for s, m in self.mapped.items() if s in files}  # remapped when the file changed
+            self.seen_rowid = int(manifest["rowid"])
+            self.seen_vectors = int(manifest["vectors"])
+            self.generation = int(manifest["generation"])
+            self.pending, self.pending_scope, self.unfiled = {}, {}, 0
             self.removed -= removed_before
+            self.ready = True
 
     def build(self, stop: threading.Event | None = None, progress: Callable[[int], None] | None = None) -> bool:
-        """Write the file from the store (kept and updated when usable, else rebuilt) and map it; False when stopped."""
+        """Write the files from the store (kept and updated when usable, else rebuilt); False when stopped."""
         return self.sync(stop=stop, progress=progress)
 
     def sync(
         self,
         *,
         rebuild: bool = False,
+        scopes: Sequence[Scope] = (),
+        deleted: int | None = None,
         stop: threading.Event | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> bool:
-        """Bring the file up to the store in a child process and map it; False when `stop` ended the child.
+        """Bring the files up to the store in a child process and adopt them; False when `stop` ended the child.
 
-        A child that fails or dies (a native abort) is run once more, rebuilding from the store; a second
-        failure raises `RuntimeError`.
+        `scopes` are those a delete touched and `deleted` its generation. A child that fails or dies (a native
+        abort) is run once more, rebuilding from the store; a second failure raises `RuntimeError`.
         """
         with self.writing:
             with self.lock:
                 removed = set(self.removed)
+            if deleted is not None and not rebuild and self._sync_here(scopes, deleted, removed):
+                return True
             error = ""
             for again in (False, True):
-                meta, error = self._run_writer(rebuild=rebuild or again, stop=stop, progress=progress)
+                manifest, error = self._run_writer(rebuild or again, scopes, deleted, stop, progress)
                 if stop is not None and stop.is_set():
                     return False
-                if meta is not None:
+                if manifest is not None:
                     break
                 if not again:
                     log.warning("episodic: the ANN index writer failed (%s); rebuilding %s", error, self.path)
             else:
                 raise RuntimeError(f"could not write the ANN index {self.path}: {error}")
-            if meta.get("rebuilt") == "unusable file":
-                log.info("episodic: rebuilt the ANN index %s from the store", self.path)
-            self._adopt(self._mapped(), meta, removed)
+            self._adopt(manifest, sidecars(self.db_path), removed)
+        return True
+
+    def _sync_here(self, scopes: Sequence[Scope], deleted: int, removed: set[int]) -> bool:
+        """A forget that only deletes files (whole peers) in this process, without a child's start; False: it cannot."""
+        writer = Writer(self.db_path, self.dim, min_rows=self.min_rows, loads=False)
+        try:
+            manifest = writer.run(rebuild=False, scopes=list(scopes), deleted=deleted)
+        except LoadNeeded:
+            return False
+        self._adopt(manifest, sidecars(self.db_path), removed)
         return True
 
     def _run_writer(
-        self, *, rebuild: bool, stop: threading.Event | None, progress: Callable[[int], None] | None
+        self,
+        rebuild: bool,
+        scopes: Sequence[Scope],
+        deleted: int | None,
+        stop: threading.Event | None,
+        progress: Callable[[int], None] | None,
     ) -> tuple[dict[str, Any] | None, str]:
-        """Run `ann_writer` once: (its sidecar, "") or (None, why it failed)."""
-        command = [sys.executable, "-m", "thoth_episodic.ann_writer", str(self.db_path), str(self.dim)]
+        """Run `ann_writer` once: (its manifest, "") or (None, why it failed)."""
+        command = [*self._command(), "--scopes", json.dumps([list(s) for s in scopes])]
+        command += [*(["--rebuild"] if rebuild else []), *([] if deleted is None else ["--deleted", str(deleted)])]
         with tempfile.TemporaryFile(mode="w+") as errors:
-            child = subprocess.Popen(
-                [*command, *(["--rebuild"] if rebuild else [])],
-                stdout=subprocess.PIPE,
-                stderr=errors,
-                text=True,
-                env=_child_env(),
-            )
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, env=_child_env())
             if stop is not None:
                 threading.Thread(target=_kill_when, args=(child, stop), daemon=True).start()
             last = ""
@@ -196,15 +249,27 @@ class AnnIndex:
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
         return None, f"{how}: {said[-1]}" if said else how
 
+    def _command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "thoth_episodic.ann_writer",
+            str(self.db_path),
+            str(self.dim),
+            "--min-rows",
+            str(self.min_rows),
+        ]
+
     def compact(self) -> None:
-        """Fold pending rows and removals into the saved file (and drop rows other processes deleted)."""
-        self.sync()
+        """Fold pending rows and removals into the saved files (and drop rows other processes deleted)."""
+        broken, self.broken = self.broken, False
+        self.sync(rebuild=broken)
 
     def compact_soon(self, *, force: bool = False) -> None:
         """Start a background compaction when enough rows wait, or `force`."""
         with self.lock:
-            due = force or len(self.pending) >= COMPACT_PENDING
-            if not due or self.index is None or (self.worker is not None and self.worker.is_alive()):
+            due = force or sum(map(len, self.pending.values())) + self.unfiled >= COMPACT_PENDING
+            if not due or not self.ready or (self.worker is not None and self.worker.is_alive()):
                 return
             self.worker = threading.Thread(target=self._compact_logged, daemon=True, name="episodic-ann-compact")
             self.worker.start()
@@ -221,10 +286,18 @@ class AnnIndex:
         if worker is not None:
             worker.join()
 
+    def present(self) -> bool:
+        """Whether any index file (this layout's, its manifest, or the older one) is beside the store."""
+        there = legacy_paths(self.db_path)[0].exists() or manifest_path(self.db_path).exists()
+        return there or bool(scope_files(self.db_path))
+
     def check(self) -> str | None:
-        """Whether the file agrees with the store, checked in a child process: None when it does, else what is wrong."""
-        command = [sys.executable, "-m", "thoth_episodic.ann_writer", str(self.db_path), str(self.dim), "--check"]
-        done = subprocess.run(command, capture_output=True, text=True, env=_child_env(), check=False)
+        """Whether the files agree with the store, checked in a child process: None when they do, else what is wrong."""
+        if legacy_paths(self.db_path)[0].exists():
+            return "in the older single-file layout (the next recall rebuilds it, one file per peer)"
+        done = subprocess.run(
+            [*self._command(), "--check"], capture_output=True, text=True, env=_child_env(), check=False
+        )
         if done.returncode < 0:
             return f"reading it ended its reader with signal {signal.Signals(-done.returncode).name}"
         if done.returncode:
@@ -234,39 +307,73 @@ class AnnIndex:
     # --- keeping up with the store ----------------------------------------------------
 
     def catch_up(self, db: sqlite3.Connection) -> None:
-        """Note rows stored (or given a vector) since the last look, as pending."""
+        """Note rows stored (or given a vector) since the last look: pending in scopes with a file, else counted."""
         with self.lock:
             vectors = int(db.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors'").fetchone()[0])
             last = newest_rowid(db)  # read first:
+            columns = "rowid, workspace, peer, agent, embedding"
             rows = db.execute(  # a row committed after it is left to the next look, never skipped
-                f"SELECT rowid, embedding FROM episodes WHERE rowid > ? AND rowid <= ? AND {CURRENT}",
+                f"SELECT {columns} FROM episodes WHERE rowid > ? AND rowid <= ? AND {CURRENT}",
                 (self.seen_rowid, last),
             ).fetchall()
             if vectors != self.seen_vectors:
                 rows += db.execute(
-                    f"SELECT rowid, embedding FROM episodes WHERE vector_version > ? AND rowid <= ? AND {CURRENT}",
+                    f"SELECT {columns} FROM episodes WHERE vector_version > ? AND rowid <= ? AND {CURRENT}",
                     (self.seen_vectors, self.seen_rowid),
                 ).fetchall()
                 self.seen_vectors = vectors
             self.seen_rowid = max(self.seen_rowid, last)
-            keys, matrix = unpack(rows, self.dim)
-            for key, vector in zip(keys.tolist(), matrix, strict=True):
-                self.pending[key] = vector
-                self.removed.discard(key)
+            for rowid, workspace, peer, agent, blob in rows:
+                scope = (workspace, peer, agent)
+                if scope not in self.files:
+                    self.unfiled += 1
+                    continue
+                keys, matrix = unpack([(rowid, blob)], self.dim)
+                if len(keys):
+                    self.pending.setdefault(scope, {})[rowid] = matrix[0]
+                    self.pending_scope[rowid] = scope
+                    self.removed.discard(rowid)
 
     def remove(self, rowids: list[int]) -> None:
         """Leave these rows out from now on (deleted or superseded)."""
         with self.lock:
             for rowid in rowids:
-                self.pending.pop(rowid, None)
+                scope = self.pending_scope.pop(rowid, None)
+                if scope is not None:
+                    self.pending[scope].pop(rowid, None)
                 self.removed.add(rowid)
 
-    def candidates(self, vector: np.ndarray, count: int) -> np.ndarray:
-        """Rowids of up to `count` rows nearest the vector (index and pending rows), nearest first, unverified."""
+    def scope_index(self, scope: Scope) -> Index | None:
+        """The scope's mapped index (None: the scope has no file)."""
         with self.lock:
-            index, pending, removed = self.index, self.pending, self.removed
+            return self._map(scope)
+
+    def has(self, scope: Scope) -> bool:
+        """Whether the scope has a file (else its recall scores its rows exactly)."""
+        return scope in self.files
+
+    def size(self, scope: Scope) -> int:
+        """Rows the scope's candidates come from: its file's (fillers left out) and its pending rows."""
+        meta = self.files.get(scope)
+        held = 0 if meta is None else int(meta["count"]) - int(meta["fillers"])
+        return held + len(self.pending.get(scope, ()))
+
+    def candidates(self, vector: np.ndarray, count: int, scope: Scope) -> np.ndarray | None:
+        """Up to `count` rowids of the scope nearest the vector (file and pending rows), unverified; None: no file."""
+        with self.lock:
+            try:
+                index = self._map(scope)
+            except (OSError, ValueError, RuntimeError) as error:  # set aside: exact search serves, a rebuild follows
+                log.warning("episodic: rebuilding the ANN index %s: %s", self.path, error)
+                self.files.pop(scope, None)
+                self.broken = True
+                self.compact_soon(force=True)
+                return None
+            if index is None:
+                return None
+            pending, removed = self.pending.get(scope, {}), self.removed
             keys, similarity = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-            if index is not None and len(index):
+            if len(index):
                 matches = index.search(vector, min(count, len(index)))
                 keys = np.asarray(matches.keys, dtype=np.int64)
                 similarity = 1 - np.asarray(matches.distances, dtype=np.float32)  # metric "ip": distance is 1 - ip
@@ -281,12 +388,6 @@ class AnnIndex:
                 kept = ~np.isin(keys, np.fromiter(removed, dtype=np.int64))
                 keys, similarity = keys[kept], similarity[kept]
             return keys[np.argsort(-similarity, kind="stable")[:count]]
-
-
-def _after_a_moment(db_path: Path) -> dict[str, Any] | None:
-    """The sidecar read again shortly (a writer renames the file, then its sidecar)."""
-    time.sleep(0.05)
-    return read_sidecar(db_path)
 
 
 def _child_env() -> dict[str, str]:

@@ -1,13 +1,12 @@
-"""Dense search through the ANN index with the scope filter applied in SQLite (no in-memory vector cache).
+"""Dense search through the scope's ANN index, every candidate checked in SQLite (no in-memory vector cache).
 
-The index is asked for `OVERFETCH` times the wanted candidates, nearest first; SQLite keeps those
-in the query's scope (workspace, peer, agent), current and with a vector, and their float32 blobs
-give exact scores. The nearest n are checked first: in a store of one scope they all pass, and the
-rest are never read (at 1M rows, reading 150 took 2.7 ms). A scope (peer) of fewer than
-`SMALL_SCOPE` rows skips the index: reading and scoring its rows is cheaper. When too few survive
-(a scope that is a small share of a big store), the index is asked for `WIDE` times more; when that
-still falls short, the scope's rows are scored exactly from SQLite, which is cheap because such a
-scope is small.
+Each scope (workspace, peer, agent) has its own index file, so every candidate is in scope; SQLite keeps
+those still current and with a vector, and their float32 blobs give exact scores. The scope's index is
+asked for `OVERFETCH` times the wanted candidates, nearest first, and the nearest n are checked first:
+usually they all pass, and the rest are never read (at 1M rows, reading 150 took 2.7 ms). A scope (peer)
+of fewer than `SMALL_SCOPE` rows skips the index (and in `ann = "auto"` has no file): reading and scoring
+its rows is cheaper; so does a scope whose file is not written yet. When too few survive (rows superseded
+since the file was saved), the index is asked for `WIDE` times more, then the scope is scored exactly.
 """
 
 from __future__ import annotations
@@ -77,10 +76,13 @@ def ann_dense(db: sqlite3.Connection, index: AnnIndex, query: Query, vector: np.
     ).fetchone()[0]
     if small < SMALL_SCOPE:
         return scope_exact(db, query, vector, index.dim, n)
-    total = len(index) + len(index.pending)
+    scope = (query.workspace, query.peer, query.agent)
+    total = index.size(scope)
     for factor in (OVERFETCH, WIDE):
         count = max(n * factor, 100)
-        keys = index.candidates(vector, count)
+        keys = index.candidates(vector, count, scope)
+        if keys is None:  # no file for this scope (yet)
+            break
         found = _verified(db, query, keys[:n], vector, index.dim, n)  # in a store of one scope all n pass
         if len(found) < n:
             found = sorted(found + _verified(db, query, keys[n:], vector, index.dim, n), key=lambda row: -row[1])[:n]

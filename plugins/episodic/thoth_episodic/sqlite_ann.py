@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from . import ann_search
+from .ann_files import discard_files
 from .ann_index import AnnIndex
 from .ann_search import allowed_exact, ann_dense
-from .ann_writer import discard_files
 from .records import Query
 from .scoring import candidate_count
 from .sqlite_schema import newest_rowid
@@ -82,28 +83,37 @@ class IndexedSearch:
         except Exception:  # a failure to persist is never silent
             log.exception("episodic: could not build the ANN index %s", f"{self.path}.usearch")
 
-    def _erase_from_index(self, rowids: list[int]) -> None:
-        """After a delete, before it returns: the rows leave the index file (rewritten), or the file goes."""
+    def _erase_from_index(self, rows: list[tuple[int, str, str, str]], deleted: int) -> None:
+        """After a delete, before it returns: the rows leave the index files, or the touched scopes' files go.
+
+        `rows` are (rowid, workspace, peer, agent), `deleted` the delete's generation. A scope left without
+        rows loses its file; a scope that keeps some has its file rewritten (in the writer child).
+        """
         building = self._building
         if building is not None and building.is_alive():  # it read the rows before the delete: stop it
             self._stop_building.set()
             building.join()
             self._building, self._stop_building = None, threading.Event()
+        scopes = sorted({(w, p, a) for _, w, p, a in rows})
         if self._index is not None:
-            self._index.remove(rowids)
+            self._index.remove([r[0] for r in rows])
             if self._index_ready:
                 try:
-                    self._index.sync()
+                    self._index.sync(scopes=scopes, deleted=deleted)
                     return
-                except Exception as error:  # noqa: BLE001 - the file goes instead: forget must not leave the vectors
+                except Exception as error:  # noqa: BLE001 - the files go instead: forget must not leave the vectors
                     log.warning("episodic: could not rewrite the ANN index of %s (%s); deleting it", self.path, error)
-                    self._index_ready, self._index.index = False, None
-        discard_files(self.path)  # not in use here (`exact`, or set aside): delete it rather than rewrite it
+                    self._index_ready, self._index.ready = False, False
+        discard_files(self.path, scopes)  # not in use here (`exact`, or set aside): delete them rather than rewrite
 
     def index_checks(self) -> list[tuple[bool, str]]:
-        """`thoth doctor` lines about the ANN index file (none when there is none): readable, agrees with the store."""
-        index = self._index or AnnIndex(self.path, self.dim, expansion=1)
-        if not index.path.exists():
+        """`thoth doctor` lines about the ANN index files (none when there are none): readable, agree with the store."""
+        index = self._index or AnnIndex(self.path, self.dim, expansion=1, min_rows=self.ann_scope_rows())
+        if not index.present():
             return []
         problem = index.check()
         return [(problem is None, f"episodic: ANN index {index.path}: {problem or 'agrees with the store'}")]
+
+    def ann_scope_rows(self) -> int:
+        """Rows from which a scope gets its own index file: every scope with `ann = "usearch"`, else `SMALL_SCOPE`."""
+        return 1 if self.ann == "usearch" else max(1, ann_search.SMALL_SCOPE)

@@ -89,7 +89,11 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:
                 self._db.execute(RANK)
         self._cache = VectorCache(dim)
-        self._index = None if ann == "exact" else AnnIndex(self.path, dim, expansion=ann_expansion)
+        self._index = (
+            None
+            if ann == "exact"
+            else AnnIndex(self.path, dim, expansion=ann_expansion, min_rows=self.ann_scope_rows())
+        )
         self._index_ready = self._index is not None and self._index.open()
         if self._index_ready and self._index.generation != self._counter("generation"):
             self._index.compact_soon(force=True)  # rows deleted since the save leave the file
@@ -104,8 +108,12 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
 
     # --- writing ----------------------------------------------------------------------
 
-    def _bump(self) -> None:
-        self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    def _bump(self) -> int:
+        """Count a delete or supersede; returns the new generation."""
+        found = self._db.execute(
+            "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation' RETURNING value"
+        ).fetchone()
+        return int(found[0])
 
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
         """Store episodes in one transaction; a changed known id supersedes its old version.
@@ -235,17 +243,18 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
     def _delete_where(self, where: str, params: Sequence[Any]) -> int:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            rows = self._db.execute(f"SELECT rowid, id FROM episodes WHERE {where}", list(params)).fetchall()
+            rows = self._db.execute(
+                f"SELECT rowid, id, workspace, peer, agent FROM episodes WHERE {where}", list(params)
+            ).fetchall()
             for start in range(0, len(rows), 500):
                 chunk = [r[0] for r in rows[start : start + 500]]
                 marks = ", ".join("?" * len(chunk))
                 self._db.execute(f"DELETE FROM episodes_fts WHERE rowid IN ({marks})", chunk)
                 self._db.execute(f"DELETE FROM episodes WHERE rowid IN ({marks})", chunk)
-            if rows:
-                self._bump()
+            deleted = self._bump() if rows else 0
             self._db.execute("COMMIT")
-        if rows:  # forget: out of the index and its file before this returns
-            self._erase_from_index([r[0] for r in rows])
+        if rows:  # forget: out of the index files before this returns
+            self._erase_from_index([(r[0], r[2], r[3], r[4]) for r in rows], deleted)
         return len({r[1] for r in rows})
 
     def mark_consolidated(self, ids: Sequence[str]) -> None:
