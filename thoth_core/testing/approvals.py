@@ -67,8 +67,8 @@ CASES = [
     Case(FOUNDER, PERSON, "list", True, founders=True),
     Case(FOUNDER, PERSON, "approve", True, founders=True),
     Case(OWNER, PERSON, "list", False, founders=True),
-    Case(OWNER, PERSON, "approve", False, founders=True, refusal="only founders decide (lead)"),
-    Case(ADMIN, PERSON, "approve", False, founders=True, refusal="only founders decide (lead)"),
+    Case(OWNER, PERSON, "approve", False, founders=True, refusal="only founders decide"),
+    Case(ADMIN, PERSON, "approve", False, founders=True, refusal="only founders decide"),
     Case(PERSON, PERSON, "reject", True, founders=True),
     Case(PERSON, PERSON, "approve", False, founders=True, refusal=ONLY_WITHDRAW),
 ]

@@ -21,12 +21,34 @@ REACTIONS = [
 ]
 
 
+PENDING = ("skill:deploy-notes", "skill:one", "skill:two", "skill:x", "skill:gone")  # agent-wide: deciders only
+
+
+def pending_item(item_id, *, workspace=None, peer=None):
+    """An approvals item as the hook returns it."""
+    return {
+        "id": item_id,
+        "kind": "skill",
+        "title": item_id,
+        "body": "",
+        "workspace": workspace,
+        "peer": peer,
+        "source": {},
+        "flags": [],
+        "created_at": 0,
+    }
+
+
 class Layers:
-    """Stands in for the memory layers: records feedback, decisions, session ends; serves check-ins."""
+    """Stands in for the memory layers: records feedback, decisions, session ends; serves check-ins and items."""
 
     def __init__(self, check_ins=None):
         self.feedback_calls, self.decisions, self.ended = [], [], []
         self.check_ins = list(check_ins or [])
+
+    @hookimpl
+    def approvals(self):
+        return [pending_item(item_id) for item_id in PENDING]
 
     @hookimpl
     def feedback(self, kind, turn_id, text, actor, session):
@@ -138,7 +160,9 @@ def test_a_non_founder_cannot_approve_or_reject(make_slack):
     slack.react("white_check_mark", user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
     assert layers.decisions == [] and slack.fake.calls_to("chat.update") == []
     whispers = slack.fake.calls_to("chat.postEphemeral")
-    assert [w["user"] for w in whispers] == ["UINTERN"] * 3 and all("Only founders" in w["text"] for w in whispers)
+    assert [w["user"] for w in whispers] == ["UINTERN"] * 3
+    assert all("only founders decide (UBOSS); your decision was not counted" in w["text"] for w in whispers)
+    assert "UINTERN may not approve skill:deploy-notes: it is not about you" in whispers[0]["text"]
 
 
 def test_a_founder_rejects_with_the_button_and_approves_by_reaction(make_slack):
@@ -154,13 +178,21 @@ def test_a_founder_rejects_with_the_button_and_approves_by_reaction(make_slack):
     assert ":x: Rejected by <@UBOSS>" in texts[0] and ":white_check_mark: Approved by <@UBOSS>" in texts[1]
 
 
-def test_with_no_founders_anyone_decides(make_slack):
+def test_with_no_founders_the_workspaces_admins_decide_and_no_one_else(make_slack):
+    """Issue 36: with `founders = []` anyone could decide anything; now the workspace's admins do (users.info)."""
     layers = Layers()
     slack = make_slack({"layers": layers})
+    slack.fake.admins = {"UADMIN"}
     slack.call(notified(slack.runtime, "approval_requested", item_id="skill:x", text="t"))
     card = slack.fake.wait_for("chat.postMessage")
     slack.click(APPROVE, "skill:x", user="UANYONE", channel="CAPPROVALS", ts=card["_ts"])
-    assert layers.decisions == [("skill:x", "approve", "UANYONE")]
+    assert layers.decisions == []
+    [whisper] = slack.fake.calls_to("chat.postEphemeral")
+    assert whisper["user"] == "UANYONE" and "or an admin of the item's workspace decides" in whisper["text"]
+    slack.click(APPROVE, "skill:x", user="UADMIN", channel="CAPPROVALS", ts=card["_ts"])
+    assert layers.decisions == [("skill:x", "approve", "UADMIN")]
+    asked = [p["user"] for p in slack.fake.calls_to("users.info")]
+    assert asked == ["UANYONE", "UADMIN"]  # asked once each: answers are kept a minute
 
 
 def test_a_failed_decision_is_told_to_the_decider(make_slack):
@@ -400,9 +432,13 @@ def test_with_the_real_procedural_layer_a_founder_installs_a_skill_from_its_card
     slack.call(slack.runtime.drain())
     card = slack.fake.wait_for("chat.postMessage", lambda p: p["channel"] == "CAPPROVALS")
     assert "How this team deploys." in str(card["blocks"])
-    slack.click(APPROVE, "skill:deploy-notes", user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
+    [item_id] = {b["value"] for block in card["blocks"] if block["type"] == "actions" for b in block["elements"]}
+    assert item_id.startswith("skill:deploy-notes--")  # UANN's draft, keyed by its owner
+    slack.click(APPROVE, item_id, user="UINTERN", channel="CAPPROVALS", ts=card["_ts"])
     assert not (tmp_path / ".claude" / "skills" / "deploy-notes").exists()
-    slack.click(APPROVE, "skill:deploy-notes", user="UBOSS", channel="CAPPROVALS", ts=card["_ts"])
+    slack.click(APPROVE, item_id, user="UANN", channel="CAPPROVALS", ts=card["_ts"])  # the person: withdraw only
+    assert not (tmp_path / ".claude" / "skills" / "deploy-notes").exists()
+    slack.click(APPROVE, item_id, user="UBOSS", channel="CAPPROVALS", ts=card["_ts"])
     assert (tmp_path / ".claude" / "skills" / "deploy-notes" / "SKILL.md").exists()
     [update] = slack.fake.calls_to("chat.update")
     assert "Approved by <@UBOSS> - approved skill deploy-notes" in str(update["blocks"])

@@ -26,6 +26,12 @@ class Turns:
         self.texts.append(turn.text)
 
     @hookimpl
+    def approvals(self):
+        return [
+            {"id": "skill:deploy-notes", "kind": "skill", "title": "t", "body": "", "workspace": None, "peer": None}
+        ]
+
+    @hookimpl
     def decide(self, item_id, decision, actor):
         self.decisions.append((item_id, decision, actor))
         return {"message": "done"}

@@ -48,6 +48,10 @@ def test_socket_mode_button_is_acked_and_decided(make_slack, socket_server):
 
     class Owner:
         @hookimpl
+        def approvals(self):
+            return [{"id": "skill:x", "kind": "skill", "title": "x", "body": "", "workspace": None, "peer": None}]
+
+        @hookimpl
         def decide(self, item_id, decision, actor):
             decided.append((item_id, decision, actor))
             return {"message": "done"}

@@ -48,7 +48,7 @@ DONE = {
     "forget": "forgotten",
     "identity": "sent to the identity layer",
 }
-ITEM_ID = re.compile(r"\b(?:skill|persona|note|knowledge):[A-Za-z0-9][\w.-]*")
+ITEM_ID = re.compile(r"\b(?:skill|persona|note|knowledge|reflexion|guideline|restore):[A-Za-z0-9][\w.-]*")
 PLACEHOLDER = "_thinking…_"
 ANSWERED_SUBTYPES = {None, "thread_broadcast", "file_share"}
 TICK_SECONDS = 60.0
@@ -56,6 +56,7 @@ STOP_WAIT_SECONDS = 30.0
 NOT_RECORDED = 500  # the status of a delivery the inbox could not record: Slack sends it again
 ACK_WAIT_SECONDS = 2.0  # a delivery waits this long for a store that is down; then it is not acked (Slack resends it)
 NEW_HELP = "end this session; the next message starts a fresh one (Slack)"
+ADMIN_SECONDS = 60.0  # how long a users.info answer on who administers the workspace is trusted
 
 
 def _not_token_skipped(record: logging.LogRecord) -> bool:
@@ -96,7 +97,9 @@ class SlackBridge:
         self.outbox = Outbox(self.client, self.ledger)
         self.loop = LoopThread()
         self.drain = ThreadDrain(self.inbox, self.answer, self.loop.submit)
-        self.bot_user = str(slack_call(self.client.auth_test, "plugins.slack.bot_token")["user_id"])
+        who = slack_call(self.client.auth_test, "plugins.slack.bot_token")
+        self.bot_user, self.team = str(who["user_id"]), str(who.get("team_id") or "")
+        self._admins: dict[str, tuple[bool, float]] = {}  # user -> (admin, when asked), see `is_admin`
         self._ticker: Any = None
         self._sweeper: Any = None
         self._stopped = False
@@ -395,17 +398,17 @@ class SlackBridge:
         self.loop.submit(self.decide(replace(posted, item_id=item_id), decision, str(body["user"]["id"])))
 
     async def decide(self, posted: Posted, decision: str, user: str) -> None:
-        """A person's decision on an item: only founders count; the card shows who decided."""
+        """A person's decision on an item, as the runtime's approvals policy allows it; the card shows who decided.
+
+        A refusal (not a decider, and the item is not about them to withdraw) is whispered to that person only.
+        """
         item_id = str(posted.item_id)
         thread_ts = posted.thread_ts or (None if posted.card else posted.ts)
-        if not self.settings.is_founder(user):
-            text = f"Only founders can {decision} `{item_id}`; your decision was not counted."
-            await asyncio.to_thread(self.outbox.whisper, posted.channel, user, text, thread_ts=thread_ts)
-            return
         try:
-            outcome = await self.runtime.decide(item_id, decision, actor=user)
+            outcome = await self.runtime.decide(item_id, decision, actor=user, workspace=self.team)
         except ThothError as exc:
-            await asyncio.to_thread(self.outbox.whisper, posted.channel, user, f":warning: {exc}", thread_ts=thread_ts)
+            text = f":warning: {exc}; your decision was not counted."
+            await asyncio.to_thread(self.outbox.whisper, posted.channel, user, text, thread_ts=thread_ts)
             return
         message = str(outcome.get("message", ""))
         if posted.card:
@@ -424,6 +427,25 @@ class SlackBridge:
                 f"`{item_id}` {DONE[decision]} by <@{user}>. {message}".strip(),
                 thread_ts=thread_ts,
             )
+
+    def is_admin(self, user: str, workspace: str) -> bool | None:
+        """Whether a Slack user administers this workspace (users.info `is_admin` or `is_owner`); None when the
+        workspace is not this bot's team or the user is not a Slack user id. Answers are kept ADMIN_SECONDS."""
+        if workspace != self.team or not SLACK_USER.match(user):
+            return None
+        known = self._admins.get(user)
+        if known is not None and time.monotonic() - known[1] < ADMIN_SECONDS:
+            return known[0]
+        try:
+            info = self.client.users_info(user=user).get("user") or {}
+        except SlackApiError as exc:
+            logger.warning(
+                "slack: users.info for %s failed (%s); not counted as an admin", user, exc.response.get("error")
+            )
+            return False
+        admin = info.get("team_id", workspace) == workspace and bool(info.get("is_admin") or info.get("is_owner"))
+        self._admins[user] = (admin, time.monotonic())
+        return admin
 
     # --- outbound (called from the runtime's worker threads) -----------------------------
 

@@ -15,13 +15,16 @@ LIMIT = 2900  # a section's text may hold 3000 characters
 
 
 def pending_card(item_id: str, title: str, text: str) -> list[dict[str, Any]]:
-    """A card asking founders to approve or reject an item; the buttons carry its id."""
+    """A card asking the deciders to approve or reject an item; the buttons carry its id."""
     return [
         *_item(item_id, title, text),
         {
             "type": "context",
             "elements": [
-                _mrkdwn("Approve or reject with the buttons, or react :white_check_mark: / :x:. Only founders decide.")
+                _mrkdwn(
+                    "Approve or reject with the buttons, or react :white_check_mark: / :x:. Founders decide (without "
+                    "founders, the workspace's admins); the person it is about may withdraw it with Reject."
+                )
             ],
         },
         {

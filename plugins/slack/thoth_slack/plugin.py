@@ -81,3 +81,12 @@ def notify(event, payload, runtime):  # type: ignore[no-untyped-def]
     bridge = running_bridge(runtime)
     if bridge is not None:
         bridge.deliver(event, payload)
+
+
+@hookimpl
+def workspace_admin(peer, workspace, runtime):  # type: ignore[no-untyped-def]
+    """Whether a Slack user administers the running bridge's team (users.info); None for other workspaces."""
+    from .bridge import running_bridge
+
+    bridge = running_bridge(runtime)
+    return bridge.is_admin(peer, workspace) if bridge is not None else None

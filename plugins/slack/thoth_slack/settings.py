@@ -56,10 +56,6 @@ class SlackSettings:
             return self.allow_dms
         return not self.allowed_channels or channel is None or channel in self.allowed_channels
 
-    def is_founder(self, user: str) -> bool:
-        """Only founders' approvals count; with no founders configured, anyone's do."""
-        return not self.founders or user in self.founders
-
 
 def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
     """Read and check `[plugins.slack]` for Socket Mode (default) or HTTP mode."""

@@ -40,6 +40,7 @@ class FakeSlackAPI:
         self.errors: dict[str, str] = {}  # method -> the Slack error it answers, e.g. invalid_auth
         self.dropped: dict[str, int] = {}  # method -> how many next calls get no answer (connection closed)
         self.refused: list[str] = []
+        self.admins: set[str] = set()  # users `users.info` calls admins of TEAM
         self._lock = threading.Condition()
         self._counter = 0
         fake = self
@@ -128,6 +129,12 @@ class FakeSlackAPI:
             return {"ok": True, "message_ts": ts}
         if method == "conversations.open":
             return {"ok": True, "channel": {"id": "D" + str(params.get("users", "")).lstrip("U")}}
+        if method == "users.info":
+            user = str(params.get("user"))
+            return {
+                "ok": True,
+                "user": {"id": user, "team_id": TEAM, "is_admin": user in self.admins, "is_owner": False},
+            }
         if method == "apps.connections.open":
             return {"ok": True, "url": self.socket_url}
         return {"ok": True}
