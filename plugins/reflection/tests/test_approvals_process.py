@@ -86,3 +86,35 @@ def test_an_approval_killed_around_its_apply_stays_pending_and_approving_again_a
     assert rules.read_text().count(text) == 1
     assert store.item("persona:p0")["status"] == "approved"
     store.close()
+
+
+def test_issue_36_a_stranger_at_the_repl_sees_and_approves_nothing_the_owner_reviews_it(tmp_path: Path) -> None:
+    """`printf '/approvals\\n/approve note:<id>\\n' | thoth chat --frontend repl --peer nobody4` listed 7 items about
+    alice and approved one with the default `founders = []`; MCP said nothing was waiting. Now one policy holds."""
+    project, home = tmp_path / "agent", tmp_path / "home"
+    env = {"THOTH_HOME": str(home), "THOTH_CONFIG": None, "THOTH_LOAD_PLUGINS": "reflection"}
+    assert run_thoth("init", str(project), env=env, cwd=tmp_path).returncode == 0
+    store = Store(home / "reflection" / "reflection.db")
+    for n in range(3):
+        text = f"alice prefers green tea {n}"
+        source = {"session": f"s{n}", "run": f"r{n}", "workspace": "default", "peer": "alice", "thread": "t"}
+        store.add_item(f"note:n{n}", kind="memory-note", title=text, text=text, source=source, flags=[], payload={})
+    store.close()
+    stranger = run_thoth(
+        "chat", "--frontend", "repl", "--peer", "nobody4", "--thread", "n",
+        input="/approvals\n/approve note:n0\n", env=env, cwd=project,
+    )  # fmt: skip
+    assert stranger.returncode == 0, stranger.stderr
+    assert "note:n1" not in stranger.stdout and "green tea" not in stranger.stdout
+    assert "nothing is waiting for approval" in stranger.stdout
+    assert "nobody4 may not approve note:n0: it is not about you" in stranger.stdout
+    alice = run_thoth("review", "--actor", "alice", env=env, cwd=project)
+    assert alice.returncode == 0 and all(f"note:n{n}" in alice.stdout for n in range(3))
+    withdrawn = run_thoth("review", "reject", "note:n2", "--actor", "alice", "--reason", "mine", env=env, cwd=project)
+    assert withdrawn.returncode == 0 and "rejected note:n2" in withdrawn.stdout
+    owner = run_thoth("review", "approve", "note:n0", env=env, cwd=project)  # the OS user running thoth owns the home
+    assert owner.returncode == 0 and "approved note:n0" in owner.stdout, owner.stderr
+    assert "alice prefers green tea 0" in (project / "persona" / "MEMORY.md").read_text()
+    store = Store(home / "reflection" / "reflection.db")
+    assert [store.item(f"note:n{n}")["status"] for n in range(3)] == ["approved", "pending", "rejected"]
+    store.close()
