@@ -70,7 +70,8 @@ async def fill(runtime: Any) -> None:
     await runtime.turn("What is the build command?", peer="bob", thread="b1")
     await runtime.turn("/done", peer="ann", thread="t1")
     await runtime.drain()
-    await runtime.decide("skill:deploy-staging", "approve", actor="lead")
+    [skill] = [i["id"] for i in await runtime.approvals(actor="lead") if i["kind"] == "skill"]
+    await runtime.decide(skill, "approve", actor="lead")
     await runtime.drain()
 
 
@@ -108,7 +109,7 @@ def snapshot(runtime: Any) -> dict[str, Any]:
         },
         "transient": [(r.id, r.text()) for r in records(st).all()],
         "nightly": {name: (st.dir / name).read_text() for name in NIGHTLY_FILES if (st.dir / name).exists()},
-        "approvals": sorted(asyncio.run(runtime.approvals()), key=lambda i: i["id"]),
+        "approvals": sorted(asyncio.run(runtime.approvals(actor="lead")), key=lambda i: i["id"]),
         "files": {rel: path.read_bytes() for rel, path in home_files(runtime)},
     }
 
