@@ -2,7 +2,8 @@
 
 A reflection result is written from a transcript that anyone in the conversation could
 have shaped. Text headed into persona files, skills or the identity layer is checked for
-prompt-injection phrasing, tool or shell commands and URLs to fetch; a memory note that
+prompt-injection phrasing (in English, and a request to set rules or instructions aside in
+any language `cues` knows), tool or shell commands and URLs to fetch; a memory note that
 names a peer other than the session's own is held for review. A skill draft is also flagged
 when it archives files, sends data off the machine, touches credentials or fetches things
 (skills are never applied without approval; the flags tell the reviewer where to look). `flags_for` returns the
@@ -14,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from . import cues
 
 INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget|override|bypass|skip)\b(?:\s+\w+){0,3}?\s+"
@@ -76,7 +79,7 @@ URL = re.compile(
 def check_text(text: str) -> list[str]:
     """The firewall flags one piece of text raises (`injection`, `tool-command`, `url`)."""
     flags = []
-    if INJECTION.search(text):
+    if INJECTION.search(text) or cues.sets_rules_aside(text):
         flags.append("injection")
     if TOOL_COMMAND.search(text):
         flags.append("tool-command")

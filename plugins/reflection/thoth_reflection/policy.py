@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-TIERS = ("self-fact", "general", "other-peer", "tool", "instruction", "authority")  # lowest risk first
-ALWAYS_HELD = frozenset({"authority"})
+TIERS = ("self-fact", "general", "other-peer", "tool", "instruction", "unjudged", "authority")  # lowest risk first
+ALWAYS_HELD = frozenset({"unjudged", "authority"})
+WHY_HELD = {
+    "unjudged": "is text the policy cannot read (not plain English), so it cannot vouch for it",
+    "authority": "changes what the agent may do",
+}
 DEFAULT_AUTO_APPLY = ("self-fact",)
 
 
@@ -18,5 +22,5 @@ def check_policy(auto_apply: Any) -> str | None:
         return f"unknown tier {unknown[0]!r}; expected some of {', '.join(t for t in TIERS if t not in ALWAYS_HELD)}"
     fixed = [t for t in auto_apply if t in ALWAYS_HELD]
     if fixed:
-        return f"{fixed[0]!r} changes what the agent may do and is always held; remove it"
+        return f"{fixed[0]!r} {WHY_HELD[fixed[0]]} and is always held; remove it"
     return None

@@ -9,7 +9,9 @@ and nothing is written.
 Failed turns of the session get reflexion drafts first (`reflexion`), whether or not any turn
 was answered. A valid result is redacted, given `flags` by the write firewall and `tiers` (each proposal's
 risk tier, `tiers`), stripped of identity updates that are flagged or of a tier the `auto_apply`
-policy holds (queued instead), logged, and passed to every layer's `reflection_result`.
+policy holds (queued instead), logged, and passed to every layer's `reflection_result`. When a part of
+the result, or a message of the peer it came from, is suspect (`tiers.suspect_peers`: not plain English,
+a request to set rules aside), every other proposal about that peer is held too (flag `source-held`).
 """
 
 from __future__ import annotations
@@ -211,16 +213,21 @@ def finalize(
     known_peers: set[str],
     redactor: Redactor = Redactor(),
     auto_apply: Iterable[str] = policy.DEFAULT_AUTO_APPLY,
-) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """The contract result (redacted, with flags and risk tiers) and the identity updates held for review."""
+) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, str]]:
+    """The contract result (redacted, with flags and risk tiers), the identity updates held for review and the
+    peers whose proposals are all held because a source in this result is suspect (-> why)."""
     clean: dict[str, Any] = redactor.redact_tree(result)  # type: ignore[assignment]
     flags = firewall.flags_for(clean, peer=session.peer, known_peers=known_peers)
     proposal_tiers = tiers.tiers_for(clean, peer=session.peer, known_peers=known_peers)
     policy = list(auto_apply)
+    said = [str(turn.get("user", "")) for turn in turns_of(session)]
+    suspect = tiers.suspect_peers(clean, flags, proposal_tiers, peer=session.peer, said=said)
     for index, tier in proposal_tiers["memory_notes"].items():  # held by policy: flagged with the tier
         note_flags = flags.get("memory_notes", {}).get(index, [])
         if tiers.hold_flags(tier, note_flags, policy) and not note_flags:
             flags.setdefault("memory_notes", {})[index] = [tier]
+        elif not note_flags and session.peer.lower() in suspect:  # would apply, but its source is suspect
+            flags.setdefault("memory_notes", {})[index] = [tiers.SOURCE_HELD]
     held: dict[str, list[str]] = {}
     held_flags = flags.pop("user_model_updates", {})
     passed: dict[str, list[str]] = {}
@@ -228,21 +235,26 @@ def finalize(
     for who, items in clean["user_model_updates"].items():
         for index, text in enumerate(items):
             tier = proposal_tiers["user_model_updates"][who][str(index)]
-            if tiers.hold_flags(tier, held_flags.get(who, {}).get(str(index), []), policy):
+            if tiers.hold_flags(tier, held_flags.get(who, {}).get(str(index), []), policy) or who.lower() in suspect:
                 held.setdefault(who, []).append(text)
             else:
                 passed_tiers.setdefault(who, {})[str(len(passed.get(who, [])))] = tier
                 passed.setdefault(who, []).append(text)
     proposal_tiers["user_model_updates"] = passed_tiers
     clean.update(run_id=run_id, session_id=session.id, user_model_updates=passed, flags=flags, tiers=proposal_tiers)
-    return clean, held
+    return clean, held, suspect
 
 
 async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: str) -> dict[str, Any]:
     """Finalize a valid result, record it, and let every layer write its part."""
     known = st.store.known_peers() | set(st.founders)
-    final, held = finalize(result, session, run_id, known, redactor_of(st), st.settings.auto_apply)
-    st.store.audit("result", {"result": final, "held_user_model_updates": held}, run_id=run_id, session_id=session.id)
+    final, held, suspect = finalize(result, session, run_id, known, redactor_of(st), st.settings.auto_apply)
+    st.store.audit(
+        "result",
+        {"result": final, "held_user_model_updates": held, **({"suspect_sources": suspect} if suspect else {})},
+        run_id=run_id,
+        session_id=session.id,
+    )
     records(st).write(
         "reflection",
         day=schema.utc_day(time.time()),
@@ -253,6 +265,7 @@ async def fan_out(st: State, result: dict[str, Any], session: Session, run_id: s
     for who, items in held.items():
         for text in items:
             firewall_flags = firewall.check_text(text) + (["other-peer"] if who.lower() != session.peer.lower() else [])
+            firewall_flags += [tiers.SOURCE_HELD] if who.lower() in suspect and not firewall_flags else []
             tier = tiers.classify(text, peer=session.peer, known_peers=known | set(held), about=who).tier
             if tier == "other-peer" and st.settings.third_party == "drop":
                 st.store.audit("dropped", {"kind": "user-model", "tier": tier}, run_id=run_id, session_id=session.id)

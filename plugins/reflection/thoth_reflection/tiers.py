@@ -8,15 +8,23 @@ would change (lowest first):
 - `other-peer`: about another person (another known peer, an @mention, a relative or colleague);
 - `tool`: tool or shell commands, paths, URLs, addresses, moving or archiving data;
 - `instruction`: tells the agent how to behave or what to do (modal and imperative forms);
+- `unjudged`: text the policy cannot read (`language`: not plain English in the Latin alphabet:
+  another language or script, accented or transliterated words, invisible characters); the word
+  tables say nothing about it, so it is held whatever the policy says, and ranks above
+  `instruction` so that a policy applying instructions still holds it;
 - `authority`: permissions, approvals, or the identity or authority of someone; it would change
   what the agent is allowed to do, so it is held whatever the policy says.
 
 The classifier is conservative so that it holds against paraphrase, not only against known
 phrasings: a proposal is a `self-fact` only when it positively reads as one (each sentence opens
 with the peer as its subject: the peer's id, "the user", or an opening verb like "Prefers ...", and
-no signal of a higher tier occurs anywhere). Anything else takes the tier of its
-strongest signal, or `general`. Only the tiers in `[plugins.reflection] auto_apply` (default
-`["self-fact"]`, checked by `policy.check_policy`) are applied without review.
+no signal of a higher tier occurs anywhere, and the text is plain English). Anything else takes
+the tier of its strongest signal, or `general`. Unreadable text is held by that first rule; the
+instruction cues of other languages (`cues`) are a second net: they make text that passes for
+English but carries a foreign order word `instruction`, show in the evidence of unjudged text,
+and (asking to set rules aside) raise the firewall's `injection` flag. Only the tiers in
+`[plugins.reflection] auto_apply` (default `["self-fact"]`, checked by `policy.check_policy`) are
+applied without review.
 """
 
 from __future__ import annotations
@@ -26,10 +34,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import firewall
+from . import cues, firewall, language
 from .policy import ALWAYS_HELD, TIERS
 
-NEVER_SUMMARISED = frozenset({"instruction", "authority"})  # the nightly snapshot drops lines of these tiers
+NEVER_SUMMARISED = frozenset({"unjudged", "instruction", "authority"})  # the nightly snapshot drops these tiers
 MAX_FACT_CHARS = 300  # a longer text is not "a plain statement of fact"
 
 _WORDS = re.IGNORECASE
@@ -89,9 +97,9 @@ INSTRUCTION = words(
     r"let\s+(?:him|her|them|\w+\s+(?:do|run|have|use|see))", r"do\s+what(?:ever)?", r"whatever", r"instruct\w*",
     r"orders?\s+from", r"requests?",
     r"(?:every|any|all)\s+(?:of\s+)?(?:\w+\s+)?(?:requests?|messages?|commands?|asks?|tasks?)",
-    # addressing the agent
-    r"(?:the|this|our|its)\s+(?:assistant|agent|bot|chatbot|ai|model|helper)", r"claude", r"thoth", r"you",
-    r"your", r"yourself", r"yourselves",
+    # addressing the agent, or any assistant, bot or AI
+    r"(?:the|this|our|its)\s+(?:agent|model|helper)", r"assistants?", r"(?:chat)?bots?", r"ai", r"a\.i\.", r"llms?",
+    r"chat-?gpt", r"gpt-?\w*", r"claude", r"thoth", r"you", r"your", r"yourself", r"yourselves",
 )
 
 IMPERATIVE_START = re.compile(
@@ -194,6 +202,7 @@ def signals(text: str, *, peer: str, known_peers: Iterable[str] = ()) -> dict[st
         hits = [hit for hit in hits if not _names_peer(hit, peer)]
         if tier == "instruction":
             hits[:0] = [c.split()[0] for c in CLAUSE_START.split(text) if c.strip() and IMPERATIVE_START.match(c)]
+            hits += cues.foreign_cues(text)
         if tier == "tool":
             hits += [r for r in firewall.skill_risks(text) if r in ("archives-files", "sends-data")]
         if tier == "other-peer":
@@ -226,6 +235,13 @@ def reads_as_self_fact(text: str, *, peer: str) -> bool:
     return all(_opens_with_peer(s, peer, first=i == 0) for i, s in enumerate(sentences))
 
 
+def _without_addresses(text: str) -> str:
+    """Text without its paths, addresses, domains and URLs (the `tool` tier's business), for `language`;
+    code in backticks stays, so words hidden in it are read like any others."""
+    text = firewall.URL.sub(" ", text)
+    return TOOL_TOKENS.sub(lambda m: m.group(0) if m.group(0).startswith("`") else " ", text)
+
+
 def classify(text: str, *, peer: str, known_peers: Iterable[str] = (), about: str | None = None) -> Assessment:
     """The tier of one proposal from a session of `peer`; `about` is the peer an identity update concerns."""
     subject = about or peer
@@ -233,6 +249,9 @@ def classify(text: str, *, peer: str, known_peers: Iterable[str] = (), about: st
     found = signals(text, peer=subject, known_peers={*known_peers, peer} - {subject})
     if about is not None and about.lower() != peer.lower():
         found.setdefault("other-peer", []).insert(0, about)
+    read = language.reading(_without_addresses(text), names={peer, subject, *known_peers})
+    if not read.judgeable:
+        found["unjudged"] = [read.reason]
     if found:
         tier = max(found, key=rank)
         return Assessment(tier, tuple(hit for t in sorted(found, key=rank, reverse=True) for hit in found[t]))
@@ -259,6 +278,64 @@ def tiers_for(result: dict[str, Any], *, peer: str, known_peers: Iterable[str]) 
         text = " ".join(str(skill.get(part, "")) for part in ("description", "body"))
         tiers["skill"] = riskier("instruction", classify(text, peer=peer, known_peers=known).tier)
     return tiers
+
+
+SOURCE_HELD = "source-held"  # the flag of a proposal held because another part of its result was suspect
+
+
+def suspect_source(text: str, *, tier: str, flags: Iterable[str]) -> str | None:
+    """Why a proposal (or a message it came from) makes the rest of its result about the same peer suspect:
+    text the policy cannot read, a request to set rules aside, or instruction cues of another language."""
+    if "injection" in flags:
+        return "injection"
+    if tier == "unjudged":
+        return "unjudged"
+    return "instruction cues of another language" if cues.foreign_cues(text) else None
+
+
+def suspect_peers(
+    result: dict[str, Any], flags: dict[str, Any], proposal_tiers: dict[str, Any], *, peer: str, said: Iterable[str]
+) -> dict[str, str]:
+    """Peers (lower case) none of whose proposals in this result may apply unreviewed -> why.
+
+    An identity update like "Prefers French" reads as a plain fact, but when the note beside it, or the
+    peer's message it came from, was an order in French, the update is that order restated: its source
+    text must pass the policy too. The result's sources are the notes (the session's peer), the
+    updates about each peer and the peer's messages in the reflected turns (`said`)."""
+    suspect: dict[str, str] = {}
+    for index, text in enumerate(result.get("memory_notes") or []):
+        why = suspect_source(
+            text,
+            tier=proposal_tiers.get("memory_notes", {}).get(str(index), ""),
+            flags=flags.get("memory_notes", {}).get(str(index), []),
+        )
+        if why:
+            suspect.setdefault(peer.lower(), f"a memory note of this run: {why}")
+    for who, items in (result.get("user_model_updates") or {}).items():
+        for index, text in enumerate(items):
+            why = suspect_source(
+                text,
+                tier=proposal_tiers.get("user_model_updates", {}).get(who, {}).get(str(index), ""),
+                flags=flags.get("user_model_updates", {}).get(who, {}).get(str(index), []),
+            )
+            if why:
+                suspect.setdefault(who.lower(), f"an identity update of this run: {why}")
+    for message in said:
+        if "injection" in firewall.check_text(message):
+            suspect.setdefault(peer.lower(), "a message of the session asks to set rules or instructions aside")
+    return suspect
+
+
+def held_with(
+    text: str, *, peer: str, auto_apply: Iterable[str], known_peers: Iterable[str] = (), about: str | None = None
+) -> list[str]:
+    """The flags one proposal would be held with at a session end under a policy ([] = applied unreviewed):
+    the firewall's (and `other-peer` for another person), else its tier when the policy holds it."""
+    known = set(known_peers)
+    flags = firewall.check_text(text)
+    if firewall.other_peers(text, own=about or peer, known=known) or (about and about.lower() != peer.lower()):
+        flags.append("other-peer")
+    return hold_flags(classify(text, peer=peer, known_peers=known, about=about).tier, flags, auto_apply)
 
 
 def may_auto_apply(tier: str, auto_apply: Iterable[str]) -> bool:
