@@ -309,3 +309,79 @@ def test_merge_and_cut_keep_every_approved_line_in_its_words(entries, budget):
     person = {(e.text, e.owner) for e in entries if e.kind in PERSON}
     assert all((e.text, e.owner) in {(g.text, g.owner) for g in entries} for e in kept)  # no new wording
     assert not [e for e in kept if e.kind in PERSON and (e.text, e.owner) not in person]
+
+
+def hold_note(runtime, item_id: str, text: str, owner=ANN) -> None:
+    """A memory note of the owner's session held for review (approving it writes it to MEMORY.md)."""
+    source = {"session": f"s-{item_id}", "run": "r", "workspace": owner[1], "peer": owner[0], "thread": "t"}
+    state(runtime).store.add_item(
+        item_id, kind="memory-note", title=text, text=text, source=source, flags=[], payload={}
+    )
+
+
+async def test_an_approved_note_holding_a_comment_marker_is_still_known_as_approved(make_runtime):
+    """Found checking issue 36 item 3: MEMORY.md holds `<!--` escaped (the owner tag's rule), so an approved note
+    holding one was not recognised as approved and nightly ranked it as a plain note, cut for the budget."""
+    config = {**NO_MODEL, "plugins": {"reflection": {"snapshot_tokens": 40}}}
+    runtime = make_runtime({"reflection": reflection}, config=config)
+    text = "Ann writes <!-- todo --> markers in her HTML."
+    hold_note(runtime, "note:html", text)
+    await runtime.decide("note:html", "approve", actor="lead")
+    later = [f"Ann talked about {topic} at length today." for topic in TOPICS]  # newer notes, over the budget
+    MemoryFile(state(runtime).path("persona/MEMORY.md")).append_notes(later, day=day_of(NOW), owner=ANN)
+    summary = await run_nightly(runtime, now=NOW.timestamp())
+    assert summary["removed"] > 0 and "approved_removed" not in summary
+    snapshot = memory_of(runtime).section("snapshot")
+    assert "Ann writes &lt;!-- todo --> markers in her HTML." in snapshot
+    weights = json.loads((state(runtime).dir / WEIGHTS_FILE).read_text())
+    assert sorted(w["kind"] for w in weights.values()).count("approved") == 1
+
+
+async def test_an_approved_line_nightly_removes_is_archived_and_offered_back_in_review(make_runtime, monkeypatch):
+    """Issue 36 item 3: nightly never drops an approved line silently. Approved lines never leave by design (see the
+    property test above); should a consolidation remove one anyway (here a cut that drops them), the line is
+    archived, counted, and queued as a `restore:` item whose approval puts it back."""
+    from thoth_reflection import nightly
+
+    runtime = make_runtime({"reflection": reflection}, config=NO_MODEL)
+    hold_note(runtime, "note:tea", "Ann prefers green tea.")
+    await runtime.decide("note:tea", "approve", actor="lead")
+    broken = lambda entries, budget, today: (  # noqa: E731 - a consolidation that loses approved lines
+        [e for e in entries if e.kind != "approved"],
+        [e for e in entries if e.kind == "approved"],
+    )
+    monkeypatch.setattr(nightly, "cut", broken)
+    summary = await run_nightly(runtime, now=NOW.timestamp())
+    assert summary["approved_removed"] == 1
+    assert "Ann prefers green tea." not in memory_of(runtime).section("snapshot")
+    assert "Ann prefers green tea." in (state(runtime).dir / ARCHIVE_FILE).read_text()
+    [restore] = [i for i in await runtime.approvals(actor="lead") if i["id"].startswith("restore:")]
+    assert (restore["peer"], restore["workspace"], restore["body"]) == ("ann", "default", "Ann prefers green tea.")
+    assert restore["title"].startswith(f"restore an approved note nightly removed on {day_of(NOW)}")
+    assert [i["id"] for i in await runtime.approvals(actor="ann")] == [restore["id"]]  # ann sees hers
+    assert await runtime.approvals(actor="bob") == []
+
+    await run_nightly(runtime, now=NOW.timestamp() + 86400)  # nothing approved left to lose: no second item
+    assert [i["id"] for i in await runtime.approvals(actor="lead")] == [restore["id"]]
+
+    monkeypatch.undo()
+    await runtime.decide(restore["id"], "approve", actor="lead")
+    assert "Ann prefers green tea." in memory_of(runtime).section("notes")
+    for night in (2, 3):  # folded back into the snapshot, and kept there as approved
+        await run_nightly(runtime, now=NOW.timestamp() + night * 86400)
+        assert "Ann prefers green tea." in memory_of(runtime).section("snapshot")
+
+
+async def test_rejecting_a_restore_lets_the_removal_stand(make_runtime, monkeypatch):
+    from thoth_reflection import nightly
+
+    runtime = make_runtime({"reflection": reflection}, config=NO_MODEL)
+    hold_note(runtime, "note:tea", "Ann prefers green tea.")
+    await runtime.decide("note:tea", "approve", actor="lead")
+    monkeypatch.setattr(nightly, "cut", lambda entries, budget, today: ([], list(entries)))
+    await run_nightly(runtime, now=NOW.timestamp())
+    [restore] = [i["id"] for i in await runtime.approvals(actor="lead") if i["id"].startswith("restore:")]
+    assert (await runtime.decide(restore, "reject", actor="ann", reason="fine"))["status"] == "rejected"  # withdrawn
+    assert "Ann prefers green tea." not in MemoryFile(state(runtime).path("persona/MEMORY.md")).text()
+    decisions = state(runtime).store.audit_log(event="decision")
+    assert decisions[-1]["payload"]["item"] == restore and decisions[-1]["actor"] == "ann"

@@ -8,7 +8,9 @@ owner's numbered lines (it answers a `schema.Consolidation`, `{"lines": [{"day",
 then the lines are ranked by importance (`importance`: kind, confirmations, supersession, recency)
 and the best that fit the budget stay. Without a model the ranking alone decides (the summary's `why`
 says so). What leaves is counted in the summary and the audit, listed in the summary's `removed_lines`
-and appended to the archive file. Every line passes redaction and the firewall.
+and appended to the archive file. A line a person approved never leaves by design (`importance`); should
+one leave anyway, it is archived, counted as `approved_removed` and queued as a `restore:` item in
+`thoth review`, whose approval puts it back. Every line passes redaction and the firewall.
 Lines from a session or an episode keep their owner's tag (see `memory`); the model rewrites
 each owner's lines apart from the others' and its lines get that owner's tag back.
 """
@@ -27,7 +29,7 @@ from thoth_core.budget import truncate
 from thoth_core.owners import Owner, split_owner, tagged
 from thoth_core.redact import Redactor, redactor_of
 
-from . import firewall, tiers
+from . import firewall, queue, tiers
 from .claims import claimed
 from .documents import documents
 from .importance import (
@@ -101,14 +103,46 @@ class Material:
 
 
 def approved_notes(st: State) -> frozenset[str]:
-    """The `Entry.key`s of the memory notes a person approved (their final text, with their owner)."""
+    """The `Entry.key`s of the memory notes a person approved: their final text as MEMORY.md holds it (one line, its
+    own `<!--` escaped by the owner tag), with their owner. Restored notes (`restore:` items approved) count too."""
     keys = set()
-    for item in st.store.items_of_kind("memory-note"):
+    for item in [*st.store.items_of_kind("memory-note"), *st.store.items_of_kind(queue.RESTORE_KIND)]:
         source = item["source"]
         owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
         if item["status"] == "approved":
-            keys.add(Entry("", item["text"], owner).key)
+            keys.add(Entry("", as_written(item["text"], owner), owner).key)
     return frozenset(keys)
+
+
+def as_written(text: str, owner: Owner | None) -> str:
+    """A note's text as `MemoryFile.append_notes` writes it into the file (and `parse` reads it back)."""
+    one_line = " ".join(text.split())
+    return split_owner(tagged(one_line, owner))[0].strip() if owner else one_line
+
+
+def approved_lines(snapshot: str, material: Material, weights: Weights, day: str) -> dict[str, Entry]:
+    """The approved lines the snapshot and the night's notes hold before consolidation, by key."""
+    found = {e.key: e for e in _entries(material) if e.kind == "approved"}
+    for entry in _snapshot_entries(snapshot, weights, day):
+        if entry.kind == "approved" or entry.key in material.approved:
+            found.setdefault(entry.key, replace(entry, kind="approved"))
+    return found
+
+
+def removed_approved(st: State, before: dict[str, Entry], outcome: Outcome, day: str) -> list[Entry]:
+    """Approved lines the consolidation removed (it should not): archived with the rest, queued for review as
+    `restore:` items (approve puts the line back, reject lets the removal stand), never dropped unseen."""
+    kept = {e.key for e in outcome.kept}
+    why = {e.key: reason for e, reason in outcome.gone}
+    lost = [entry for key, entry in before.items() if key not in kept]
+    for entry in lost:
+        reason = why.get(entry.key) or "merged into another line"
+        if entry.key not in why:
+            outcome.gone.append((entry, reason))  # archived with the night's other removals
+        queue.propose_restore(st, text=entry.text, day=entry.day, owner=entry.owner, removed_on=day, why=reason)
+    if lost:
+        logger.error("reflection nightly %s: %d approved line(s) left the snapshot; queued to restore", day, len(lost))
+    return lost
 
 
 def transcript_of(runtime: Any, session_id: str) -> list[dict[str, Any]]:
@@ -348,7 +382,9 @@ async def _nightly(st: State, runtime: Any, now: float) -> dict[str, Any]:
     }
     current = memory.section("snapshot")
     if material.lines or count_tokens(current) > st.settings.snapshot_tokens:
+        approved = approved_lines(current, material, Weights(documents(st)), day)
         outcome = await compress(st, current, material, day)
+        lost = removed_approved(st, approved, outcome, day)
         # archived first: should that write fail, the snapshot still holds every line
         archive(documents(st), day=day, how=outcome.how, budget=st.settings.snapshot_tokens, gone=outcome.gone)
         memory.replace_section("snapshot", outcome.snapshot)
@@ -357,6 +393,8 @@ async def _nightly(st: State, runtime: Any, now: float) -> dict[str, Any]:
         summary.update(lines=len(outcome.kept), removed=len(outcome.gone))
         if outcome.why:
             summary["why"] = outcome.why
+        if lost:
+            summary["approved_removed"] = len(lost)  # each queued as a `restore:` item for `thoth review`
         if outcome.gone:
             summary["archive"] = documents(st).where(ARCHIVE_FILE)
             summary["removed_lines"] = [f"- [{e.day}] {e.text} ({why})" for e, why in outcome.gone]

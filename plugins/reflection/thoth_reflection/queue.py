@@ -3,8 +3,10 @@ reflexion records and their promotion into guidelines.
 
 Item ids are `persona:<id>` (a persona observation), `note:<id>` (a memory note or identity
 update held by the firewall), `knowledge:<id>` (a transient record to promote), `reflexion:<id>`
-(a drafted known-issue record, written to `reflexion/` when approved) and `guideline:<id>` (a
-reflexion record promoted into the persona rules, the record then marked `promoted`). Who may
+(a drafted known-issue record, written to `reflexion/` when approved), `guideline:<id>` (a
+reflexion record promoted into the persona rules, the record then marked `promoted`) and
+`restore:<id>` (an approved memory line the nightly job removed: approving puts it back in
+MEMORY.md, rejecting lets the removal stand). Who may
 decide is the runtime's approvals policy (`thoth_core.approvals`): each item names the workspace
 and peer of the session it came from (none for knowledge and guideline promotions, which change
 what every conversation sees); every decision is audited.
@@ -45,7 +47,9 @@ PREFIXES = {
     "knowledge": "knowledge",
     "reflexion": "reflexion",
     "guideline": "guideline",
+    "restore": "restore-note",
 }
+RESTORE_KIND = "restore-note"  # an approved MEMORY.md line nightly removed; approving it puts the line back
 DECIDED_COUNT = ("persona-observation", "memory-note", "user-model")  # kinds a decided twin also stops
 ALSO_LIMIT = 50  # extra sessions remembered on one item (the count goes on in `repeats`)
 RULES_HEADING = "## Learned from reflection"
@@ -170,6 +174,21 @@ def propose_guideline(st: State, *, record: str, text: str, actor: str) -> str:
         source={"reflexion": record, "proposed_by": actor},
         flags=[],
         payload={"reflexion": record},
+    )
+
+
+def propose_restore(st: State, *, text: str, day: str, owner: tuple[str, str] | None, removed_on: str, why: str) -> str:
+    """Queue putting back an approved MEMORY.md line the nightly job removed; returns the item id (a pending twin's)."""
+    source = {"workspace": owner[1], "peer": owner[0]} if owner else {}
+    return _queue(
+        st,
+        f"restore:{new_id()}",
+        kind=RESTORE_KIND,
+        title=f"restore an approved note nightly removed on {removed_on} ({why}): {_title(text)}",
+        text=text,
+        source=dict(source, removed_on=removed_on, why=why),
+        flags=[],
+        payload={"day": day},
     )
 
 
@@ -368,6 +387,11 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
         owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
         MemoryFile(st.path(st.settings.memory_file)).append_notes([text], day=utc_day(time.time()), owner=owner)
         return str(st.settings.memory_file)
+    if kind == RESTORE_KIND:  # back among the notes; the next nightly folds it into the snapshot, as approved
+        source = item["source"]
+        owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
+        MemoryFile(st.path(st.settings.memory_file)).append_notes([text], day=item["payload"]["day"], owner=owner)
+        return f"{st.settings.memory_file} (restored)"
     if kind == "user-model":
         return await _send_identity_update(st, item, text, actor)
     if kind == "knowledge":
