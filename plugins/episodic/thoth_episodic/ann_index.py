@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +96,7 @@ class AnnIndex:
         self.seen_vectors = 0
         self.removed: set[int] = set()
         self.broken = False  # a file failed to map: the next compaction rebuilds every file
+        self.changes: dict[int, set[Scope]] = {}  # generations this process made (deletes, supersedes): their scopes
         self.lock = threading.RLock()
         self.writing = threading.Lock()  # one writer child at a time from this process
         self.worker: threading.Thread | None = None
@@ -167,34 +168,41 @@ class AnnIndex:
             self.generation = int(manifest["generation"])
             self.pending, self.pending_scope, self.unfiled = {}, {}, 0
             self.removed -= removed_before
+            self.changes = {g: s for g, s in self.changes.items() if g > self.generation}
             self.ready = True
 
     def build(self, stop: threading.Event | None = None, progress: Callable[[int], None] | None = None) -> bool:
         """Write the files from the store (kept and updated when usable, else rebuilt); False when stopped."""
         return self.sync(stop=stop, progress=progress)
 
+    def note(self, generation: int, scopes: set[Scope]) -> None:
+        """A delete or supersede of this process moved the store to `generation`, touching these scopes."""
+        with self.lock:
+            self.changes.setdefault(generation, set()).update(scopes)
+
     def sync(
         self,
         *,
         rebuild: bool = False,
-        scopes: Sequence[Scope] = (),
-        deleted: int | None = None,
+        erase: bool = False,
         stop: threading.Event | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> bool:
         """Bring the files up to the store in a child process and adopt them; False when `stop` ended the child.
 
-        `scopes` are those a delete touched and `deleted` its generation. A child that fails or dies (a native
-        abort) is run once more, rebuilding from the store; a second failure raises `RuntimeError`.
+        The scopes of the changes `note`d are looked at; `erase` (a forget) first tries it in this process,
+        which only deletes files and writes JSON (whole peers). A child that fails or dies (a native abort)
+        is run once more, rebuilding from the store; a second failure raises `RuntimeError`.
         """
         with self.writing:
             with self.lock:
                 removed = set(self.removed)
-            if deleted is not None and not rebuild and self._sync_here(scopes, deleted, removed):
+                changes = {g: set(s) for g, s in self.changes.items()}
+            if erase and not rebuild and self._sync_here(changes, removed):
                 return True
             error = ""
             for again in (False, True):
-                manifest, error = self._run_writer(rebuild or again, scopes, deleted, stop, progress)
+                manifest, error = self._run_writer(rebuild or again, changes, stop, progress)
                 if stop is not None and stop.is_set():
                     return False
                 if manifest is not None:
@@ -206,11 +214,13 @@ class AnnIndex:
             self._adopt(manifest, sidecars(self.db_path), removed)
         return True
 
-    def _sync_here(self, scopes: Sequence[Scope], deleted: int, removed: set[int]) -> bool:
+    def _sync_here(self, changes: dict[int, set[Scope]], removed: set[int]) -> bool:
         """A forget that only deletes files (whole peers) in this process, without a child's start; False: it cannot."""
         writer = Writer(self.db_path, self.dim, min_rows=self.min_rows, loads=False)
         try:
-            manifest = writer.run(rebuild=False, scopes=list(scopes), deleted=deleted)
+            manifest = writer.run(
+                rebuild=False, scopes=sorted(set().union(*changes.values())), generations=set(changes)
+            )
         except LoadNeeded:
             return False
         self._adopt(manifest, sidecars(self.db_path), removed)
@@ -219,14 +229,14 @@ class AnnIndex:
     def _run_writer(
         self,
         rebuild: bool,
-        scopes: Sequence[Scope],
-        deleted: int | None,
+        changes: dict[int, set[Scope]],
         stop: threading.Event | None,
         progress: Callable[[int], None] | None,
     ) -> tuple[dict[str, Any] | None, str]:
         """Run `ann_writer` once: (its manifest, "") or (None, why it failed)."""
+        scopes = sorted(set().union(*changes.values()))
         command = [*self._command(), "--scopes", json.dumps([list(s) for s in scopes])]
-        command += [*(["--rebuild"] if rebuild else []), *([] if deleted is None else ["--deleted", str(deleted)])]
+        command += ["--generations", json.dumps(sorted(changes)), *(["--rebuild"] if rebuild else [])]
         with tempfile.TemporaryFile(mode="w+") as errors:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, env=_child_env())
             if stop is not None:

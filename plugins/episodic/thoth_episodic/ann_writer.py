@@ -11,8 +11,9 @@ store instead. Recall searches one scope, so each scope has its own file: forget
 (no removal at all), and forgetting a thread rewrites only that peer's. A scope with fewer than `--min-rows`
 current rows has no file (its recall scores its rows exactly).
 
-A run is incremental when the manifest is current (same delete generation, or the one `--deleted` names just
-after it): it looks at the scopes named by `--scopes` and those with rows or vectors newer than the manifest.
+A run is incremental when the manifest is current (same delete generation, or every generation since it made
+by the caller, named by `--generations`, whose touched scopes `--scopes` names): it looks at those scopes and
+at those with rows or vectors newer than the manifest.
 Otherwise (`--rebuild`, no manifest, a delete or supersede it did not see) it looks at every scope, and a scope
 whose file still holds exactly its current rows is kept untouched (a count, no load). The writer holds the lock
 while it reads the store and writes, so a build that read rows before a forget cannot save after that forget's
@@ -20,7 +21,7 @@ own write; it deletes temporary files left by writers that died, and it maps and
 renaming it into place, so a file that would abort its reader is never installed. The last line it prints is
 the manifest it saved, as JSON (progress lines before).
 
-    python -m thoth_episodic.ann_writer DB DIM [--rebuild] [--min-rows N] [--scopes JSON] [--deleted GEN]
+    python -m thoth_episodic.ann_writer DB DIM [--rebuild] [--min-rows N] [--scopes JSON] [--generations JSON]
 """
 
 from __future__ import annotations
@@ -282,28 +283,27 @@ class Writer:
             )
         return found
 
-    def run(self, *, rebuild: bool, scopes: list[Scope], deleted: int | None) -> dict[str, Any]:
+    def run(self, *, rebuild: bool, scopes: list[Scope], generations: set[int]) -> dict[str, Any]:
         """Bring the files up to the store; returns the manifest (`rebuilt`: why every scope was looked at)."""
         try:
-            return self._run_locked(rebuild=rebuild, scopes=scopes, deleted=deleted)
+            return self._run_locked(rebuild=rebuild, scopes=scopes, generations=generations)
         finally:
             self.db.close()
 
-    def _run_locked(self, *, rebuild: bool, scopes: list[Scope], deleted: int | None) -> dict[str, Any]:
+    def _run_locked(self, *, rebuild: bool, scopes: list[Scope], generations: set[int]) -> dict[str, Any]:
         with open(lock_path(self.db_path), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             remove_stale_temporaries(self.db_path)
             newest, vectors, generation = self.counters()
             why = "older layout" if remove_legacy(self.db_path) else "asked" if rebuild else ""
             manifest = None if why else read_manifest(self.db_path)
-            seen = {generation} if deleted is None else {generation, deleted - 1} if generation == deleted else set()
             if not why:
                 if manifest is None:
                     why = "no manifest"
                 elif int(manifest["dim"]) != self.dim or int(manifest["min_rows"]) != self.min_rows:
                     why = "another dimension or size"
-                elif int(manifest["generation"]) not in seen:
-                    why = "deletes it did not see"
+                elif not set(range(int(manifest["generation"]) + 1, generation + 1)) <= generations:
+                    why = "deletes or supersedes it was not told of"
             known = {} if rebuild else sidecars(self.db_path)
             if not why and len(scope_files(self.db_path)) + len(sidecar_paths(self.db_path)) != 2 * len(known):
                 why = "files no sidecar vouches for"
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--min-rows", type=int, default=1, help="a scope with fewer current rows gets no file")
     parser.add_argument("--scopes", default="[]", help="JSON list of [workspace, peer, agent] to look at")
-    parser.add_argument("--deleted", type=int, help="the delete generation the caller just committed")
+    parser.add_argument("--generations", default="[]", help="JSON list of the generations the caller made")
     parser.add_argument("--check", action="store_true", help="compare the files with the store; write nothing")
     args = parser.parse_args(argv)
     writer = Writer(Path(args.db), args.dim, min_rows=args.min_rows)
@@ -352,7 +352,8 @@ def main(argv: list[str] | None = None) -> None:
         meta = writer.check()
     else:
         scopes = [tuple(s) for s in json.loads(args.scopes)]
-        meta = writer.run(rebuild=args.rebuild, scopes=scopes, deleted=args.deleted)  # type: ignore[arg-type]
+        generations = {int(g) for g in json.loads(args.generations)}
+        meta = writer.run(rebuild=args.rebuild, scopes=scopes, generations=generations)  # type: ignore[arg-type]
     sys.stdout.write(json.dumps(meta) + "\n")
 
 

@@ -97,9 +97,10 @@ class IndexedSearch:
         scopes = sorted({(w, p, a) for _, w, p, a in rows})
         if self._index is not None:
             self._index.remove([r[0] for r in rows])
+            self._index.note(deleted, set(scopes))
             if self._index_ready:
                 try:
-                    self._index.sync(scopes=scopes, deleted=deleted)
+                    self._index.sync(erase=True)
                     return
                 except Exception as error:  # noqa: BLE001 - the files go instead: forget must not leave the vectors
                     log.warning("episodic: could not rewrite the ANN index of %s (%s); deleting it", self.path, error)
