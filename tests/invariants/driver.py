@@ -29,11 +29,11 @@ async def _runtime(agent: str) -> Runtime:
     return Runtime.load()
 
 
-async def turn(peer: str, thread: str, agent: str, text: str) -> dict[str, Any]:
-    """One whole turn, closed as `thoth ask` closes it."""
+async def turn(peer: str, thread: str, agent: str, text: str, turn_id: str | None = None) -> dict[str, Any]:
+    """One whole turn, closed as `thoth ask` closes it; `turn_id` re-runs a turn (as a Slack worker does)."""
     runtime = await _runtime(agent)
     try:
-        result = await runtime.turn(text, peer=peer, thread=thread)
+        result = await runtime.turn(text, peer=peer, thread=thread, turn_id=turn_id)
         return {"reply": result.reply.text, "model": result.reply.model}
     finally:
         await runtime.aclose()

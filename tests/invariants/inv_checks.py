@@ -17,12 +17,14 @@ from thoth_core.types import CUT_SHORT
 
 
 def kept(ledger: Ledger, seen: Observation, under: dict[str, bool], backend: str) -> list[str]:
-    """Every accepted user message is in every layer (and the reply as far as it was shown).
+    """Every accepted user message is in every layer (and the reply as far as it was shown), once.
 
-    `under` says for which faults around a message it is checked (`"fault@backend"` first, then
-    `"fault"`; a fault not named: checked).
+    The episode and the working transcript hold the reply as shown: a turn shown whole after it was
+    kept cut short (re-run with its turn id) holds the whole reply. `under` says for which faults
+    around a message it is checked (`"fault@backend"` first, then `"fault"`; a fault not named: checked).
     """
     episodes = seen.sections.get("episodic", [])
+    turns = [e for s in seen.sections.get("working", []) for e in s.get("transcript", []) if e.get("type") == "turn"]
     working = seen.texts("working")
     identity = seen.texts("identity") + "\n".join(seen.honcho_messages)
     broken = []
@@ -34,10 +36,19 @@ def kept(ledger: Ledger, seen: Observation, under: dict[str, bool], backend: str
         missing = [layer for layer in message.layers if not found[layer]]
         where = f"{message.marker} ({message.peer}/{message.thread}/{message.agent})"
         replies = [str(e.get("assistant", "")) for e in own]
+        transcribed = [str(e.get("assistant", "")) for e in turns if message.marker in str(e.get("user", ""))]
         if missing:
             broken.append(f"kept: {where} lost in {missing}")
+        elif len(own) > 1 or len(transcribed) > 1:
+            broken.append(
+                f"kept: {where} kept more than once: {len(own)} episodes, {len(transcribed)} transcript turns"
+            )
         elif message.shown.strip() and not any(message.shown.strip() in reply for reply in replies):
             broken.append(f"kept: {where}: the reply as shown ({message.shown.strip()[:40]!r}) is not in its episode")
+        elif message.shown.strip() and transcribed and message.shown.strip() not in transcribed[0]:
+            broken.append(
+                f"kept: {where}: the reply as shown ({message.shown.strip()[:40]!r}) is not in its transcript"
+            )
         elif message.fault == "kill" and not message.complete and not any(CUT_SHORT in reply for reply in replies):
             broken.append(f"kept: {where}: the reply of a killed turn is not marked {CUT_SHORT!r}: {replies[:1]}")
     for marker, (peer, gone) in ledger.remembered.items():

@@ -71,6 +71,30 @@ def test_a_turn_killed_after_the_last_word_is_kept_on_postgres(postgres_home: An
     postgres_home.promises()
 
 
+def rerun_killed_turn(machine: Any) -> None:
+    """Answer the last (killed) message again with its turn id, as a Slack worker re-runs a dead one's message."""
+    message = list(machine.world.ledger.messages.values())[-1]
+    seen = machine.world.observe()  # the recovery writes it cut short first
+    (turn_id,) = {e["turn_id"] for e in seen.sections["episodic"] if message.marker in e["user"]}
+    args = {"peer": message.peer, "thread": message.thread, "agent": message.agent}
+    answer = machine.world.call("turn", **args, text=f"Please note {message.marker} for me", turn_id=turn_id)
+    message.shown, message.complete = answer["reply"], True  # the user now saw the whole reply
+
+
+def test_a_turn_killed_mid_stream_then_re_run_with_its_turn_id_is_kept_whole_once(sqlite_home: Any) -> None:
+    sqlite_home.killed_turn(peer="alice", thread="t1", agent="default", point="mid-stream")
+    rerun_killed_turn(sqlite_home)
+    sqlite_home.promises()
+
+
+def test_a_turn_killed_mid_stream_then_re_run_with_its_turn_id_is_kept_whole_once_on_postgres(
+    postgres_home: Any,
+) -> None:
+    postgres_home.killed_turn(peer="alice", thread="t1", agent="default", point="mid-stream")
+    rerun_killed_turn(postgres_home)
+    postgres_home.promises()
+
+
 def test_a_turn_on_a_read_only_data_folder_is_kept(sqlite_home: Any) -> None:
     if not sqlite_home.world.mounted:
         pytest.skip("needs root and mount: the data folder is a tmpfs remounted read-only")
