@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from thoth_reflection import plugin as reflection
@@ -230,3 +231,94 @@ def test_a_taken_name_gets_a_suffix_and_hostile_values_cannot_break_the_format(t
     assert "name" not in record.meta and record.sections["Solution"].startswith("Retry after")
     with pytest.raises(ThothError, match="not a plain file name"):
         reflexion_files.install(tmp_path, "../escape.md", text)
+
+
+# --- one known issue, one record (issue 36 item 9) ----------------------------------------------
+
+
+def records(tmp_path):
+    return sorted((tmp_path / "reflexion").glob("*.md"))
+
+
+def reflexion_requests(runtime):
+    return [r for r in state(runtime).model().requests if r.purpose == "reflexion"]
+
+
+async def test_a_failure_matching_an_approved_record_counts_in_it_instead_of_drafting(failing, tmp_path):
+    """Regression (issue 36): after approval each later failure with the same error queued another draft."""
+    runtime = failing()
+    await fail_then_retry(runtime, thread="t1")
+    [item] = reflexion_items(await runtime.approvals(actor="lead"))
+    await runtime.decide(item["id"], "approve", actor="lead")
+    [path] = records(tmp_path)
+    assert knowledge.parse_reflexion(path).meta["error"].startswith("psycopg.operationalerror: connection refused")
+
+    for thread in ("t2", "t3"):
+        await fail_then_retry(runtime, thread=thread)
+    assert not [i for i in reflexion_items(await runtime.approvals(actor="lead")) if i["id"] != item["id"]]
+    assert records(tmp_path) == [path] and len(reflexion_requests(runtime)) == 1  # no model call either
+    record = knowledge.parse_reflexion(path)  # the procedural layer still reads it
+    assert record.meta["seen"] == "3" and record.meta["last_seen"] == time.strftime("%Y-%m-%d", time.gmtime())
+    counted = state(runtime).store.audit_log(event="reflexion_seen_again")
+    assert [e["payload"]["seen"] for e in counted] == [2, 3] and counted[0]["payload"][
+        "record"
+    ] == f"reflexion/{path.name}"
+
+
+async def test_a_repeat_while_the_draft_waits_counts_in_the_draft(failing, tmp_path):
+    runtime = failing()
+    await fail_then_retry(runtime, thread="t1")
+    await fail_then_retry(runtime, thread="t2")
+    [item] = reflexion_items(await runtime.approvals(actor="lead"))
+    assert "seen: 2" in item["body"] and len(reflexion_requests(runtime)) == 1
+    await runtime.decide(item["id"], "approve", actor="lead")
+    [path] = records(tmp_path)
+    assert knowledge.parse_reflexion(path).meta["seen"] == "2"
+
+
+async def test_two_peers_drafts_of_one_error_make_one_record(failing, tmp_path):
+    """Drafts are the peer's own until approved; approved, the second is counted in the first's file, not a -2."""
+    runtime = failing()
+    await fail_then_retry(runtime, thread="t1")
+    with pytest.raises(ModelError):
+        await runtime.turn("sync the billing data", peer="bob", thread="b1")
+    await runtime.turn("try the billing sync again", peer="bob", thread="b1")
+    await runtime.drain()
+    first, second = reflexion_items(await runtime.approvals(actor="lead"))
+    assert (first["peer"], second["peer"]) == ("ann", "bob")
+    worded = second["body"].replace("restarts nightly", "restarts every night")  # a model words each draft anew
+    await runtime.decide(second["id"], "edit", actor="lead", text=worded)
+    for item in (first, second):
+        await runtime.decide(item["id"], "approve", actor="lead")
+    [path] = records(tmp_path)
+    assert knowledge.parse_reflexion(path).meta["seen"] == "2"
+
+
+async def test_a_hand_written_record_without_an_error_matches_by_its_words(failing, tmp_path):
+    runtime = failing()
+    path = write_record(tmp_path)  # no `error` key: matched by the known issue's words
+    await fail_then_retry(runtime)
+    assert not reflexion_items(await runtime.approvals(actor="lead")) and not reflexion_requests(runtime)
+    assert knowledge.parse_reflexion(path).meta["seen"] == "2"
+
+
+async def test_another_error_is_drafted_as_before(failing, tmp_path):
+    runtime = failing()
+    path = write_record(tmp_path)
+    path.write_text(
+        reflexion_files.render(RECORD, day="2026-01-23", agent="thoth", error="TimeoutError: read timed out")
+    )
+    await fail_then_retry(runtime)
+    assert len(reflexion_items(await runtime.approvals(actor="lead"))) == 1
+    assert "seen" not in knowledge.parse_reflexion(path).meta
+
+
+def test_the_same_error_with_other_numbers_and_ids_has_one_signature():
+    first = reflexion_files.signature(
+        "TimeoutError: request 3f2a9c1e-77b0-4c1d-9a2e-0b1c2d3e4f50 took 30.2 s (port 5432)"
+    )
+    second = reflexion_files.signature(
+        "timeouterror:  request 0a1b2c3d-1111-4222-8333-444455556666 took 31.9 s (port 6543)"
+    )
+    assert first == second == "timeouterror: request 0 took 0.0 s (port 0)"
+    assert reflexion_files.signature("KeyError: 'user'") != reflexion_files.signature("KeyError: 'team'")

@@ -8,6 +8,11 @@ answers one `schema.ReflexionRecord`; the record is redacted, rendered in seed 0
 flagged by the write firewall and queued as `reflexion:<id>`. Nothing reaches `reflexion/` until a
 person approves it. With no model configured nothing is drafted, and the log, the audit log and
 the `/reflexion` reply say so.
+
+One known issue, one record: a failure matching a record in `reflexion/` (the same normalised
+error, see `reflexion_files.matches`) is counted in it (`seen`, `last_seen`; audited as
+`reflexion_seen_again`) and nothing is drafted, with or without a model; one matching a draft of
+the same peer still waiting for approval is counted in that draft's text instead.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session
+from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session, ThothError
 from thoth_core.answers import InvalidAnswer, ask_for
 from thoth_core.budget import truncate
 from thoth_core.redact import redactor_of
@@ -86,11 +91,21 @@ def build_prompt(session: Session, error: dict[str, Any], *, note: str = "") -> 
     )
 
 
-async def draft(st: State, session: Session, error: dict[str, Any], *, note: str = "", again: bool = False) -> Drafted:
-    """Ask the model for a record about one failed turn and queue it; `again` drafts a turn tried before."""
+async def draft(
+    st: State, session: Session, error: dict[str, Any], *, note: str = "", again: bool = False, known: bool = True
+) -> Drafted:
+    """Ask the model for a record about one failed turn and queue it; `again` drafts a turn tried before.
+
+    With `known` (a failure of the transcript, not a person's description alone) a failure matching
+    a record or a pending draft is counted there instead (`count_known`)."""
     from . import firewall, queue, schema  # pydantic schemas: loaded by a draft, not before a turn's reply
 
     key = _turn_key(session, error)
+    failure = redactor_of(st).redact(str(error.get("error", "")))
+    if known and failure.strip():
+        counted = count_known(st, session, failure, key=key, again=again)
+        if counted is not None:
+            return counted
     try:
         model = st.model()
     except ModelNotConfigured:
@@ -121,7 +136,7 @@ async def draft(st: State, session: Session, error: dict[str, Any], *, note: str
         return Drafted(None, f"drafting the reflexion record failed ({problem}); nothing queued")
     record: dict[str, Any] = redactor.redact_tree(answer.model_dump())  # type: ignore[assignment]
     day = schema.utc_day(time.time())
-    text = reflexion_files.render(record, day=day, agent=AGENT)
+    text = reflexion_files.render(record, day=day, agent=AGENT, error=failure if known else "")
     name = reflexion_files.file_name(day, record["slug"])
     flags = firewall.check_text(text)
     item_id = queue.propose_reflexion(
@@ -134,6 +149,57 @@ async def draft(st: State, session: Session, error: dict[str, Any], *, note: str
         f"drafted reflexion record {name}; it waits for approval as {item_id} "
         f"(`thoth review approve {item_id}` or /approve {item_id}).{warning}",
     )
+
+
+def count_known(st: State, session: Session, failure: str, *, key: str, again: bool) -> Drafted | None:
+    """Count a failure in the record (or this peer's pending draft) it repeats; None when it repeats none."""
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    folder = st.path(st.settings.reflexion_dir)
+    with st.store.db.lock("reflexion-records"):  # one count at a time, across every worker
+        record = reflexion_files.find_known(folder, failure)
+        pending = None if record else _pending_draft(st, session, failure)
+        if (record or pending) and not st.store.claim_reflexion(key, session.id) and not again:
+            return Drafted(None, f"turn {key} was already reflected on (see `thoth review`)")
+        if pending is not None:
+            text = reflexion_files.counted(pending["text"], day=day)
+            st.store.edit(pending["id"], text)
+            seen = int(reflexion_files.parse(text, source=pending["id"])[0]["seen"])
+            where = str(pending["id"])
+        elif record is not None:
+            where = f"{st.settings.reflexion_dir}/{record.name}"
+            try:
+                seen = reflexion_files.seen_again(record, day=day)
+            except ThothError as exc:
+                logger.error("reflexion: turn %s repeats %s, but counting it failed: %s", key, where, exc)
+                st.store.audit("reflexion_failed", {"turn": key, "error": str(exc)[:500]}, session_id=session.id)
+                return Drafted(None, f"this failure repeats {where}, but counting it there failed: {exc}")
+        else:
+            return None
+    st.store.audit("reflexion_seen_again", {"turn": key, "record": where, "seen": seen}, session_id=session.id)
+    logger.info("reflexion: turn %s failed like %s (seen %d times); no new draft", key, where, seen)
+    return Drafted(
+        where if pending is not None else None,
+        f"this failure is a known issue: counted in {where} (seen {seen} times, last today); no new draft",
+    )
+
+
+def _pending_draft(st: State, session: Session, failure: str) -> dict[str, Any] | None:
+    """This peer's reflexion draft still waiting for approval about the same normalised error, if any."""
+    wanted = reflexion_files.signature(failure)
+    for item in st.store.items_of_kind("reflexion"):
+        source = item.get("source") or {}
+        if item["status"] != "pending" or (source.get("peer"), source.get("workspace")) != (
+            session.peer,
+            session.workspace,
+        ):
+            continue
+        try:
+            meta, _ = reflexion_files.parse(item["text"], source=item["id"])
+        except ThothError:
+            continue  # edited into something else by a person: theirs to decide
+        if str(meta.get("error") or "") == wanted:
+            return item
+    return None
 
 
 def after_turn_error(session: Session) -> None:
@@ -167,5 +233,5 @@ async def command(args: str, session: Session, runtime: Any, **_: Any) -> str:
         return "no failed turn in this session to reflect on; `/reflexion WHAT WENT WRONG` drafts one from your words"
     if error is None:
         error = {"type": "error", "turn_id": f"note-{new_id()}", "error": note, "user": ""}
-    outcome = await draft(st, session, error, note=note, again=True)
+    outcome = await draft(st, session, error, note=note, again=True, known=bool(last_failure(session.transcript)))
     return outcome.message
