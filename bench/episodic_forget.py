@@ -137,11 +137,13 @@ def one_size(n: int, peers: int, forgets: int, thread_forgets: int, folder: Path
     scrub = sqlite_store.scrub
     sqlite_store.scrub = timed(scrubs, scrub)  # type: ignore[assignment]
     forgotten: list[np.ndarray] = []
+    sizes: list[int] = []
 
     def forget(label: str, **where: str) -> float:
         clause = " AND ".join(f"{column} = ?" for column in where)
         rows = indexed._db.execute(f"SELECT embedding FROM episodes WHERE {clause}", list(where.values())).fetchall()
         forgotten.extend(np.frombuffer(r[0], dtype=np.float32) for r in rows[:: max(1, len(rows) // 200)])
+        sizes.append(len(rows))
         began = time.perf_counter()
         indexed.delete(workspace="bench", **where)
         took = time.perf_counter() - began
@@ -168,6 +170,7 @@ def one_size(n: int, peers: int, forgets: int, thread_forgets: int, folder: Path
     result["rows_per_forget"] = n // peers
     result["thread_forget_seconds"] = summary(thread_totals)
     result["thread_index_seconds"] = summary(rewrites[len(peer_rewrites) :])
+    result["rows_per_thread_forget"] = sizes[len(peer_rewrites) :]
     result["forgotten_vectors_checked"] = len(forgotten)
     result["forgotten_vectors_left_in_index"] = left_in(path, forgotten)
     result["fillers"] = sum(
