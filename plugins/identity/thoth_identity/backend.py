@@ -15,7 +15,7 @@ from typing import Any
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 from thoth_core.redact import redactor_of
 
-from .facts import parse_remember
+from .facts import ParsedFact, parse_facts
 from .graph import assert_fact, block_facts, check_triple
 from .render import TAG, user_model_block
 from .settings import IdentitySettings
@@ -147,53 +147,94 @@ class IdentityBackend:
 
     # --- writes both backends share ------------------------------------------------------
 
-    def remember(self, workspace: str, peer: str, text: str, *, source: str) -> dict[str, Any]:
-        """Store what a person asked to remember: a hard fact if it parses as one, else a note."""
+    def remember_text(self, text: str) -> str:
+        """The text `/remember` may keep, stripped; a ThothError (one line) if it is empty, not text or a secret."""
         text = text.strip()
         if not text:
-            raise ThothError("nothing to remember; try `/remember my name is Ada` or `/remember timezone: CET`")
+            raise ThothError("nothing to remember; try `/remember my name is Ada` or `/remember I work at Acme`")
+        bad = next((c for c in text if c == "\x00" or "\ud800" <= c <= "\udfff"), None)
+        if bad is not None:  # neither SQLite (UTF-8) nor PostgreSQL can keep it
+            what = "a NUL character" if bad == "\x00" else f"a lone surrogate U+{ord(bad):04X}"
+            raise ThothError(f"not stored: the text holds {what} at character {text.index(bad) + 1}, which is not text")
         secrets = redactor_of(self.runtime).find_secrets(text)  # the runtime's `[privacy]` policy
         if secrets:
             raise ThothError(
                 f"not stored: that holds a secret ({', '.join(secrets)}); secrets are never kept in memory"
             )
-        parsed = parse_remember(text)
-        if parsed is None:
+        return text
+
+    def remember(
+        self,
+        workspace: str,
+        peer: str,
+        text: str,
+        *,
+        source: str,
+        facts: list[ParsedFact] | None = None,
+        complete: bool = True,
+    ) -> dict[str, Any]:
+        """Keep what a person asked to remember: the facts it states (read by rule unless given), else a note.
+
+        `complete=False` (the facts do not say all the text does) keeps the text as a note as well.
+        """
+        text = self.remember_text(text)
+        read = parse_facts(text) if facts is None else facts
+        facts = [f for f in read if check_triple(f.subject or "", f.predicate, f.value) is None]
+        complete = complete and len(facts) == len(read)  # a fact too long to keep: the note keeps it
+        if not facts or not complete:
             self.store.add_observation(
                 workspace, peer, text, kind="explicit", author="user", confidence=1.0, source=source
             )
             self.copy_notes(workspace, peer, [text], author="user")
+        if not facts:
             return {"kind": "note", "text": text, "message": f"Noted about {peer}: {text}"}
+        stored = [self._remember_fact(workspace, peer, fact, source=source) for fact in facts]
+        said = "; ".join(s["said"] for s in stored)
+        first = stored[0]
+        if all(s["unchanged"] for s in stored):
+            message = f"Already known: {said}"
+        else:
+            message = f"Remembered: {said}"
+        if not complete:
+            message += f" (and noted: {text})"
+        return {
+            "kind": "fact",
+            "subject": first["subject"],
+            "predicate": first["predicate"],
+            "value": first["value"],
+            "superseded": first["superseded"],
+            "facts": [{k: v for k, v in s.items() if k != "said"} for s in stored],
+            "message": message,
+        }
+
+    def _remember_fact(self, workspace: str, peer: str, fact: ParsedFact, *, source: str) -> dict[str, Any]:
+        """Store one fact a person stated; what was stored, and how to say it (`sister = Ann (was: ...)`)."""
         outcome = assert_fact(
             self.store,
             workspace,
             peer,
-            subject=parsed.subject,
-            predicate=parsed.predicate,
-            value=parsed.value,
+            subject=fact.subject,
+            predicate=fact.predicate,
+            value=fact.value,
             confidence=1.0,
             source=source,
         )
         subject = outcome["fact"]["subject"]
-        label = (
-            parsed.predicate.replace("_", " ")
-            if subject == peer
-            else f"{subject}'s {parsed.predicate.replace('_', ' ')}"
-        )
-        if outcome["unchanged"]:
-            message = f"Already known: {label} = {parsed.value}"
-        else:
-            was = ", ".join(old["object"] for old in outcome["superseded"])
-            message = f"Remembered: {label} = {parsed.value}" + (f" (was: {was})" if was else "")
+        words = fact.predicate.replace("_", " ")
+        label = words if subject == peer else f"{subject}'s {words}"
+        superseded = [old["object"] for old in outcome["superseded"]]
+        said = f"{label} = {fact.value}"
+        if not outcome["unchanged"]:
+            said += f" (was: {', '.join(superseded)})" if superseded else ""
             whose = f"{peer}'s {label}" if subject == peer else f"{label} (said by {peer})"
-            self.copy_notes(workspace, peer, [f"{whose}: {parsed.value}"], author="user")
+            self.copy_notes(workspace, peer, [f"{whose}: {fact.value}"], author="user")
         return {
-            "kind": "fact",
             "subject": subject,
-            "predicate": parsed.predicate,
-            "value": parsed.value,
-            "superseded": [old["object"] for old in outcome["superseded"]],
-            "message": message,
+            "predicate": fact.predicate,
+            "value": fact.value,
+            "superseded": superseded,
+            "unchanged": outcome["unchanged"],
+            "said": said,
         }
 
     def note_reaction(self, workspace: str, peer: str, text: str, *, turn_id: str, actor: str) -> dict[str, Any]:

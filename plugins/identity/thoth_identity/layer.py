@@ -54,7 +54,8 @@ def _warm_up(runtime: Any, settings: IdentitySettings) -> None:
         else:
             from . import embedded  # noqa: F401
 
-            if (settings.synthesis or settings.derive) and runtime.model_name() is not None:
+            uses_model = settings.synthesis or settings.derive or settings.remember_timeout > 0
+            if uses_model and runtime.model_name() is not None:
                 runtime.model()
     except Exception as exc:  # noqa: BLE001 - the first use reports it properly
         logger.debug("identity: warm-up failed: %s: %s", type(exc).__name__, exc)

@@ -96,17 +96,25 @@ async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any
 
 
 async def _remember(args: str, session: Session, runtime: Any, **_: Any) -> str:
+    """Facts (read by the model when one is configured, within `remember_timeout`, else by rule) or a note."""
     if not args.strip():
         return REMEMBER_USAGE
+    backend = await backend_async(runtime)
+    text = backend.remember_text(args)  # a secret never reaches the model
+    from .extract import read_with_model  # its pydantic schemas load when first asked for, not on every start
+
+    timeout = layer_for(runtime).settings.remember_timeout
+    reading = await read_with_model(runtime, text, peer=session.peer, timeout=timeout)
+    read = {"facts": reading.facts, "complete": reading.complete} if reading else {}
     outcome = await asyncio.to_thread(
-        (await backend_async(runtime)).remember, session.workspace, session.peer, args, source=f"command:{session.id}"
+        backend.remember, session.workspace, session.peer, text, source=f"command:{session.id}", **read
     )
     return str(outcome["message"])
 
 
 REMEMBER_USAGE = (
-    "usage: /remember TEXT - a fact about you (`my name is Ada`, `I work as a nurse`, `I live in Oslo`, "
-    "`I prefer short answers`, `my sister is Maria`, `timezone: CET`) or any note about you"
+    "usage: /remember TEXT - a fact about you (`my name is Ada`, `I work at Acme`, `I live in Oslo`, "
+    "`I prefer short answers`, `my sister Ann lives in Oslo`, `timezone: CET`) or any note about you"
 )
 
 

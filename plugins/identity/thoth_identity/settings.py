@@ -27,6 +27,7 @@ class IdentitySettings:
     derive: bool = True
     top_k: int = 8
     fact_confidence: float = 0.9
+    remember_timeout: float = 4.0  # seconds /remember waits for the model's reading (SDK import included); 0: rules
 
 
 def load_settings(runtime: Any) -> IdentitySettings:
@@ -63,6 +64,7 @@ def load_settings(runtime: Any) -> IdentitySettings:
         "write_retries": (config.integer, {"high": 100}),
         "top_k": (config.integer, {"low": 1, "high": 1000}),
         "fact_confidence": (config.number, {"high": 1}),
+        "remember_timeout": (config.number, {"high": 30}),
     }
     for key, (check, bounds) in numbers.items():
         if table.get(key) is not None:
