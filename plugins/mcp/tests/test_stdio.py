@@ -59,6 +59,27 @@ def test_what_alice_remembers_alice_recalls_and_bob_cannot(server):
     assert word not in server.text(as_bob)
 
 
+def test_remember_in_plain_words_makes_facts_that_supersede_and_link_for_that_peer_only(server):
+    peer, other = f"dee{uuid.uuid4().hex[:6]}", f"eve{uuid.uuid4().hex[:6]}"
+    said = [
+        server.text(server.tool("remember", text=text, peer=peer))
+        for text in ("I work at Acme", "I work at Globex", "my sister Ann lives in Oslo", "I work at it every day")
+    ]
+    assert said == [
+        "Remembered: employer = Acme",
+        "Remembered: employer = Globex (was: Acme)",
+        "Remembered: sister = Ann; Ann's location = Oslo",
+        f"Noted about {peer}: I work at it every day",
+    ]
+    context = server.tool("context", message="Ann visits on Friday", peer=peer)
+    assert not context.is_error, server.text(context)
+    [block] = [b for b in context.structured_content["blocks"] if b["tag"] == "user-model"]
+    assert "- employer: Globex" in block["text"] and "Acme" not in block["text"]
+    assert "- sister: Ann" in block["text"] and "- Ann, location: Oslo" in block["text"]
+    theirs = server.tool("context", message="Ann visits on Friday", peer=other)
+    assert "Oslo" not in server.text(theirs) and "Globex" not in server.text(theirs)
+
+
 def test_a_server_pinned_to_alice_answers_for_her_and_refuses_bob(server, alice_server):
     word = codeword()
     assert not server.tool("remember", text=f"my cat is called {word}", peer="alice").is_error
