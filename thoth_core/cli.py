@@ -19,6 +19,7 @@ import click
 
 from .config import Config, config_path, load_config, set_value, with_plugin_defaults
 from .errors import ThothError
+from .terminal import PrintableFormatter, guard, printable
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -55,7 +56,7 @@ class ThothGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ThothError as exc:
-            click.echo(f"thoth: error: {exc}", err=True)
+            click.echo(f"thoth: error: {printable(str(exc))}", err=True)
             ctx.exit(2)
 
 
@@ -124,6 +125,7 @@ def cli(verbose: int) -> None:
     makes an agent home. Data lives in the home's .thoth/ folder (or $THOTH_HOME).
     """
     logging.getLogger().setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
+    sys.stdout = guard(sys.stdout)  # what every command shows: no escape sequences from the model or memory
 
 
 @cli.command()
@@ -430,10 +432,12 @@ def main() -> None:
     atexit.register(_end_before_finalizing)  # registered first in this process's run, so it runs last
     # before click resolves a plugin subcommand (which loads the plugins, and may warn); -v lowers the level
     logging.basicConfig(level=logging.WARNING, format="thoth: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # log lines quote exceptions, which may quote the model
+        handler.setFormatter(PrintableFormatter(handler.formatter))
     try:
         cli(prog_name="thoth")
     except ThothError as exc:  # raised while building the command list
-        click.echo(f"thoth: error: {exc}", err=True)
+        click.echo(f"thoth: error: {printable(str(exc))}", err=True)
         _exit_status[0] = 2
         sys.exit(2)
     except SystemExit as exc:

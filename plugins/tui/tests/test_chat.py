@@ -312,3 +312,21 @@ async def test_unsaved_turns_of_other_peers_are_not_shown_and_other_threads_are_
             "Not saved yet (thread old): identity (OperationalError: database is locked); "
             "kept in the journal and retried at the next start."
         ]
+
+
+async def test_replies_and_notices_show_without_escape_sequences(make_app, wait, send):
+    reply_text = "title \x1b]0;pwned\x07 clear \x1b[2J c1 \x9b31m end\r\nline \x1b]52;c;aGk=\x1b\\two"
+    app = make_app(replies=[{"match": "esc", "reply": reply_text}])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(app, pilot, "esc \x1b]0;pwned\x07 x")
+        [user] = messages(app, "user")
+        [reply] = messages(app, "assistant")
+        assert user.text == "esc  x"
+        assert reply.text == "title  clear  c1  end\nline two"  # streamed word by word, each sequence removed whole
+        app.runtime.notify("approval_requested", text="remembered \x1b]0;pwned\x07 note")
+        await app.runtime.drain()
+        await pilot.pause()
+        assert messages(app, "notice")[-1].text == "approval_requested: remembered  note"
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(reply.query_one(".body").content)
+        assert "\x1b" not in console.export_text() and "pwned" not in console.export_text()

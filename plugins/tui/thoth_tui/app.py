@@ -19,6 +19,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from thoth_core import ModelError, ModelNotConfigured, ThothError
 from thoth_core.redact import redactor_of
+from thoth_core.terminal import printable
 from thoth_core.types import new_id
 from thoth_core.writes import unsaved_message
 
@@ -166,7 +167,7 @@ class ThothApp(App[None]):
 
     def show_banner(self, exc: Exception) -> None:
         banner = self.screen_stack[0].query_one("#banner", Static)
-        banner.update(banner_text(exc))
+        banner.update(printable(banner_text(exc)))
         banner.add_class("shown")
 
     def hide_banner(self) -> None:
@@ -290,16 +291,16 @@ class ThothApp(App[None]):
         if event == "turn_unsaved":
             await self.show_unsaved(payload)
             return
-        text = str(payload.get("text", ""))
+        text = printable(str(payload.get("text", "")))
         await self.add(ChatMessage("notice", f"{event}: {text}", item_id=payload.get("item_id")))
-        self.notify(text or event, title=event)
+        self.notify(text or event, title=event, markup=False)
         await self.refresh_layers()
 
     async def show_unsaved(self, payload: dict[str, Any]) -> None:
         """Warn that a layer could not save one of this person's turns (it stays in the journal)."""
         if payload.get("peer") != self.peer:
             return  # another frontend's turn, replayed from the shared journal
-        text = unsaved_text(payload, current_thread=self.thread)
+        text = printable(unsaved_text(payload, current_thread=self.thread))
         await self.add(ChatMessage("notice", text))
         self.notify(text, title="Not saved yet", severity="warning", timeout=15, markup=False)
 

@@ -20,6 +20,7 @@ from textual.widgets import Footer, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from thoth_core import ThothError
+from thoth_core.terminal import printable
 
 SESSION_KEYS = ("session", "session_id")
 MAX_IDS = 4
@@ -34,21 +35,21 @@ def transcript_of(home: Path, session_id: str) -> Path | None:
 def describe(item: dict[str, Any], home: Path) -> Text:
     """An item's id, title, flags and source; sessions link to their transcripts, paths to themselves."""
     text = Text()
-    text.append(str(item["id"]), style="bold")
-    text.append(f"  {item.get('kind', '')}\n{item.get('title', '')}\n")
+    text.append(printable(str(item["id"])), style="bold")
+    text.append(printable(f"  {item.get('kind', '')}\n{item.get('title', '')}\n"))
     if item.get("flags"):
-        text.append(f"flags: {item['flags']} - review before approving\n", style="red")
+        text.append(printable(f"flags: {item['flags']} - review before approving\n"), style="red")
     source = item.get("source")
     entries = source.items() if isinstance(source, dict) else [("source", source)] if source else []
     for key, value in entries:
         if value in (None, "", []):
             continue
-        text.append(f"{key}: ")
+        text.append(printable(f"{key}: "))
         if isinstance(value, list):
             more = f" (+{len(value) - MAX_IDS} more)" if len(value) > MAX_IDS else ""
-            text.append(", ".join(str(v) for v in value[:MAX_IDS]) + more + "\n")
+            text.append(printable(", ".join(str(v) for v in value[:MAX_IDS]) + more + "\n"))
             continue
-        text.append(str(value))
+        text.append(printable(str(value)))
         link = transcript_of(home, str(value)) if key in SESSION_KEYS else Path(str(value))
         if link is not None and link.is_absolute() and link.exists():
             text.append("  ")
@@ -71,7 +72,7 @@ class EditScreen(ModalScreen[str | None]):
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(f"Editing {escape(self.item['id'])}  (ctrl+s save, escape cancel)", classes="title")
-        yield TextArea(str(self.item.get("body", "")), id="edit-text")
+        yield TextArea(printable(str(self.item.get("body", ""))), id="edit-text")
         yield Footer()
 
     def action_save(self) -> None:
@@ -119,7 +120,10 @@ class ApprovalsScreen(Screen[None]):
         for item in self.items:
             flagged = "[red]! [/]" if item.get("flags") else ""
             options.add_option(
-                Option(flagged + escape(f"{item.get('kind', '?')}: {item.get('title', item['id'])}"), id=item["id"])
+                Option(
+                    flagged + escape(printable(f"{item.get('kind', '?')}: {item.get('title', item['id'])}")),
+                    id=item["id"],
+                )
             )
         if self.items:
             options.highlighted = 0
@@ -143,7 +147,7 @@ class ApprovalsScreen(Screen[None]):
             await body.update("")
             return
         meta.update(describe(item, self.runtime.home))
-        await body.update(str(item.get("body", "")))
+        await body.update(printable(str(item.get("body", ""))))
 
     async def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         await self.show(self.selected())

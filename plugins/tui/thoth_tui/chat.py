@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Markdown, Static
 
+from thoth_core.terminal import Printable, printable
 from thoth_core.types import FEEDBACK_KINDS as REACTIONS  # feedback kind -> the Slack reaction it matches
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ LABELS = {"user": "you", "assistant": "thoth", "command": "command", "notice": "
 
 
 class ChatMessage(Vertical, can_focus=True):
-    """One message; when selected, keys a/x/r/f/i react to it like Slack reactions."""
+    """One message, shown without escape sequences; when selected, keys a/x/r/f/i react to it like Slack reactions."""
 
     BINDINGS = [
         Binding("a", "react('approve')", "Approve"),
@@ -44,11 +45,12 @@ class ChatMessage(Vertical, can_focus=True):
     def __init__(self, role: str, text: str = "", *, turn_id: str | None = None, item_id: str | None = None) -> None:
         super().__init__(classes=role)
         self.role = role
-        self.text = text
+        self.text = printable(text)  # model and remembered text may hold terminal escapes (thoth_core.terminal)
         self.turn_id = turn_id
         self.item_id = item_id
         self.reactions: list[str] = []
         self._stream: MarkdownStream | None = None
+        self._printable = Printable()  # a sequence split between streamed pieces is removed whole
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(self._label(), classes="label")
@@ -71,6 +73,7 @@ class ChatMessage(Vertical, can_focus=True):
             self.loading = False
             self.remove_class("pending")
             self._stream = Markdown.get_stream(self.query_one(Markdown))
+        fragment = self._printable.feed(fragment)
         self.text += fragment
         await self._stream.write(fragment)
 
@@ -83,6 +86,7 @@ class ChatMessage(Vertical, can_focus=True):
         self.turn_id = turn_id
         self.loading = False
         self.remove_class("pending")
+        self.text += self._printable.end()
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
