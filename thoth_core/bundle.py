@@ -5,11 +5,16 @@ layer's `bundle_export` hook, so a bundle made on one backend imports into anoth
 `home/<path>` (the agent home's files: thoth.toml, persona, skills, knowledge, reflexion, ...).
 The data folder, databases, lock and WAL files and `.git` are never copied raw. Reading checks
 the manifest (format, version, sha256 of every member) and refuses unsafe member names before
-anything is written.
+anything is written, and so are members past the size limits (`[bundle]`, `Limits`): each home
+file, each section, all members together, and the compression ratio of each large member and of
+the whole (a few hundred KB of gzip can hold gigabytes of zeros). Sizes are read from the tar
+headers before a member is inflated; a ratio is known once its member was read through (inflated
+and thrown away, never kept in memory or on disk).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -29,6 +34,7 @@ from .errors import ThothError
 from .storage import write_atomic
 
 if TYPE_CHECKING:
+    from .config import Config
     from .runtime import Runtime
 
 FORMAT = "thoth-bundle"
@@ -215,6 +221,7 @@ class Bundle:
     manifest: dict[str, Any]
     tar: tarfile.TarFile
     members: dict[str, tarfile.TarInfo] = field(default_factory=dict)
+    raw: IO[bytes] | None = None  # the file under the gzip stream (the archive does not close it)
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         """The records of one section, in order."""
@@ -236,8 +243,114 @@ class Bundle:
         return handle.read()
 
     def close(self) -> None:
-        """Close the archive."""
+        """Close the archive and its file."""
         self.tar.close()
+        if self.tar.fileobj is not None:
+            self.tar.fileobj.close()  # the gzip stream: tarfile closes only what it opened itself
+        if self.raw is not None:
+            self.raw.close()
+
+
+MB = 1 << 20
+RATIO_FLOOR = MB  # a member (or bundle) smaller than this is not held to the ratio: its size is harmless
+CHUNK = 16 << 10  # gzip reads the file this much at a time, so its position tells what was inflated so far
+SLACK = 2 * CHUNK  # read ahead of what was inflated: a member's compressed size is at most its span plus this
+
+
+class _Chunked:
+    """The bundle file, read at most CHUNK bytes a call (gzip would read ahead 128 KiB and blur member spans)."""
+
+    mode = "rb"
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to min(size, CHUNK) bytes (everything left for a negative size)."""
+        return self.handle.read(size if size < 0 else min(size, CHUNK))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)  # seek, tell, close, name
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a bundle may hold, in bytes: each home file, each section, all members; and the gzip ratio."""
+
+    file_bytes: int = 16 * MB
+    section_bytes: int = 2048 * MB
+    total_bytes: int = 4096 * MB
+    ratio: float = 100.0
+
+    @classmethod
+    def of(cls, config: Config) -> Limits:
+        """The limits `[bundle]` sets (`max_file_mb`, `max_section_mb`, `max_total_mb`, `max_ratio`)."""
+        return cls(
+            file_bytes=int(float(config.get("bundle.max_file_mb")) * MB),
+            section_bytes=int(float(config.get("bundle.max_section_mb")) * MB),
+            total_bytes=int(float(config.get("bundle.max_total_mb")) * MB),
+            ratio=float(config.get("bundle.max_ratio")),
+        )
+
+
+def _size(n: float) -> str:
+    return f"{n / MB:,.1f} MiB" if n >= MB / 10 else f"{int(n):,} bytes"
+
+
+def _refused(path: Path, what: str) -> ThothError:
+    return ThothError(f"{path}: {what}; nothing was imported")
+
+
+def _check_size(path: Path, info: tarfile.TarInfo, total: int, limits: Limits) -> None:
+    """Refuse a member whose header says it is larger than its limit, or that takes all members past theirs."""
+    is_file = info.name.startswith("home/")
+    limit, key, what = (
+        (limits.file_bytes, "max_file_mb", "a home file")
+        if is_file
+        else (limits.section_bytes, "max_section_mb", "a section")
+    )
+    if info.size > limit:
+        raise _refused(
+            path, f"{info.name}: {_size(info.size)}, over the {_size(limit)} limit for {what} ([bundle] {key})"
+        )
+    if total > limits.total_bytes:
+        raise _refused(
+            path,
+            f"{info.name}: takes the bundle to {_size(total)}, over its {_size(limits.total_bytes)} limit "
+            "([bundle] max_total_mb)",
+        )
+
+
+def _check_ratio(path: Path, name: str, size: int, packed: int, limits: Limits, *, at_most: bool = True) -> None:
+    """Refuse a member (or the whole bundle) that inflates more than `limits.ratio` times from `packed` bytes."""
+    if size >= RATIO_FLOOR and size > limits.ratio * max(packed, 1):
+        ratio, bound = size / max(packed, 1), ("at most ", "at least ") if at_most else ("", "")
+        raise _refused(
+            path,
+            f"{name}: {_size(size)} from {bound[0]}{_size(packed)} compressed ({bound[1]}{ratio:,.0f}x), over the "
+            f"{limits.ratio:g}x limit ([bundle] max_ratio)",
+        )
+
+
+def _members(path: Path, tar: tarfile.TarFile, raw: IO[bytes], limits: Limits) -> list[tarfile.TarInfo]:
+    """Read the archive's headers in order, each checked against the limits as soon as it is read."""
+    infos: list[tarfile.TarInfo] = []
+    total, offset = 0, raw.tell()
+    while True:
+        info = tar.next()  # reading this header inflates the member before it (its bytes are dropped)
+        if infos:
+            here = raw.tell()
+            _check_ratio(path, infos[-1].name, infos[-1].size, here - offset + SLACK, limits)
+            offset = here
+        if info is None:
+            break
+        if not safe_relative(info.name) or info.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+            raise ThothError(f"{path}: unsafe archive member {info.name!r} (absolute, '..', or not a plain file)")
+        total += info.size
+        _check_size(path, info, total, limits)
+        infos.append(info)
+    _check_ratio(path, "the bundle", total, path.stat().st_size, limits, at_most=False)
+    return infos
 
 
 def safe_relative(name: str) -> bool:
@@ -246,28 +359,35 @@ def safe_relative(name: str) -> bool:
     return bool(name) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in name and ":" not in name
 
 
-def open_bundle(path: Path) -> Bundle:
-    """Open and check a bundle: format, version, safe member names, every member's sha256."""
+def open_bundle(path: Path, *, limits: Limits | None = None) -> Bundle:
+    """Open and check a bundle: format, version, safe member names, sizes and ratios (`limits`), every sha256."""
+    limits = limits or Limits()
     try:
-        tar = tarfile.open(path, "r:gz")
-        infos = tar.getmembers()
-    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+        raw = path.open("rb")
+    except OSError as exc:
         raise ThothError(f"{path}: not a readable Thoth bundle (.tar.gz): {exc}") from exc
     try:
-        bundle = Bundle(path, {}, tar, {info.name: info for info in infos})
+        tar = tarfile.open(fileobj=gzip.GzipFile(fileobj=_Chunked(raw), mode="rb"), mode="r:")  # type: ignore[arg-type]
+        infos = _members(path, tar, raw, limits)
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+        raw.close()
+        raise ThothError(f"{path}: not a readable Thoth bundle (.tar.gz): {exc}") from exc
+    except ThothError:
+        raw.close()
+        raise
+    try:
+        bundle = Bundle(path, {}, tar, {info.name: info for info in infos}, raw)
         for info in infos:
-            if not safe_relative(info.name) or not info.isfile():
-                raise ThothError(f"{path}: unsafe archive member {info.name!r} (absolute, '..', or not a plain file)")
             if info.name.startswith("home/") and not home_file_name(info.name.removeprefix("home/")):
                 raise ThothError(f"{path}: unsafe archive member {info.name!r} (git, database, lock or .env file)")
         bundle.manifest = _manifest(bundle)
         _verify(bundle)
         return bundle
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
-        tar.close()
+        bundle.close()
         raise ThothError(f"{path}: corrupt Thoth bundle: {exc}") from exc
     except ThothError:
-        tar.close()
+        bundle.close()
         raise
 
 
@@ -400,6 +520,7 @@ __all__ = [
     "Bundle",
     "ExportPlan",
     "ImportReport",
+    "Limits",
     "ensure_fresh",
     "export_bundle",
     "home_files",

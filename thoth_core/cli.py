@@ -344,10 +344,11 @@ def bundle_export(path: Path) -> None:
 @click.option("--merge", is_flag=True, help="Add to a home that holds memory already (known records are skipped).")
 def bundle_import(path: Path, merge: bool) -> None:
     """Load a bundle from `thoth bundle export` into this (fresh) agent home."""
-    from .bundle import ensure_fresh, import_bundle, import_work, open_bundle
+    from .bundle import Limits, ensure_fresh, import_bundle, import_work, open_bundle
+
+    opened = open_bundle(path, limits=Limits.of(load_config()))  # checked before the runtime writes anything
 
     async def go() -> Any:
-        opened = open_bundle(path)
         try:
             if not merge:
                 await asyncio.to_thread(ensure_fresh, runtime())

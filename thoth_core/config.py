@@ -44,6 +44,8 @@ DEFAULTS: dict[str, Any] = {
         "layers": {"working": 1000, "identity": 800, "episodic": 1200, "procedural": 2500, "reflection": 400},
     },
     "plugins": {"disabled": []},
+    # what `thoth bundle import` accepts (MiB; the gzip ratio of each large member and of the whole): bundle.Limits
+    "bundle": {"max_file_mb": 16, "max_section_mb": 2048, "max_total_mb": 4096, "max_ratio": 100},
     "privacy": {"pii": []},
 }
 
@@ -74,6 +76,10 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "plugins.disabled": (list, "a list of plugin names"),
     "privacy.pii": (list, "a list of personal data kinds to redact"),
     "storage.url": ((str, dict), 'a postgresql:// URL, or { "$env" = "VARIABLE" } naming one'),
+    "bundle.max_file_mb": ((int, float), "a number of megabytes"),
+    "bundle.max_section_mb": ((int, float), "a number of megabytes"),
+    "bundle.max_total_mb": ((int, float), "a number of megabytes"),
+    "bundle.max_ratio": ((int, float), "a compression ratio"),
 }
 
 
@@ -218,7 +224,7 @@ def literal_secrets(data: dict[str, Any], prefix: str = "") -> list[str]:
     return found
 
 
-SECTIONS = ("thoth", "budget", "plugins", "models", "privacy", "storage")
+SECTIONS = ("thoth", "budget", "plugins", "models", "privacy", "storage", "bundle")
 
 
 def unknown(name: str, known: list[str], what: str) -> str:
@@ -235,7 +241,7 @@ def validate(config: Config) -> None:
     for section in SECTIONS:
         if section in config.data and not isinstance(config.data[section], dict):
             raise config.error(section, "expected a table")
-    for section in ("thoth", "budget", "privacy", "storage"):
+    for section in ("thoth", "budget", "privacy", "storage", "bundle"):
         known = [key.split(".", 1)[1] for key in SCHEMA if key.startswith(f"{section}.")]
         for key in config.data.get(section, {}):
             if key not in known:
@@ -262,6 +268,9 @@ def validate(config: Config) -> None:
         if config.get(key) is not None and not 0 < config.get(key) < limit:
             bound = f"below {limit:,}" if limit < math.inf else "finite"
             raise config.error(key, f"must be positive and {bound}, got {config.get(key)!r}")
+    for key in ("bundle.max_file_mb", "bundle.max_section_mb", "bundle.max_total_mb"):
+        config.number(key, config.get(key), positive=True, high=1 << 30)  # up to a petabyte
+    config.number("bundle.max_ratio", config.get("bundle.max_ratio"), low=1, high=1e6)
     for key, value in config.get("budget.layers", {}).items():
         if key not in LAYERS:
             raise config.error(f"budget.layers.{key}", f"unknown layer; expected one of {', '.join(LAYERS)}")
