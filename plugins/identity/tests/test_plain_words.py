@@ -151,6 +151,15 @@ async def test_a_relation_and_its_city_are_an_entity_link_in_the_speakers_block_
     await runtime.aclose()
 
 
+async def test_a_relation_named_like_the_speaker_stays_a_note(thoth_home):
+    runtime = no_model_runtime(thoth_home)
+    assert await remember(runtime, "I live in Rome", peer="ann") == "Remembered: location = Rome"
+    said = await remember(runtime, "my sister Ann lives in Oslo", peer="ann")
+    assert said == "Noted about ann: my sister Ann lives in Oslo"  # not ann's own location
+    assert current(runtime, "ann") == {("ann", "location", "Rome")}
+    await runtime.aclose()
+
+
 def test_thoth_identity_entity_shows_the_link_made_from_plain_words(thoth_home, monkeypatch):
     monkeypatch.setenv("THOTH_LOAD_PLUGINS", "identity")
 

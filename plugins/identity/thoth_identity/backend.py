@@ -16,7 +16,7 @@ from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 from thoth_core.redact import redactor_of
 
 from .facts import ParsedFact, parse_facts
-from .graph import assert_fact, block_facts, check_triple
+from .graph import assert_fact, block_facts, check_triple, peer_names
 from .render import TAG, user_model_block
 from .settings import IdentitySettings
 from .store import IdentityStore
@@ -181,6 +181,8 @@ class IdentityBackend:
         read = parse_facts(text) if facts is None else facts
         facts = [f for f in read if check_triple(f.subject or "", f.predicate, f.value) is None]
         complete = complete and len(facts) == len(read)  # a fact too long to keep: the note keeps it
+        if self._links_to_self(workspace, peer, facts):
+            facts = []  # `my sister Ann lives in Oslo` said by ann: Ann is not ann, but her facts would be
         if not facts or not complete:
             self.store.add_observation(
                 workspace, peer, text, kind="explicit", author="user", confidence=1.0, source=source
@@ -206,6 +208,14 @@ class IdentityBackend:
             "facts": [{k: v for k, v in s.items() if k != "said"} for s in stored],
             "message": message,
         }
+
+    def _links_to_self(self, workspace: str, peer: str, facts: list[ParsedFact]) -> bool:
+        """True when the text links the speaker to someone of the speaker's own name and states that one's facts."""
+        linked = {" ".join(f.value.split()).casefold() for f in facts if f.subject is None}
+        about = {" ".join(f.subject.split()).casefold() for f in facts if f.subject is not None}
+        if not linked & about:
+            return False
+        return bool(linked & about & peer_names(self.store.current_facts(workspace, peer), peer))
 
     def _remember_fact(self, workspace: str, peer: str, fact: ParsedFact, *, source: str) -> dict[str, Any]:
         """Store one fact a person stated; what was stored, and how to say it (`sister = Ann (was: ...)`)."""
