@@ -1,4 +1,8 @@
-"""`thoth doctor`: check config, plugins, storage and the model; report what is wrong."""
+"""`thoth doctor`: check config, plugins, storage and the model; report what is wrong.
+
+Each line is `ok`, `BAD` (a problem: counted, the exit status says so) or `WARN` (worth knowing, not a
+failure), e.g. state a plugin keeps on this host only while the home shares a store (`[storage] url`).
+"""
 
 from __future__ import annotations
 
@@ -20,10 +24,10 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
     """Print one line per check; returns how many failed."""
     problems = 0
 
-    def report(ok: bool, what: str) -> None:
+    def report(ok: bool | None, what: str) -> None:  # None: a warning, not counted as a problem
         nonlocal problems
-        problems += not ok
-        echo(f"{'ok ' if ok else 'BAD'} {what}")
+        problems += ok is False
+        echo(f"{'ok ' if ok else 'BAD' if ok is False else 'WARN'} {what}")
 
     hint = "" if runtime.config.path or os.environ.get("THOTH_HOME") else f" ({no_home_hint()})"
     report(True, f"config: {runtime.config.source if runtime.config.path else 'no thoth.toml, using defaults'}{hint}")
@@ -50,7 +54,7 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
         if call.status != "ok":
             report(False, f"plugin {plugin}: its checks failed: {call.error}")
         for ok, what in checks or []:
-            report(bool(ok), what)
+            report(None if ok is None else bool(ok), what)
     try:
         model = runtime.model()
         check = getattr(model, "check", None)

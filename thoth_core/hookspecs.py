@@ -240,8 +240,9 @@ def workspace_admin(peer: str, workspace: str, runtime: Runtime) -> bool | None:
 
 
 @hookspec
-def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]] | None:
-    """`thoth doctor` lines of this plugin: (ok, what), e.g. `(False, "honcho: 401 at http://...: bad key")`."""
+def doctor_checks(runtime: Runtime) -> list[tuple[bool | None, str]] | None:
+    """`thoth doctor` lines of this plugin: (ok, what), e.g. `(False, "honcho: 401 at http://...: bad key")`;
+    ok None is a warning (shown, not a failure), e.g. state kept on this host only while a store is shared."""
 
 
 @hookspec

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thoth_core import ContextBlock, hookimpl
+from thoth_core.database import shared
 from thoth_core.redact import redactor_of
 from thoth_core.runtime import Command
 
@@ -127,6 +128,24 @@ async def pre_spawn_context(session):  # type: ignore[no-untyped-def]
         return None
     lines = [f"{s.key} = {s.value}" + (f"  (from {s.publisher})" if s.publisher else "") for s in unique.values()]
     return ContextBlock(tag="blackboard", text="Signals you subscribed to:\n" + "\n".join(lines), priority=30)
+
+
+@hookimpl
+def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
+    """A warning when the home shares a store (`[storage] url`) but the board is this host's own (no Redis)."""
+    if not shared(runtime.config):
+        return None
+    settings = settings_of(runtime)
+    if settings.backend == "redis":
+        return [(True, "blackboard: shared by every host (redis)")]
+    where = runtime.home / "blackboard" / "board.db" if settings.backend == "sqlite" else "this process's memory"
+    return [
+        (
+            None,
+            f"blackboard: kept on this host only ({settings.backend}, {where}) while [storage] url is shared; other "
+            'hosts see none of its signals: set [plugins.blackboard] backend = "redis" and url to share it',
+        )
+    ]
 
 
 async def _board_command(args: str, runtime: Any, session: Any, **_: Any) -> str:

@@ -16,6 +16,7 @@ from thoth_core.cli import HelpGroup
 
 from . import drafts
 from .settings import Settings
+from .shared import sync_skills
 from .skills import discover
 from .validate import SkillError, check_slug
 
@@ -69,6 +70,7 @@ def list_command(as_json: bool, actor: str) -> None:
     """List installed skills and the pending drafts --actor may see."""
     rt = _runtime()
     settings = Settings.of(rt)
+    sync_skills(rt)  # skills approved on other hosts, with a shared store
     catalog = discover(settings.skills, settings.limits)
     pending = _run_async(_visible_drafts(rt, actor))
     if as_json:
@@ -84,7 +86,7 @@ def list_command(as_json: bool, actor: str) -> None:
         click.echo(f"  {skill.slug:<28} {skill.description}")
     for error in catalog.errors:
         click.echo(f"  INVALID {error}")
-    click.echo(f"Pending drafts ({settings.drafts}):")
+    click.echo(f"Pending drafts ({drafts.drafts_where(rt)}):")
     for item in pending:
         flags = f"  FLAGGED: {', '.join(item['flags'])}" if item.get("flags") else ""
         click.echo(f"  {str(item['id']).removeprefix('skill:'):<28} {item['title']}{flags}")
@@ -101,14 +103,19 @@ def show(name: str, actor: str) -> None:
     settings = Settings.of(rt)
     key = drafts.resolve_key(rt, name)
     visible = {str(item["id"]) for item in _run_async(_visible_drafts(rt, actor))}
-    draft = (settings.drafts / key, "pending draft") if f"skill:{key}" in visible else None
-    installed = (settings.skills / check_slug(name), "installed skill") if "--" not in name else None
-    for folder, label in [found for found in (draft, installed) if found]:
-        if (folder / "SKILL.md").is_file():
-            click.echo(f"# {label}: {folder}", err=True)
-            click.echo((folder / "SKILL.md").read_text(encoding="utf-8"), nl=False)
-            return
-    raise SkillError(f"no skill or draft {name!r} that {actor} may see in {settings.skills} or {settings.drafts}")
+    draft = drafts.find_draft(rt, key) if f"skill:{key}" in visible else None
+    if draft is not None and draft.text:
+        click.echo(f"# pending draft: {draft.where or draft.path}", err=True)
+        click.echo(draft.text, nl=False)
+        return
+    sync_skills(rt)
+    folder = settings.skills / check_slug(name) if "--" not in name else None
+    if folder is not None and (folder / "SKILL.md").is_file():
+        click.echo(f"# installed skill: {folder}", err=True)
+        click.echo((folder / "SKILL.md").read_text(encoding="utf-8"), nl=False)
+        return
+    where = drafts.drafts_where(rt)
+    raise SkillError(f"no skill or draft {name!r} that {actor} may see in {settings.skills} or {where}")
 
 
 @skills.command("approve")

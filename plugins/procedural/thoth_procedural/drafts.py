@@ -11,6 +11,10 @@ ever half-written. Approving copies the draft (without draft.json) into `.claude
 repository; rejecting moves the draft to `.claude/skill-drafts/.rejected/<key>-<time>/` with the
 reason. Who may decide is the runtime's approvals policy (`thoth_core.approvals`); these
 functions keep the files. Every action is appended to `$THOTH_HOME/procedural/audit.jsonl`.
+
+With `[storage] url` set, drafts, approved skills and the audit log live in the shared store
+instead (`thoth_procedural.shared`), so every host lists and decides the same drafts; these
+functions keep their signatures and leave the folders alone.
 """
 
 from __future__ import annotations
@@ -21,11 +25,9 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +35,9 @@ from typing import Any
 
 from thoth_core.git import git_commit
 
+from .folders import Files, folder_files, staging, swap_in, write_files
 from .settings import Settings
+from .shared import LocalDraft, SharedDrafts, shared_drafts, validate_files
 from .validate import SkillError, check_slug, validate_skill
 
 _audit_lock = threading.Lock()
@@ -70,6 +74,7 @@ class Draft:
     flags: list[str] = field(default_factory=list)
     created_at: str = ""
     error: str | None = None
+    where: str = ""  # where it is kept, when not in its folder (the shared store)
 
     @property
     def slug(self) -> str:
@@ -98,7 +103,7 @@ class Draft:
             "source": self.source,
             "flags": flags,
             "created_at": self.created_at,
-            "path": str(self.path),
+            "path": self.where or str(self.path),
         }
 
 
@@ -131,55 +136,46 @@ def manifest_for(slug: str, settings: Settings, *, tools: list[str] | None = Non
     }
 
 
-@contextmanager
-def _staging(parent: Path) -> Iterator[Path]:
-    """A hidden scratch folder beside the target (same filesystem, so renames are atomic), removed after."""
-    parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".staging-", dir=parent))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+def skill_files(settings: Settings, slug: str, *, description: str, body: str) -> Files:
+    """The files of a generated skill: SKILL.md, manifest.json and an empty src/."""
+    return {
+        "SKILL.md": render_skill_md(slug, description, body, license=settings.license),
+        "manifest.json": json.dumps(manifest_for(slug, settings), indent=2) + "\n",
+        "src/.gitkeep": "",
+    }
 
 
-def _swap_in(staged: Path, target: Path) -> None:
-    """Rename staged onto target; an existing target is moved into the staging folder first."""
-    aside = staged.parent / ".previous"
-    had_target = target.exists()
-    if had_target:
-        os.rename(target, aside)
-    try:
-        os.rename(staged, target)
-    except OSError:
-        if had_target:
-            os.rename(aside, target)
-        raise
-
-
-def _write(settings: Settings, key: str, *, description: str, body: str, meta: dict[str, Any]) -> Path:
+def _write(
+    settings: Settings,
+    shared: SharedDrafts | None,
+    key: str,
+    *,
+    description: str,
+    body: str,
+    meta: dict[str, Any],
+) -> Path:
+    """Write a draft: a folder of its own, or with a shared store its row (validated first either way)."""
     slug = slug_of(key)
+    files = skill_files(settings, slug, description=description, body=body)
+    if shared is not None:
+        validate_files(files, slug=slug, settings=settings)
+        shared.put(key, slug=slug, files=files, meta=meta)
+        return settings.drafts / key
     target = settings.drafts / key
-    with _staging(settings.drafts) as staging:
-        staged = staging / key
-        (staged / "src").mkdir(parents=True)
-        (staged / "src" / ".gitkeep").write_text("", encoding="utf-8")
-        (staged / "SKILL.md").write_text(
-            render_skill_md(slug, description, body, license=settings.license), encoding="utf-8"
-        )
-        (staged / "manifest.json").write_text(
-            json.dumps(manifest_for(slug, settings), indent=2) + "\n", encoding="utf-8"
-        )
-        (staged / "draft.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    with staging(settings.drafts) as scratch:
+        staged = scratch / key
+        write_files(staged, {**files, "draft.json": json.dumps(meta, indent=2) + "\n"})
         validate_skill(staged, slug=slug, limits=settings.limits, require_manifest=True)
-        _swap_in(staged, target)
+        swap_in(staged, target)
     return target
 
 
 def write_draft(
     runtime: Any, *, name: str, description: str, body: str, source: dict[str, Any] | None, flags: list[str] | None
 ) -> Path:
-    """Write a pending skill draft (replacing the same peer's older draft of that name); returns its folder."""
-    settings = Settings.of(runtime)
+    """Write a pending skill draft (replacing the same peer's older draft of that name); returns its folder
+    (with a shared store, the folder it would have: its name is the draft's key either way)."""
+    settings, shared = Settings.of(runtime), shared_of(runtime)
     slug = check_slug(name)
     description = " ".join(str(description or "").split())
     if not description:
@@ -195,9 +191,28 @@ def write_draft(
         "flags": [str(f) for f in flags or []],
         "created_at": _now_iso(),
     }
-    path = _write(settings, key, description=description, body=str(body), meta=meta)
-    audit(settings, "draft", key, actor="reflection", source=meta["source"], flags=meta["flags"])
+    path = _write(settings, shared, key, description=description, body=str(body), meta=meta)
+    _audit(settings, shared, "draft", key, actor="reflection", source=meta["source"], flags=meta["flags"])
     return path
+
+
+def shared_of(runtime: Any) -> SharedDrafts | None:
+    """The shared store's drafts (`[storage] url`), drafts this host kept before taken into it first; else None."""
+    shared = shared_drafts(runtime)
+    if shared is not None and not shared.adopted:
+        shared.adopted = True
+        shared.adopt(Settings.of(runtime).drafts, _local_draft)
+    return shared
+
+
+def _local_draft(folder: Path) -> LocalDraft:
+    """A draft folder as (key, slug, files, meta), for the shared store."""
+    key = folder.name
+    slug = slug_of(key)
+    files = folder_files(folder, without=("draft.json",))
+    if files is None:
+        raise SkillError(f"{folder}: cannot read its files")
+    return key, slug, files, _read_meta(folder)
 
 
 def _read_meta(folder: Path) -> dict[str, Any]:
@@ -211,7 +226,7 @@ def _read_meta(folder: Path) -> dict[str, Any]:
 
 
 def read_draft(settings: Settings, key: str) -> Draft:
-    """One pending draft, with `error` set if it is not valid as it is."""
+    """One pending draft folder, with `error` set if it is not valid as it is."""
     folder = _draft_folder(settings, key)
     try:
         meta = _read_meta(folder)
@@ -234,6 +249,19 @@ def read_draft(settings: Settings, key: str) -> Draft:
     )
 
 
+def _stored_draft(settings: Settings, shared: SharedDrafts, key: str, files: Files, meta: dict[str, Any]) -> Draft:
+    """A draft of the shared store, with `error` set if it is not valid as it is."""
+    source = meta.get("source")
+    source = dict(source) if isinstance(source, dict) else {}
+    common = {"source": source, "flags": [str(f) for f in meta.get("flags") or []], "where": shared.where(key)}
+    try:
+        doc = validate_files(files, slug=slug_of(key), settings=settings)
+    except SkillError as exc:
+        return Draft(key, settings.drafts / key, text=files.get("SKILL.md", ""), error=str(exc), **common)
+    created = str(meta.get("created_at", ""))
+    return Draft(key, settings.drafts / key, doc.description, doc.text, created_at=created, **common)
+
+
 def _source_of(folder: Path) -> dict[str, Any]:
     """Whose session a draft came from, as far as its draft.json can say (an invalid draft still has an owner)."""
     try:
@@ -245,7 +273,9 @@ def _source_of(folder: Path) -> dict[str, Any]:
 
 def list_drafts(runtime: Any) -> list[Draft]:
     """Every pending draft, by key (hidden staging and archive folders are not drafts)."""
-    settings = Settings.of(runtime)
+    settings, shared = Settings.of(runtime), shared_of(runtime)
+    if shared is not None:
+        return [_stored_draft(settings, shared, key, files, meta) for key, files, meta in shared.pending()]
     if not settings.drafts.is_dir():
         return []
     names = sorted(p.name for p in settings.drafts.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -259,10 +289,24 @@ def list_drafts(runtime: Any) -> list[Draft]:
     return drafts
 
 
+def find_draft(runtime: Any, key: str) -> Draft | None:
+    """One pending draft by key, or None."""
+    slug_of(key)
+    return next((draft for draft in list_drafts(runtime) if draft.key == key), None)
+
+
+def drafts_where(runtime: Any) -> str:
+    """Where this home's pending drafts are kept, for people."""
+    shared = shared_of(runtime)
+    return shared.where() if shared is not None else str(Settings.of(runtime).drafts)
+
+
 def resolve_key(runtime: Any, name: str) -> str:
     """The draft key a person means by `name`: the key itself, or a slug only one pending draft has."""
     slug_of(name)  # a name that is neither a slug nor a key stops here, before any path is built
-    if "--" in name or (Settings.of(runtime).drafts / name).is_dir():
+    shared = shared_of(runtime)
+    exists = shared.get(name) is not None if shared is not None else (Settings.of(runtime).drafts / name).is_dir()
+    if "--" in name or exists:
         return name
     keys = sorted(d.key for d in list_drafts(runtime) if d.slug == name)
     if len(keys) > 1:
@@ -279,23 +323,39 @@ def _draft_folder(settings: Settings, key: str) -> Path:
 
 
 def approve_draft(runtime: Any, key: str, *, actor: str) -> Decision:
-    """Install a validated draft into the skills folder as its slug, commit it, audit it."""
-    settings = Settings.of(runtime)
-    draft = _draft_folder(settings, key)
+    """Install a validated draft into the skills folder as its slug, commit it, audit it.
+
+    With a shared store the draft is decided (once, whichever host asks first) and its skill stored
+    for every host, then installed here; the other hosts install it at their next session start.
+    """
+    settings, shared = Settings.of(runtime), shared_of(runtime)
     slug = slug_of(key)
-    validate_skill(draft, slug=slug, limits=settings.limits, require_manifest=True)
     target = settings.skills / slug
-    replaced = target.exists()
-    with _staging(settings.skills) as staging:
-        staged = staging / slug
-        shutil.copytree(draft, staged, symlinks=True, ignore=shutil.ignore_patterns("draft.json"))
-        validate_skill(staged, slug=slug, limits=settings.limits, require_manifest=True)
-        _swap_in(staged, target)
-    shutil.rmtree(draft)
+    if shared is not None:
+        files, replaced = shared.approve(key, slug=slug, actor=actor)
+        try:
+            shared.install(slug, files)
+            shared.installed(slug, files)
+        except (OSError, SkillError) as exc:  # decided and stored: the next session start installs it here
+            _audit(settings, shared, "approve", key, actor=actor, path=str(target), commit=None, replaced=replaced)
+            return Decision(
+                f"skill:{key}", target, f"approved skill {slug} for every host; not installed here yet: {exc}"
+            )
+    else:
+        draft = _draft_folder(settings, key)
+        validate_skill(draft, slug=slug, limits=settings.limits, require_manifest=True)
+        replaced = target.exists()
+        with staging(settings.skills) as scratch:
+            staged = scratch / slug
+            shutil.copytree(draft, staged, symlinks=True, ignore=shutil.ignore_patterns("draft.json"))
+            validate_skill(staged, slug=slug, limits=settings.limits, require_manifest=True)
+            swap_in(staged, target)
+        shutil.rmtree(draft)
     commit = git_commit(target, f"Approve skill {slug} (by {actor})")
-    audit(settings, "approve", key, actor=actor, path=str(target), commit=commit, replaced=replaced)
+    _audit(settings, shared, "approve", key, actor=actor, path=str(target), commit=commit, replaced=replaced)
     note = f"committed {commit[:10]}" if commit else "not committed (no git repository)"
-    return Decision(f"skill:{key}", target, f"approved skill {slug}: installed in {target}, {note}", commit)
+    everywhere = "; every host installs it from the shared store" if shared is not None else ""
+    return Decision(f"skill:{key}", target, f"approved skill {slug}: installed in {target}, {note}{everywhere}", commit)
 
 
 def approve(runtime: Any, key: str, *, actor: str) -> Path:
@@ -303,34 +363,63 @@ def approve(runtime: Any, key: str, *, actor: str) -> Path:
     return approve_draft(runtime, key, actor=actor).path
 
 
-def reject(runtime: Any, key: str, *, actor: str, reason: str) -> Path:
-    """Archive a draft with the reason; returns the archive folder."""
-    settings = Settings.of(runtime)
+def reject(runtime: Any, key: str, *, actor: str, reason: str) -> Path | str:
+    """Archive a draft with the reason; returns the archive folder (with a shared store, where it went)."""
+    settings, shared = Settings.of(runtime), shared_of(runtime)
+    reason = reason.strip() or "(no reason given)"
+    if shared is not None:
+        slug_of(key)
+        shared.reject(key, actor=actor, reason=reason)
+        where = f"{shared.db.where}, table rejected"
+        _audit(settings, shared, "reject", key, actor=actor, reason=reason, path=where)
+        return where
     draft = _draft_folder(settings, key)
     archive = settings.drafts / ".rejected" / f"{key}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
     archive.parent.mkdir(parents=True, exist_ok=True)
     os.rename(draft, archive)
-    reason = reason.strip() or "(no reason given)"
     record = {"slug": slug_of(key), "key": key, "actor": actor, "reason": reason, "rejected_at": _now_iso()}
     (archive / "rejection.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    audit(settings, "reject", key, actor=actor, reason=reason, path=str(archive))
+    _audit(settings, shared, "reject", key, actor=actor, reason=reason, path=str(archive))
     return archive
 
 
 def edit(runtime: Any, key: str, *, actor: str, text: str) -> Path:
     """Replace a draft's instructions (the SKILL.md body) with text; it stays pending."""
-    settings = Settings.of(runtime)
-    current = read_draft(settings, key)
+    settings, shared = Settings.of(runtime), shared_of(runtime)
+    if shared is not None:
+        slug_of(key)
+        stored = shared.get(key)
+        if stored is None:
+            raise shared.decided(key)
+        current = _stored_draft(settings, shared, key, *stored)
+        meta = stored[1]
+    else:
+        current = read_draft(settings, key)
+        meta = _read_meta(current.path)
     if current.error:
         raise SkillError(current.error)
-    meta = _read_meta(current.path) | {"edited_by": actor, "edited_at": _now_iso()}
-    path = _write(settings, key, description=current.description, body=text, meta=meta)
-    audit(settings, "edit", key, actor=actor)
+    meta = meta | {"edited_by": actor, "edited_at": _now_iso()}
+    if shared is not None:
+        files = skill_files(settings, slug_of(key), description=current.description, body=text)
+        validate_files(files, slug=slug_of(key), settings=settings)
+        if not shared.replace(key, files=files, meta=meta):
+            raise shared.decided(key)
+        path = settings.drafts / key
+    else:
+        path = _write(settings, None, key, description=current.description, body=text, meta=meta)
+    _audit(settings, shared, "edit", key, actor=actor)
     return path
 
 
 def audit(settings: Settings, action: str, key: str, *, actor: str, **details: Any) -> None:
-    """Append one action on the draft `key` to the audit log."""
+    """Append one action on the draft `key` to this host's audit log (`audit.jsonl`)."""
+    _audit(settings, None, action, key, actor=actor, **details)
+
+
+def _audit(
+    settings: Settings, shared: SharedDrafts | None, action: str, key: str, *, actor: str, **details: Any
+) -> None:
+    """Append one action on the draft `key` to the audit log: the shared store's, else this host's file."""
     entry = {
         "at": time.time(),
         "action": action,
@@ -340,6 +429,9 @@ def audit(settings: Settings, action: str, key: str, *, actor: str, **details: A
         "actor": actor,
         **details,
     }
+    if shared is not None:
+        shared.audit(entry)
+        return
     settings.audit.parent.mkdir(parents=True, exist_ok=True)
     with _audit_lock, settings.audit.open("a", encoding="utf-8") as out:
         out.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
@@ -347,6 +439,9 @@ def audit(settings: Settings, action: str, key: str, *, actor: str, **details: A
 
 def read_audit(runtime: Any) -> list[dict[str, Any]]:
     """Every audit entry, oldest first."""
+    shared = shared_of(runtime)
+    if shared is not None:
+        return shared.audit_log()
     path = Settings.of(runtime).audit
     if not path.exists():
         return []
@@ -357,7 +452,7 @@ def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> di
     """Delete the drafts (pending and rejected) reflected from the peer's sessions and blank their
     audit entries, never another peer's. An installed skill drafted from them is the humans' file:
     each is logged (file and line) for a person to edit and counted, never edited here."""
-    settings = Settings.of(runtime)
+    settings, shared = Settings.of(runtime), shared_of(runtime)
 
     def theirs(source: Any) -> bool:
         return (
@@ -366,6 +461,41 @@ def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> di
             and thread in (None, source.get("thread"))
         )
 
+    installed: set[str] = set()
+
+    def pick(entries: list[dict[str, Any]]) -> list[bool]:
+        """Which audit entries are the peer's: their drafts and what was done to those (a key two owners
+        share, from before drafts had owner keys, is left)."""
+        drafted = [e for e in entries if e.get("action") == "draft"]
+        keys = {_key(e) for e in drafted if theirs(e.get("source"))}
+        others = {_key(e) for e in drafted if not theirs(e.get("source"))}
+
+        def forgotten(entry: dict[str, Any]) -> bool:
+            if entry.get("action") == "draft":
+                return theirs(entry.get("source"))
+            return _key(entry) in keys and _key(entry) not in others
+
+        picked = [forgotten(e) for e in entries]
+        approved = [e for e, gone in zip(entries, picked, strict=True) if gone and e.get("action") == "approve"]
+        installed.update(str(e.get("slug")) for e in approved)
+        return picked
+
+    if shared is not None:
+        deleted, blanked = shared.forget(peer=peer, workspace=workspace, thread=thread, pick=pick)
+    else:
+        deleted, blanked = _forget_files(settings, theirs, pick)
+    to_edit = [settings.skills / slug / "SKILL.md" for slug in sorted(installed)]
+    to_edit = [path for path in to_edit if path.is_file()]
+    for path in to_edit:
+        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        logger.warning("%s:1-%d: approved skill drafted from forgotten peer %s; edit it by hand", path, lines, peer)
+    return {"skill drafts": deleted, "audit entries blanked": blanked, "approved files to edit": len(to_edit)}
+
+
+def _forget_files(
+    settings: Settings, theirs: Callable[[Any], bool], pick: Callable[[list[dict[str, Any]]], list[bool]]
+) -> tuple[int, int]:
+    """Forget in this host's files: the peer's draft folders deleted, their audit entries blanked."""
     folders = [p for p in settings.drafts.glob("*") if p.is_dir() and not p.name.startswith(".")]
     folders += [p for p in (settings.drafts / ".rejected").glob("*") if p.is_dir()]
     deleted = 0
@@ -379,31 +509,18 @@ def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> di
             deleted += 1
     with _audit_lock:
         entries = [json.loads(line) for line in _audit_lines(settings)]
-        drafted = [e for e in entries if e.get("action") == "draft"]
-        keys = {_key(e) for e in drafted if theirs(e.get("source"))}
-        others = {_key(e) for e in drafted if not theirs(e.get("source"))}  # a key two owners share: an old slug
-
-        def forgotten(entry: dict[str, Any]) -> bool:
-            if entry.get("action") == "draft":
-                return theirs(entry.get("source"))
-            return _key(entry) in keys and _key(entry) not in others
-
-        installed = {e.get("slug") for e in entries if e.get("action") == "approve" and forgotten(e)}
+        picked = pick(entries)
         kept = [
-            {"at": e.get("at"), "action": e.get("action"), "forgotten": True} if forgotten(e) else e for e in entries
+            {"at": e.get("at"), "action": e.get("action"), "forgotten": True} if gone else e
+            for e, gone in zip(entries, picked, strict=True)
         ]
-        blanked = sum(1 for e in entries if forgotten(e))
+        blanked = sum(picked)
         if blanked:
             staged = settings.audit.with_name(f".{settings.audit.name}.tmp")
             lines = "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in kept)
             staged.write_text(lines, encoding="utf-8")
             os.replace(staged, settings.audit)
-    to_edit = [settings.skills / str(slug) / "SKILL.md" for slug in sorted(installed)]
-    to_edit = [path for path in to_edit if path.is_file()]
-    for path in to_edit:
-        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
-        logger.warning("%s:1-%d: approved skill drafted from forgotten peer %s; edit it by hand", path, lines, peer)
-    return {"skill drafts": deleted, "audit entries blanked": blanked, "approved files to edit": len(to_edit)}
+    return deleted, blanked
 
 
 def _key(entry: dict[str, Any]) -> str:

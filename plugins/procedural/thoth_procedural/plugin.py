@@ -24,6 +24,7 @@ from .defaults import copy_defaults
 from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
 from .persona import PersonaError, load_persona
 from .settings import DEFAULTS, NAME, Settings
+from .shared import sync_skills
 from .skills import discover, load_skill, skill_block
 from .tools import load_skill_tool, run_load_skill
 from .validate import SkillError
@@ -47,9 +48,11 @@ class SessionContext:
 
 
 def load_context(runtime: Any) -> SessionContext:
-    """Read the persona, knowledge notes, skills index and reflexion records."""
+    """Read the persona, knowledge notes, skills index and reflexion records (skills approved on other hosts
+    written here first, with a shared store)."""
     settings = Settings.of(runtime)
     errors: list[str] = []
+    sync_skills(runtime)
     frontmatter.recall(runtime.home / NAME)
 
     def persona_error(exc: PersonaError) -> None:
@@ -244,6 +247,23 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
     receipt = drafts.forget(runtime, peer=peer, workspace=workspace, thread=thread)
     frontmatter.forget(runtime.home / NAME)
     return {k: v for k, v in receipt.items() if v} or None
+
+
+@hookimpl
+def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
+    """With a shared store: warnings for what this host keeps apart from it (old draft folders, differing skills)."""
+    shared = drafts.shared_of(runtime)  # this host's older draft folders taken into the store first
+    if shared is None:
+        return None
+    sync_skills(runtime)
+    settings = Settings.of(runtime)
+    lines: list[tuple[bool | None, str]] = [(None, why) for _, why in sorted(shared.conflicts.items())]
+    lines += [
+        (None, f"procedural: skill draft {settings.drafts / key} is kept on this host only (its key waits in the"
+         " shared store with other files); approve or reject that one, then delete this folder")
+        for key in shared.local_drafts(settings.drafts)
+    ]  # fmt: skip
+    return lines or [(True, f"procedural: skill drafts and approved skills are shared ({shared.where()})")]
 
 
 @hookimpl

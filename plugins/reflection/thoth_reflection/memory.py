@@ -5,6 +5,10 @@ Reflection owns two marked sections and leaves the rest of the file alone: the s
 (appended at session end, folded into the snapshot each night). Writes are atomic and
 serialised per file.
 
+With `[storage] url` set, both sections live in the shared store (`thoth_core.sections`): every
+host's working layer shows what any host wrote, and this host's file is a copy. Without it the
+file is all there is.
+
 Every line written from a session or an episode ends with its owner's tag,
 `<!-- peer:alice ws:default -->`; the working layer shows a line only to that peer in that
 workspace (untagged lines, e.g. ones a person wrote, show to everyone) and `forget` deletes them.
@@ -14,9 +18,11 @@ from __future__ import annotations
 
 import re
 import threading
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from thoth_core.owners import Owner, split_owner, tagged
+from thoth_core.sections import HomeSections
 from thoth_core.storage import write_atomic
 
 SECTIONS = {"snapshot": "Snapshot", "notes": "Recent notes"}
@@ -35,14 +41,21 @@ def _lock(path: Path) -> threading.Lock:
 
 
 class MemoryFile:
-    """Reflection's sections of the persona memory file."""
+    """Reflection's sections of the persona memory file (`sections`: kept where the home keeps them, e.g. shared)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sections: HomeSections | None = None) -> None:
         self.path = path
+        self.sections = sections
 
     def text(self) -> str:
-        """The whole file ('' when missing)."""
+        """The whole file ('' when missing), its sections as every host sees them."""
+        if self.sections is not None:
+            return self.sections.read(self.path)
         return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+
+    def _locked(self) -> AbstractContextManager[object]:
+        """No other writer of the file meanwhile: this process's threads (and every host, when shared)."""
+        return self.sections.lock(self.path) if self.sections is not None else _lock(self.path)
 
     def section(self, name: str) -> str:
         """The body of one of reflection's sections ('' when absent)."""
@@ -52,7 +65,7 @@ class MemoryFile:
 
     def replace_section(self, name: str, body: str) -> bool:
         """Set one section's body; returns whether the file changed."""
-        with _lock(self.path):
+        with self._locked():
             return self._write(self._with_section(self.text(), name, body.strip()))
 
     def notes(self) -> list[tuple[str, str]]:
@@ -65,7 +78,7 @@ class MemoryFile:
 
     def append_notes(self, notes: list[str], *, day: str, owner: Owner | None = None) -> list[str]:
         """Append notes not already in the file, tagged with their owner; returns those appended."""
-        with _lock(self.path):
+        with self._locked():
             text = self.text()
             current = self._section_of(text, "notes")
             present = {line.strip() for line in (current + "\n" + self._section_of(text, "snapshot")).splitlines()}
@@ -85,7 +98,7 @@ class MemoryFile:
 
     def drop_notes(self, consumed: list[tuple[str, str]]) -> None:
         """Remove notes that were folded into the snapshot."""
-        with _lock(self.path):
+        with self._locked():
             text = self.text()
             gone = {f"- [{day}] {note}" for day, note in consumed}
             kept = [
@@ -97,11 +110,11 @@ class MemoryFile:
 
     def forget(self, owner: Owner) -> int:
         """Delete every line tagged with this owner, anywhere in the file; returns how many."""
-        with _lock(self.path):
+        with self._locked():
             lines = self.text().splitlines(keepends=True)
             kept = [line for line in lines if split_owner(line.rstrip("\n"))[1] != owner]
             if len(kept) < len(lines):
-                write_atomic(self.path, "".join(kept))
+                self._write("".join(kept))
             return len(lines) - len(kept)
 
     def _section_of(self, text: str, name: str) -> str:
@@ -118,7 +131,10 @@ class MemoryFile:
     def _write(self, text: str) -> bool:
         if text == self.text():
             return False
-        write_atomic(self.path, text)
+        if self.sections is not None:
+            self.sections.write(self.path, text)
+        else:
+            write_atomic(self.path, text)
         return True
 
 

@@ -46,7 +46,6 @@ from .importance import (
     render,
     similarity,
 )
-from .memory import MemoryFile
 from .reflect import records
 from .schema import Consolidation, utc_day
 from .settings import State, state
@@ -365,7 +364,7 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
 async def _nightly(st: State, runtime: Any, now: float) -> dict[str, Any]:
     """The nightly job, while this worker holds its claim."""
     day = utc_day(now)
-    memory = MemoryFile(st.path(st.settings.memory_file))
+    memory = st.memory()
     material = Material(redactor=redactor_of(st), approved=approved_notes(st))
     gather(st, material, now)
     material.notes = memory.notes()

@@ -13,7 +13,6 @@ from thoth_core.runtime import Command
 from . import reflexion  # queue, reflect and writers load when first needed: not before a turn's reply
 from .documents import documents
 from .importance import ARCHIVE_FILE
-from .memory import MemoryFile
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .settings import state
 from .transient import records_of
@@ -48,6 +47,24 @@ def approvals(runtime: Any) -> list[dict[str, Any]]:
     from . import queue
 
     return queue.pending_items(state(runtime))
+
+
+@hookimpl
+def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
+    """With a shared store (`[storage] url`): the queue and MEMORY.md's sections are shared; the files an approval
+    writes are this host's (a warning naming them)."""
+    if not state(runtime).store.shared:
+        return None
+    settings = state(runtime).settings
+    return [
+        (True, f"reflection: the approval queue and {settings.memory_file}'s notes and snapshot are shared"),
+        (
+            None,
+            f"reflection: approved persona rules ({settings.observations_file}), knowledge notes"
+            f" ({settings.knowledge_dir}/) and reflexion records ({settings.reflexion_dir}/) are written on the host"
+            " that approves them; other hosts get them through git (commit and pull)",
+        ),
+    ]
 
 
 @hookimpl
@@ -105,8 +122,12 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
     transient = records(st).delete_sessions(sessions)
     with store.lock:  # the deleted rows' old pages stay in the WAL (SQLite) or as dead tuples (PostgreSQL) until then
         erased = store.db.scrub(tables=SCRUBBED)
+    memory = st.memory()
+    memory_lines = memory.forget((peer, workspace))
+    if memory_lines and memory.sections is not None:
+        memory.sections.scrub()  # the shared store's old row versions held the lines
     receipt = {
-        "memory lines": MemoryFile(st.path(st.settings.memory_file)).forget((peer, workspace)),
+        "memory lines": memory_lines,
         "archived memory lines": archived,
         "queued items": len(items),
         "check-ins": check_ins,

@@ -35,7 +35,7 @@ from thoth_core.types import new_id
 
 from . import reflexion_files
 from .claims import claimed
-from .memory import MemoryFile, append_knowledge
+from .memory import append_knowledge
 from .schema import SLUG, utc_day
 from .settings import NAME, State
 
@@ -385,12 +385,12 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
     if kind == "memory-note":
         source = item["source"]
         owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
-        MemoryFile(st.path(st.settings.memory_file)).append_notes([text], day=utc_day(time.time()), owner=owner)
+        st.memory().append_notes([text], day=utc_day(time.time()), owner=owner)
         return str(st.settings.memory_file)
     if kind == RESTORE_KIND:  # back among the notes; the next nightly folds it into the snapshot, as approved
         source = item["source"]
         owner = (source["peer"], source["workspace"]) if source.get("peer") and source.get("workspace") else None
-        MemoryFile(st.path(st.settings.memory_file)).append_notes([text], day=item["payload"]["day"], owner=owner)
+        st.memory().append_notes([text], day=item["payload"]["day"], owner=owner)
         return f"{st.settings.memory_file} (restored)"
     if kind == "user-model":
         return await _send_identity_update(st, item, text, actor)

@@ -9,7 +9,9 @@ from typing import Any
 
 from thoth_core import Model
 from thoth_core.config import declared_keys, unknown
+from thoth_core.sections import home_sections
 
+from .memory import MemoryFile
 from .policy import DEFAULT_AUTO_APPLY, check_policy  # not .tiers: its word tables compile in ~20 ms
 from .store import Store
 
@@ -142,6 +144,10 @@ class State:
     def path(self, relative: str) -> Path:
         """A project file named in the settings (relative to the project root)."""
         return Path(self.runtime.config.root) / relative
+
+    def memory(self) -> MemoryFile:
+        """The persona memory file, its sections where the home keeps them (the shared store, with `[storage] url`)."""
+        return MemoryFile(self.path(self.settings.memory_file), home_sections(self.runtime))
 
     @property
     def founders(self) -> list[str]:

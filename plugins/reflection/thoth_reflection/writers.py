@@ -16,7 +16,6 @@ from thoth_core import Session
 from thoth_core.redact import redactor_of
 
 from . import queue, tiers
-from .memory import MemoryFile
 from .schema import check_at_seconds, utc_day
 from .settings import State
 
@@ -57,9 +56,7 @@ def write_result(st: State, result: dict[str, Any], session: Session) -> dict[st
                 )
             )
     added = (
-        MemoryFile(st.path(st.settings.memory_file)).append_notes(
-            clean, day=utc_day(time.time()), owner=(session.peer, session.workspace)
-        )
+        st.memory().append_notes(clean, day=utc_day(time.time()), owner=(session.peer, session.workspace))
         if clean
         else []
     )

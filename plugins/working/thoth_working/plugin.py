@@ -1,5 +1,9 @@
 """L1 working memory: sessions survive restarts, turns and errors land in transcripts, MEMORY.md is read per session.
 
+MEMORY.md is read at session start; with a shared store (`[storage] url`) before each turn instead,
+its marked sections as the store holds them (`thoth_core.sections`), so a note written on any host
+shows on every host's next turn.
+
 A session resumes (same id, history restored from its transcript) when its stored record has
 not closed, this runtime is not ending it, and it was active within `[thoth] idle_minutes`; a
 thread has one open session whichever process opens it (`SessionStore.open`). It
@@ -25,6 +29,7 @@ from typing import Any
 from thoth_core import ContextBlock, Session, ThothError, Turn, count_tokens, hookimpl
 from thoth_core.owners import split_owner
 from thoth_core.runtime import MISSING_CONTEXT
+from thoth_core.sections import HomeSections, home_sections
 
 from .store import SessionStore
 from .transcripts import day_of
@@ -84,14 +89,24 @@ def state(runtime: Any) -> WorkingState:
     )
 
 
-def read_memory(path: Path) -> str:
-    """MEMORY.md's text; a missing file is empty, an unreadable one an error naming it."""
+def read_memory(path: Path, sections: HomeSections | None = None) -> str:
+    """MEMORY.md's text (its marked sections as every host sees them, when `sections` are shared);
+    a missing file is empty, an unreadable one an error naming it."""
     try:
+        if sections is not None:
+            return sections.read(path).strip()
         return path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return ""
     except (OSError, UnicodeDecodeError) as exc:
         raise ThothError(f"{path}: cannot read the auto-memory file: {exc}") from exc
+
+
+def session_memory(session: Session) -> str:
+    """The lines of MEMORY.md this session's peer may see."""
+    working = state(session.runtime)
+    text = read_memory(working.settings.memory_file, home_sections(session.runtime))
+    return visible_memory(text, peer=session.peer, workspace=session.workspace)
 
 
 def visible_memory(text: str, *, peer: str, workspace: str) -> str:
@@ -148,9 +163,10 @@ def session_start(session: Session) -> None:
     if stored is not None:  # another process (or an earlier one) opened this thread's session: continue it
         working.store.resume(session, stored, turns=working.settings.restore_turns)
     working.live[session.id] = session
+    if home_sections(runtime).shared:
+        return  # read before each turn instead: what another host wrote shows at once
     try:
-        text = read_memory(working.settings.memory_file)
-        working.memory[session.id] = visible_memory(text, peer=session.peer, workspace=session.workspace)
+        working.memory[session.id] = session_memory(session)
     except ThothError as exc:
         logger.error("%s", exc)
 
@@ -174,7 +190,8 @@ def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
     working.store.flush(session)  # the errors of a failed previous turn reach the transcript now
     working.store.catch_up(session, turns=working.settings.restore_turns)  # turns other workers answered since
     working.store.take_back_cut_short(session, turn.id)  # a turn kept cut short, run again: answered once
-    text = working.memory.get(session.id)
+    # shared: the store's sections each turn; a store that does not answer fails at once (counted missing context)
+    text = session_memory(session) if home_sections(session.runtime).shared else working.memory.get(session.id)
     return memory_block(session.runtime, text) if text else None
 
 
