@@ -217,3 +217,34 @@ async def test_in_an_outage_the_memory_block_is_missing_at_once_and_counted(host
             assert took < float(c.config.get("thoth.deadline")) + 1.0, took  # never a pool's wait
             assert memory_of(seen) == ""
             assert {call.plugin: call.status for call in seen.calls}["working"] == "error"  # counted missing
+
+
+async def test_doctor_warns_of_each_piece_of_state_still_kept_per_host_and_fails_on_none(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    import thoth_blackboard.plugin as blackboard
+
+    from thoth_core.doctor import diagnose
+
+    plugins = {**PLUGINS, "blackboard": blackboard}
+    shared = make_test_runtime(tmp_path / "C" / ".thoth", plugins, config={"storage": {"url": hosts.url}})
+    alone = make_test_runtime(tmp_path / "solo" / ".thoth", plugins, root=tmp_path / "solo")
+    try:
+        lines: list[str] = []
+        problems = await diagnose(shared, echo=lines.append)
+        warnings = sorted(line.split(";")[0] for line in lines if line.startswith("WARN"))
+        board = tmp_path / "C" / ".thoth" / "blackboard" / "board.db"
+        assert [w.split(": ")[:2] for w in warnings] == [
+            ["WARN blackboard", f"kept on this host only (sqlite, {board}) while [storage] url is shared"],
+            ["WARN reflection", "knowledge/"],
+            ["WARN reflection", "persona/RULES.md"],
+            ["WARN reflection", "reflexion/"],
+        ]
+        assert problems == sum(line.startswith("BAD") for line in lines)  # a warning is not a problem
+        assert "ok  procedural: skill drafts and approved skills are shared" in "\n".join(lines)
+        solo: list[str] = []
+        await diagnose(alone, echo=solo.append)
+        assert not [line for line in solo if line.startswith("WARN")]
+    finally:
+        await shared.aclose()
+        await alone.aclose()

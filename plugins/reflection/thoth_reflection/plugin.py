@@ -51,19 +51,19 @@ def approvals(runtime: Any) -> list[dict[str, Any]]:
 
 @hookimpl
 def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
-    """With a shared store (`[storage] url`): the queue and MEMORY.md's sections are shared; the files an approval
-    writes are this host's (a warning naming them)."""
+    """With a shared store (`[storage] url`): the queue and MEMORY.md's sections are shared; each kind of file an
+    approval writes on the approving host only is one warning."""
     if not state(runtime).store.shared:
         return None
     settings = state(runtime).settings
-    return [
-        (True, f"reflection: the approval queue and {settings.memory_file}'s notes and snapshot are shared"),
-        (
-            None,
-            f"reflection: approved persona rules ({settings.observations_file}), knowledge notes"
-            f" ({settings.knowledge_dir}/) and reflexion records ({settings.reflexion_dir}/) are written on the host"
-            " that approves them; other hosts get them through git (commit and pull)",
-        ),
+    per_host = {
+        settings.observations_file: "persona rules and guidelines approved from reflection are appended",
+        f"{settings.knowledge_dir}/": "knowledge notes promoted from reflection records are written",
+        f"{settings.reflexion_dir}/": "reflexion records are written (committed when the home is a git repository)",
+    }
+    return [(True, f"reflection: the approval queue and {settings.memory_file}'s notes and snapshot are shared")] + [
+        (None, f"reflection: {where}: {what} on the approving host only; other hosts get them through git (pull)")
+        for where, what in per_host.items()
     ]
 
 
