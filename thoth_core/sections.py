@@ -28,7 +28,9 @@ from .database import Database, PostgresDatabase, storage_url
 from .storage import write_atomic
 
 STATE_KEY = "thoth.sections"  # this runtime's HomeSections in `Runtime.plugin_state`
-SECTION = re.compile(r"<!-- thoth:(?P<name>[a-z][a-z0-9_-]*) -->\n?(?P<body>.*?)\n?<!-- /thoth:(?P=name) -->", re.DOTALL)
+SECTION = re.compile(
+    r"<!-- thoth:(?P<name>[a-z][a-z0-9_-]*) -->\n?(?P<body>.*?)\n?<!-- /thoth:(?P=name) -->", re.DOTALL
+)
 POSTGRES = [
     """
     CREATE TABLE sections (path TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, place INTEGER NOT NULL,

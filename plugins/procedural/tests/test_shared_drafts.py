@@ -32,7 +32,8 @@ async def hosts(tmp_path: Path) -> Any:
 
     def make(name: str, config: dict[str, Any], plugins: dict[str, Any] | None = None) -> Runtime:
         root = tmp_path / name
-        runtime = make_test_runtime(root / ".thoth", {"procedural": plugin, **(plugins or {})}, config=config, root=root)
+        plugins = {"procedural": plugin, **(plugins or {})}
+        runtime = make_test_runtime(root / ".thoth", plugins, config=config, root=root)
         made.append(runtime)
         return runtime
 

@@ -159,10 +159,11 @@ class SharedDrafts:
             if row is None:
                 raise self.decided(key)
             self._decision(tx, key, row, "reject", actor)
+            now = time.time()
             tx.execute(
                 "INSERT INTO rejected (key, workspace, peer, thread, files, meta, actor, reason, at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, row["workspace"], row["peer"], row["thread"], row["files"], row["meta"], actor, reason, time.time()),
+                (key, row["workspace"], row["peer"], row["thread"], row["files"], row["meta"], actor, reason, now),
             )
 
     @staticmethod
