@@ -248,3 +248,34 @@ async def test_doctor_warns_of_each_piece_of_state_still_kept_per_host_and_fails
     finally:
         await shared.aclose()
         await alone.aclose()
+
+
+def test_notes_two_hosts_append_at_once_are_all_kept(tmp_path: Path, storage_url: str) -> None:
+    from thoth_reflection.memory import MemoryFile
+
+    from thoth_core.config import Config
+    from thoth_core.sections import HomeSections
+
+    storage = {"storage": {"url": storage_url}}
+    homes = [HomeSections(Config(data=storage, path=tmp_path / h / "thoth.toml")) for h in "AB"]
+    files = [MemoryFile(tmp_path / h / "persona" / "MEMORY.md", homes[i]) for i, h in enumerate("AB")]
+    start = threading.Barrier(2)
+
+    def append(i: int) -> None:
+        start.wait()
+        for n in range(10):
+            files[i].append_notes([f"host {i} note {n}"], day="2026-12-01", owner=("ann", "default"))
+
+    try:
+        threads = [threading.Thread(target=append, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        for memory in files:
+            notes = [text for _, text in memory.notes()]
+            wanted = [f"host {i} note {n} " for i in (0, 1) for n in range(10)]
+            assert len(notes) == 20 and all(any(w in t for t in notes) for w in wanted)
+    finally:
+        for home in homes:
+            home.close()
