@@ -205,9 +205,8 @@ async def test_missing_key_and_bad_options_are_clear(make_runtime, monkeypatch):
     ):
         runtime.model()
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
-    runtime = make_runtime({}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": {"timeout": "soon"}}})
     with pytest.raises(ConfigError, match=r"models.anthropic.timeout: expected a non-negative number up to 86,400, got 'soon'"):
-        runtime.model()
+        make_runtime({}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": {"timeout": "soon"}}})
 
 
 async def test_tools_pass_through_and_handlers_answer_tool_calls(claude, fake_anthropic):

@@ -134,6 +134,11 @@ def cli(verbose: int) -> None:
 @click.option("--frontend", default=None, help="Frontend to start (default: [thoth] frontend, else the TUI).")
 def chat(peer: str, thread: str | None, frontend: str | None) -> None:
     """Chat with the agent in the default frontend."""
+    from .inputs import check_name
+
+    check_name("peer", peer)  # before a frontend starts (the runtime refuses it too, at the first turn)
+    if thread is not None:
+        check_name("thread", thread)
     rt = runtime()
     frontends = rt.registry("register_frontends")
     name = frontend or rt.config.get("thoth.frontend") or ("tui" if "tui" in frontends else "repl")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .inputs import name_problem
 from .pii_rules import PII_KINDS
 from .types import DEFAULT_AGENT, LAYERS
 
@@ -53,6 +54,10 @@ DEFAULTS: dict[str, Any] = {
 LIMITS = {f"budget.{key}": 10_000_000 for key in ("total", "history", "message", "per_plugin")} | {
     "thoth.max_tokens": 10_000_000
 }
+DAY = 86_400
+# Upper bounds of times (1e308 seconds overflow a timer): a day of seconds, a year of idle minutes.
+TIME_LIMITS = {"thoth.deadline": DAY, "thoth.background_deadline": DAY, "thoth.exit_deadline": DAY}
+TIME_LIMITS |= {"thoth.idle_minutes": 366 * 24 * 60}
 
 # key -> (type, description) for the keys the core owns.
 SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
@@ -268,6 +273,18 @@ def validate(config: Config) -> None:
         if config.get(key) is not None and not 0 < config.get(key) < limit:
             bound = f"below {limit:,}" if limit < math.inf else "finite"
             raise config.error(key, f"must be positive and {bound}, got {config.get(key)!r}")
+    for key, limit in TIME_LIMITS.items():
+        if config.get(key) is not None and config.get(key) > limit:
+            unit = "minutes" if key.endswith("minutes") else "seconds"
+            raise config.error(key, f"must be at most {limit:,} {unit}, got {config.get(key)!r}")
+    for key in ("thoth.workspace", "thoth.owner"):
+        problem = name_problem(config.get(key)) if config.get(key) is not None else None
+        if problem:
+            raise config.error(key, f"{problem}, got {config.get(key)!r}")
+    for person in config.get("thoth.founders") or []:
+        problem = name_problem(person)
+        if problem:
+            raise config.error("thoth.founders", f"each founder {problem}, got {person!r}")
     for key in ("bundle.max_file_mb", "bundle.max_section_mb", "bundle.max_total_mb"):
         config.number(key, config.get(key), positive=True, high=1 << 30)  # up to a petabyte
     config.number("bundle.max_ratio", config.get("bundle.max_ratio"), low=1, high=1e6)
@@ -302,9 +319,11 @@ def validate(config: Config) -> None:
         for key in ("deadline", "background_deadline"):
             value = table.get(key)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= DAY
             ):
-                raise config.error(f"plugins.{name}.{key}", f"expected a positive number of seconds, got {value!r}")
+                raise config.error(
+                    f"plugins.{name}.{key}", f"expected a positive number of seconds up to 86,400, got {value!r}"
+                )
 
 
 def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any]:

@@ -25,3 +25,7 @@ class ModelNotConfigured(ThothError):
 
 class ModelError(ThothError):
     """The model provider failed to answer a turn."""
+
+
+class InputError(ThothError):
+    """A name or message a person or frontend gave that cannot be used; says which and why (nothing was kept)."""

@@ -14,6 +14,7 @@ import pluggy
 from . import hookspecs
 from .config import ESSENTIAL, Config, check_plugin_tables, missing_plugins
 from .errors import ConfigError
+from .schema import check_plugin_values
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
     except pluggy.PluginValidationError as exc:
         raise ConfigError(f"plugin {exc.plugin!r}: {exc}") from exc
     check_plugin_tables(config, pm.get_plugins())
+    check_plugin_values(config, pm.get_plugins(), declared_only=True)  # at start, not when a layer reads it
     return pm
 
 

@@ -24,10 +24,12 @@ from .config import Config, agent_of, load_config
 from .database import reachable
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .home import default_home
+from .inputs import check_scope, check_text
 from .journal import TurnJournal
 from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model, preload_provider_sdk
 from .plugins import make_plugin_manager
 from .redact import Redactor
+from .schema import check_plugin_values
 from .tools import recorded
 from .types import Command, ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
 from .writes import StreamedReply, TurnWriter
@@ -77,6 +79,7 @@ class Runtime:
         self.writes = TurnWriter(self)
         self._recovered = False
         call_sync(self.pm, "configure", runtime=self)
+        check_plugin_values(self.config, self.pm.get_plugins())  # what no plugin checked: each default's type
 
     @classmethod
     def load(cls, path: Path | None = None, *, autoload: bool = True) -> Runtime:
@@ -92,6 +95,7 @@ class Runtime:
         configure = getattr(plugin, "configure", None)
         if configure is not None and getattr(configure, "thoth_impl", None) is not None:
             configure(runtime=self)
+        check_plugin_values(self.config, [plugin])
         self._models = self._commands = None
         return registered
 
@@ -166,7 +170,11 @@ class Runtime:
     # --- sessions ---------------------------------------------------------------------
 
     async def session(self, *, peer: str, thread: str, workspace: str | None = None) -> Session:
-        """The open session of (workspace, peer, thread), opening it if needed (the journal is replayed first)."""
+        """The open session of (workspace, peer, thread), opening it if needed (the journal is replayed first).
+
+        A bad name (empty, a control character, over 128 characters) raises InputError before anything is opened.
+        """
+        check_scope(peer=peer, thread=thread, workspace=workspace)
         if not self._recovered:
             self._recovered = True
             await self.recover()
@@ -282,7 +290,12 @@ class Runtime:
         on_delta: Callable[[str], Any] | None = None,
         turn_id: str | None = None,
     ) -> TurnResult:
-        """One whole turn (command or model reply, journaled as it goes); `turn_id` keeps a re-run turn once."""
+        """One whole turn (command or model reply, journaled as it goes); `turn_id` keeps a re-run turn once.
+
+        Bad names and text no store can keep (not UTF-8, a NUL) raise InputError before anything is kept.
+        """
+        check_scope(peer=peer, thread=thread, workspace=workspace)
+        check_text(text)
         session = await self.session(peer=peer, thread=thread, workspace=workspace)
         turn = Turn(text=text, peer=peer, thread=thread, workspace=session.workspace, agent=session.agent)
         turn.id = turn_id or turn.id
@@ -372,6 +385,7 @@ class Runtime:
         """Run a slash command; its errors come back as the reply text."""
         command = self.commands[name]
         try:
+            check_text(args, what="the text")  # callers other than `turn` (MCP's tools) come straight here
             output = command.handler(args=args, turn=turn, session=session, runtime=self)
             if inspect.isawaitable(output):
                 output = await output

@@ -38,6 +38,7 @@ from thoth_core.default_plugins.sdk import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     DEFAULT_TOOL_ROUNDS,
+    OPTION_RULES,
     ClientState,
     SDKModel,
     base_url,
@@ -62,6 +63,7 @@ CONFIG_DEFAULTS = {  # every key of [models.anthropic]; None: no default in the 
         "prices": None,
     }
 }
+CONFIG_SCHEMA = {"models.anthropic": OPTION_RULES}  # checked at start, not when the first turn builds the client
 # The largest value of each number option that is not surely a mistake.
 CACHE = {"type": "ephemeral"}
 KEY_HELP = "ANTHROPIC_API_KEY or [models.anthropic] api_key"

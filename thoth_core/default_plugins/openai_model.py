@@ -32,6 +32,7 @@ from thoth_core.default_plugins.sdk import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     DEFAULT_TOOL_ROUNDS,
+    OPTION_RULES,
     ClientState,
     SDKModel,
     base_url,
@@ -58,6 +59,7 @@ CONFIG_DEFAULTS = {  # every key of [models.openai]; None: no default in the fil
         "prices": None,
     }
 }
+CONFIG_SCHEMA = {"models.openai": OPTION_RULES}  # checked at start, not when the first turn builds the client
 KEY_HELP = "OPENAI_API_KEY or [models.openai] api_key"
 
 

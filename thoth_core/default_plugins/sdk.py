@@ -9,11 +9,19 @@ from collections.abc import Callable
 from typing import Any
 
 from thoth_core import ModelNotConfigured, Usage
+from thoth_core.schema import Number, Text
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_TOOL_ROUNDS = 4
 HIGHEST = {"timeout": 86_400.0, "max_retries": 100, "max_tool_rounds": 100, "max_tokens": 10_000_000}
+# The rules of every SDK provider's table, checked at start (thoth_core.schema); `common_options` reads the same.
+OPTION_RULES = {
+    "model": Text(max_length=256),
+    "base_url": Text(max_length=2048),
+    "timeout": Number(high=HIGHEST["timeout"]),
+    **{key: Number(high=HIGHEST[key], integer=True) for key in ("max_retries", "max_tool_rounds", "max_tokens")},
+}
 
 
 class SDKModel:

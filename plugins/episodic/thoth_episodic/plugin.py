@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, hookimpl
 from thoth_core.runtime import Command
+from thoth_core.schema import Choice, Number, Text
 
 from .embedder import MINILM_OPTIONS
 from .memory import NAME, STORE_OPTIONS, Settings, explain_hit, memory_for
@@ -25,6 +26,30 @@ RETIRE_EVERY = 3600.0
 # Every key of [plugins.episodic] the layer, its backends and its embedder read (the core refuses others).
 # A third-party backend or embedder declares its own keys the same way: {"plugins.episodic": {...}}.
 CONFIG_DEFAULTS = {f"plugins.{NAME}": {**vars(Settings()), **STORE_OPTIONS, **MINILM_OPTIONS}}
+
+
+class _AnnMode:
+    """`ann`: "auto", "exact" or "usearch"; "hnsw" too on the postgres backend (the default with `[storage] url`)."""
+
+    def check(self, config: Any, key: str, value: Any) -> None:
+        backend = config.get(f"plugins.{NAME}.backend") or ("postgres" if config.get("storage.url") else "sqlite")
+        Choice("auto", "exact", "usearch", *(["hnsw"] if backend == "postgres" else [])).check(config, key, value)
+
+
+# What the backends and the embedder read only when they first open: checked at start instead (thoth_core.schema).
+CONFIG_SCHEMA = {
+    f"plugins.{NAME}": {
+        "ann": _AnnMode(),
+        "synchronous": Choice("NORMAL", "FULL", "EXTRA", any_case=True),
+        "ann_min_rows": Number(high=1e9, integer=True),
+        "ann_expansion": Number(low=1, high=4096, integer=True),
+        "path": Text(),
+        "batch_size": Number(low=1, high=4096, integer=True),
+        "batch_tokens": Number(low=1, high=1_000_000, integer=True),
+        "max_tokens": Number(low=1, high=512, integer=True),
+        "threads": Number(high=1024, integer=True),
+    }
+}
 
 
 @hookimpl
