@@ -73,6 +73,31 @@ def test_hosts_share_the_sections_and_keep_the_rest_of_their_files(tmp_path: Pat
         b.close()
 
 
+def test_notes_hosts_kept_before_the_home_was_shared_are_merged_once_none_hidden(
+    tmp_path: Path, storage_url: str
+) -> None:
+    storage = {"storage": {"url": storage_url}}
+    a, b = (HomeSections(Config(data=storage, path=tmp_path / h / "thoth.toml"), tmp_path / h / ".thoth") for h in "ab")
+    path_a, path_b = tmp_path / "a" / "MEMORY.md", tmp_path / "b" / "MEMORY.md"
+    path_a.parent.mkdir()
+    path_b.parent.mkdir()
+    path_a.write_text(with_sections("# a\n", {"notes": "- shared line\n- only a"}))
+    path_b.write_text(with_sections("# b\n", {"notes": "- only b\n- shared line", "snapshot": "- b's snapshot"}))
+    try:
+        assert sections_of(a.read(path_a)) == {"notes": "- shared line\n- only a"}
+        both = {"notes": "- shared line\n- only a\n- only b", "snapshot": "- b's snapshot"}
+        assert sections_of(b.read(path_b)) == both  # b's own lines added after the store's, each once
+        assert sections_of(a.read(path_a)) == both
+        b.write(path_b, with_sections(b.read(path_b), {"notes": "- shared line"}))  # e.g. a nightly folded them
+        assert sections_of(a.read(path_a))["notes"] == "- shared line"  # a merged once: its file is not merged again
+        again = HomeSections(Config(data=storage, path=tmp_path / "a" / "thoth.toml"), tmp_path / "a" / ".thoth")
+        assert sections_of(again.read(path_a))["notes"] == "- shared line"  # nor by its next process
+        again.close()
+    finally:
+        a.close()
+        b.close()
+
+
 def test_the_lock_keeps_out_the_other_hosts_writers(tmp_path: Path, storage_url: str) -> None:
     storage = {"storage": {"url": storage_url}}
     a, b = sections(tmp_path / "a", storage), sections(tmp_path / "b", storage)
