@@ -155,6 +155,9 @@ async def test_a_new_turn_retries_at_once_and_the_journal_keeps_it_until_every_l
     await runtime.aclose()
 
 
+TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"  # split: the source holds no whole token
+
+
 def held_files(tmp_path: Path) -> list[Path]:
     """The files of held turns under the test's XDG_STATE_HOME (set by `thoth_env`)."""
     folder = Path(os.environ["XDG_STATE_HOME"]) / "thoth" / "held"
@@ -168,7 +171,7 @@ async def test_what_only_memory_holds_at_exit_is_kept_outside_the_home_and_the_n
     home = switch.folder
     runtime, layer = runtime_at(home)
     switch.read_only()
-    result = await runtime.turn("mail me at ann.lee@example.com", peer="ann", thread="t")
+    result = await runtime.turn(f"my token is {TOKEN}", peer="ann", thread="t")
     await runtime.drain()
     with caplog.at_level(logging.WARNING, logger="thoth_core.writes"):
         await runtime.aclose()
@@ -179,7 +182,7 @@ async def test_what_only_memory_holds_at_exit_is_kept_outside_the_home_and_the_n
     assert stat.S_IMODE(spill.stat().st_mode) == 0o600
     assert stat.S_IMODE(spill.parent.stat().st_mode) == 0o700
     raw = spill.read_text()
-    assert "ann.lee@example.com" not in raw and "[REDACTED:email]" in raw  # redacted as the journal keeps it
+    assert TOKEN not in raw and "[REDACTED:github-token]" in raw  # redacted as the journal keeps it
     assert result.turn.id in raw
     assert layer.lines() == [] and transcript_users(home) == []
 
@@ -188,8 +191,8 @@ async def test_what_only_memory_holds_at_exit_is_kept_outside_the_home_and_the_n
     await later.turn("back again", peer="bob", thread="u")  # its first session replays the journal
     await later.drain()
     await wait_until(lambda: len(layer.lines()) == 2, seconds=5)
-    assert sorted(layer.lines()) == ["back again -> Noted.", "mail me at [REDACTED:email] -> Noted."]
-    assert sorted(transcript_users(home)) == ["back again", "mail me at [REDACTED:email]"]
+    assert sorted(layer.lines()) == ["back again -> Noted.", "my token is [REDACTED:github-token] -> Noted."]
+    assert sorted(transcript_users(home)) == ["back again", "my token is [REDACTED:github-token]"]
     assert held_files(tmp_path) == [] and pending_on_disk(home) == []
     await later.aclose()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from .types import ContextBlock, Cut, Message, PluginCall
+from .types import ContextBlock, Cut, Message, PluginCall, quoted
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 MIN_USEFUL_TOKENS = 16
@@ -35,6 +35,19 @@ def truncate(text: str, max_tokens: int) -> str:
             break
         used, end = used + cost, m.end()
     return text[:end]
+
+
+def truncate_quoted(text: str, max_tokens: int) -> str:
+    """The longest prefix of text (whole pieces) that costs at most max_tokens once quoted, as a block renders it."""
+    ends = [m.end() for m in _PIECE.finditer(text)]
+    low, high = 0, len(ends)  # pieces kept; the quoted cost never falls as pieces are added
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens(quoted(text[: ends[middle - 1]])) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[: ends[low - 1]] if low else ""
 
 
 def block_tokens(block: ContextBlock) -> int:
@@ -83,7 +96,7 @@ def _fit(
             continue
         overhead = block_tokens(replace(block, text=""))
         room = room - used - overhead
-        text = truncate(block.text, room) if room >= MIN_USEFUL_TOKENS else ""
+        text = truncate_quoted(block.text, room) if room >= MIN_USEFUL_TOKENS else ""
         if text:
             kept.append(replace(block, text=text))
             used += block_tokens(kept[-1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -56,9 +57,19 @@ def new_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+# What could open or close a block, a comment or a chat-template token inside quoted text: `<` (or its
+# full-width and small forms) before a letter, `/`, `!`, `?` or `|`. Escaped, remembered text stays data.
+MARKUP_START = re.compile(r"[<\uff1c\ufe64](?=\s*[/!?|\w])")
+
+
+def quoted(text: str) -> str:
+    """Text with every markup opener escaped (`<tag` as `&lt;tag`), so it can sit inside a block."""
+    return MARKUP_START.sub("&lt;", text)
+
+
 @dataclass(frozen=True)
 class ContextBlock:
-    """One piece of the system prompt, contributed by one plugin of one layer."""
+    """One piece of the system prompt, contributed by one plugin of one layer; its text is always quoted."""
 
     tag: str
     text: str
@@ -68,8 +79,8 @@ class ContextBlock:
     plugin: str = ""
 
     def render(self) -> str:
-        """The block as it appears in the system prompt."""
-        return f"<{self.tag}>\n{self.text}\n</{self.tag}>"
+        """The block as it appears in the system prompt: its text cannot close it or open another."""
+        return f"<{self.tag}>\n{quoted(self.text)}\n</{self.tag}>"
 
 
 @dataclass(frozen=True)

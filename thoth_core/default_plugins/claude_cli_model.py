@@ -25,6 +25,7 @@ from typing import Any
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import system_with_schema
+from thoth_core.types import quoted
 
 DEFAULT_TIMEOUT = 300.0
 CONFIG_DEFAULTS = {  # every key of [models.claude-cli]; None: no default in the file
@@ -50,7 +51,7 @@ def prompt_text(request: ModelRequest) -> str:
     *earlier, last = request.messages
     if not earlier:
         return last.content
-    lines = [f"<{m.role}>\n{m.content}\n</{m.role}>" for m in earlier]
+    lines = [f"<{m.role}>\n{quoted(m.content)}\n</{m.role}>" for m in earlier]  # a message cannot close its tag
     return "<conversation>\n" + "\n".join(lines) + f"\n</conversation>\n\nReply to this message:\n{last.content}"
 
 

@@ -27,7 +27,7 @@ from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, 
 from thoth_core.answers import Attempt, InvalidAnswer, ask_for
 from thoth_core.budget import truncate
 from thoth_core.redact import Redactor, redactor_of
-from thoth_core.types import new_id
+from thoth_core.types import new_id, quoted
 
 from . import firewall, policy, queue, reflexion, schema, spans, tiers
 from .claims import claimed
@@ -63,8 +63,9 @@ def build_prompt(session: Session, reason: str, *, max_tokens: int, earlier: int
     """
     lines = []
     for turn in turns_of(session):
-        lines.append(f"[turn {turn.get('turn_id', '?')}] {session.peer}: {truncate(str(turn.get('user', '')), 800)}")
-        lines.append(f"agent: {truncate(str(turn.get('assistant', '')), 800)}")
+        said = quoted(truncate(str(turn.get("user", "")), 800))
+        lines.append(f"[turn {turn.get('turn_id', '?')}] {session.peer}: {said}")
+        lines.append(f"agent: {quoted(truncate(str(turn.get('assistant', '')), 800))}")
     kept: list[str] = []
     used = 0
     for line in reversed(lines):

@@ -26,7 +26,7 @@ from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, 
 from thoth_core.answers import InvalidAnswer, ask_for
 from thoth_core.budget import truncate
 from thoth_core.redact import redactor_of
-from thoth_core.types import new_id
+from thoth_core.types import new_id, quoted
 
 from . import reflexion_files
 from .settings import State, state
@@ -77,16 +77,16 @@ def build_prompt(session: Session, error: dict[str, Any], *, note: str = "") -> 
     """The user message of a reflexion request: the error, the failed message and the turns before it."""
     redact = redactor_of(session.runtime).redact
     lines = [
-        f"[turn {t.get('turn_id', '?')}] {session.peer}: {truncate(str(t.get('user', '')), 600)}\n"
-        f"agent: {truncate(str(t.get('assistant', '')), 600)}"
+        f"[turn {t.get('turn_id', '?')}] {session.peer}: {quoted(truncate(str(t.get('user', '')), 600))}\n"
+        f"agent: {quoted(truncate(str(t.get('assistant', '')), 600))}"
         for t in turns_in(session.transcript)[-RECENT_TURNS:]
     ]
-    said = f"\nThe person describes the problem as: {redact(note)}\n" if note else ""
+    said = f"\nThe person describes the problem as: {quoted(redact(note))}\n" if note else ""
     return (
         f"Session {session.id} with peer {session.peer!r} in thread {session.thread!r}.\n"
         f"<transcript>\n{chr(10).join(lines) or '(no answered turns before the failure)'}\n</transcript>\n"
-        f"<failed_turn>\n{session.peer}: {truncate(redact(str(error.get('user', ''))), 800)}\n"
-        f"error: {truncate(redact(str(error.get('error', ''))), 1500)}\n</failed_turn>\n{said}\n"
+        f"<failed_turn>\n{session.peer}: {quoted(truncate(redact(str(error.get('user', ''))), 800))}\n"
+        f"error: {quoted(truncate(redact(str(error.get('error', ''))), 1500))}\n</failed_turn>\n{said}\n"
         "Return the JSON object now."
     )
 
