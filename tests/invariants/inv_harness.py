@@ -229,6 +229,7 @@ class World:
         }
         env.update(ANTHROPIC_BASE_URL=self.anthropic.url, ANTHROPIC_API_KEY="test-key", PYTHONDONTWRITEBYTECODE="1")
         env["THOTH_LOAD_PLUGINS"] = "working,identity,episodic,procedural,reflection"
+        env["XDG_STATE_HOME"] = str(self.root / "state")  # turns held at exit (a read-only home): never the user's
         return env
 
     def _init_home(self) -> None:

@@ -41,7 +41,7 @@ KEPT_UNDER = {
     "kill": True,
     "concurrent": True,
     "disk-full": True,
-    "read-only": False,  # issue 35: a read-only data folder loses the turn
+    "read-only": True,
     "postgres-down": True,
     "honcho-hang": True,
     "honcho-down": True,
@@ -50,7 +50,7 @@ KEPT_UNDER = {
 ANSWERED_UNDER = {
     "disk-full": True,
     "read-only": True,
-    "postgres-down": False,  # issue 35: with PostgreSQL down a runtime does not start (no reply)
+    "postgres-down": True,
     "honcho-hang": True,
     "honcho-down": True,
 }
