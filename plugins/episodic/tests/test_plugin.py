@@ -93,7 +93,7 @@ async def test_recall_command_explains_each_hit_in_one_line_of_at_most_80_column
     hits = memory_for(runtime).recall("Montreal trip", workspace="default", peer="ann", k=5)
     assert len(lines) == len(hits) >= 3 and all(len(line) <= 80 for line in lines), lines
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    assert lines[0].startswith(f"1. {today} ann/t1  \"") and "…\"" in out  # the long turn is clipped
+    assert lines[0].startswith(f'1. {today} ann/t1  "') and '…"' in out  # the long turn is clipped
     ranked = [h for h in hits if h.bm25_rank is not None]
     assert len({h.bm25_rank for h in ranked}) >= 2  # BM25 ranked these hits differently ...
     for line, hit in zip(lines, hits, strict=True):
