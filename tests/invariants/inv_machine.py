@@ -276,6 +276,21 @@ class HomeMachine(RuleBasedStateMachine):
                 self.world.ledger.items[marker].decided = True
                 self.world.ledger.items[marker].approved = approve
 
+    @rule(pick=st.integers(0, 5), actor=PEERS, approve=st.booleans())
+    def stranger_decides(self, pick: int, actor: str, approve: bool) -> None:
+        """A peer tries to approve or reject another peer's waiting item: refused, and `isolated` sees it stay."""
+        seen = self.before
+        theirs = [item for item in seen.approvals if item.get("peer") not in (None, actor)] if seen else []
+        if not theirs:
+            return
+        item = theirs[pick % len(theirs)]
+        decision = "approve" if approve else "reject"
+        self._step(f"stranger-{decision}", actor, item=item["id"], about=item["peer"])
+        done = self.world.thoth("review", decision, item["id"], "--actor", actor)
+        self._code(f"thoth review {decision} (stranger)", done.returncode)
+        if done.returncode == 0:
+            self._fail(f"isolated: {actor} could {decision} {item['id']}, an item about {item['peer']}")
+
     @rule()
     def rebuild_index(self) -> None:
         """The ANN index is built again (SQLite: its files removed, rebuilt at the next recall; PostgreSQL: REINDEX)."""

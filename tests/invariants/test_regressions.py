@@ -177,3 +177,13 @@ def test_forget_after_an_import_on_postgres_leaves_nothing_in_any_table(postgres
     postgres_home.rebuild_index()
     postgres_home.roundtrip_bundle()
     postgres_home.promises()
+
+
+def test_a_stranger_can_neither_approve_nor_reject_another_peers_item(sqlite_home: Any) -> None:
+    sqlite_home.turn(peer="alice", thread="t1", agent="default")
+    sqlite_home.reap(agent="default")
+    sqlite_home.promises()
+    assert any(item.get("peer") == "alice" for item in sqlite_home.before.approvals), "nothing of alice's waits"
+    for approve in (True, False):
+        sqlite_home.stranger_decides(pick=0, actor="carol", approve=approve)
+        sqlite_home.promises()
