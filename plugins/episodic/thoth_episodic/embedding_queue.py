@@ -21,6 +21,8 @@ from dataclasses import replace
 from itertools import islice
 from typing import TYPE_CHECKING, TypeVar
 
+from thoth_core.database import StoreDown
+
 from .scoring import embed_text
 
 if TYPE_CHECKING:
@@ -151,8 +153,11 @@ class EmbeddingQueue:
                     scan_over = not found
                 if batch and not self._store_vectors(batch):
                     return
-            except Exception:  # noqa: BLE001 - a failing embedder or store must not kill the thread silently
-                logger.exception("episodic: embedding %d episodes failed; they stay BM25-only for now", len(batch))
+            except Exception as exc:  # noqa: BLE001 - a failing embedder or store must not kill the thread silently
+                if isinstance(exc, StoreDown):  # an outage is one line, no traceback
+                    logger.warning("episodic: %d episodes wait for a vector: %s", len(batch), exc)
+                else:
+                    logger.exception("episodic: embedding %d episodes failed; they stay BM25-only for now", len(batch))
                 failed |= batch.keys()
                 scan_over = scan
             with self._changed:
