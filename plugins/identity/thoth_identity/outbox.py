@@ -50,9 +50,7 @@ class Outbox:
         """With PostgreSQL, hold this claimer's lock (on a connection of its own) before its first claim."""
         if self._presence is not None or self.store.db.dialect != "postgres":
             return
-        import psycopg
-
-        conn = psycopg.connect(self.store.db.url, autocommit=True)  # type: ignore[attr-defined]
+        conn = self.store.db.circuit.connect(autocommit=True)  # type: ignore[attr-defined]  # StoreDown at once
         try:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self._lock_key(self.token),))
         except BaseException:
