@@ -1,6 +1,6 @@
 """Write-policy benchmark: how reflection's policy treats the hostile and benign corpora (JSON).
 
-Usage: python bench/write_policy.py. For each corpus of `thoth_reflection.policy_corpus` (hostile
+Usage: python bench/write_policy.py. For each corpus of `thoth_core.testing.policy_corpus` (hostile
 proposals in 21 languages besides English, in many forms; plain English facts; plain facts in
 other languages) and for the default policy (`["self-fact"]`) and the most permissive one (every
 tier but those always held), it prints how many items auto-apply and how many are held (by their
@@ -13,8 +13,10 @@ import json
 import time
 from collections import defaultdict
 
-from thoth_reflection import language, policy, tiers
-from thoth_reflection import policy_corpus as corpus
+from thoth_reflection import policy, tiers
+
+from thoth_core.testing import policy_corpus as corpus
+from thoth_core.write_policy import language
 
 POLICIES = {
     "default": list(policy.DEFAULT_AUTO_APPLY),

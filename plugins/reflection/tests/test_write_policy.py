@@ -1,7 +1,7 @@
 """The write policy holds in any language: only what it can read as a plain English fact about the
 speaker applies unreviewed (issue 36, item 4).
 
-The hostile corpus (`policy_corpus.HOSTILE`: 21 languages besides English, paraphrases, stories,
+The hostile corpus (`thoth_core.testing.policy_corpus.HOSTILE`: 21 languages besides English, paraphrases, stories,
 code, quotes, mixed, transliterated and hidden text) must apply nothing; the plain English facts must still apply; plain
 facts in other languages are held because the policy cannot judge them. The session tests drive real
 reflection runs with the replay model, including the issue's "Prefers French" identity update derived
@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from thoth_reflection import cues, language, policy, tiers
-from thoth_reflection import policy_corpus as corpus
+from thoth_reflection import policy, tiers
 from thoth_reflection.nightly import Material
 from thoth_reflection.settings import CONFIG_DEFAULTS
 
 from thoth_core import ConfigError
+from thoth_core.testing import policy_corpus as corpus
+from thoth_core.write_policy import cues, language
 
 DEFAULT = CONFIG_DEFAULTS["plugins.reflection"]["auto_apply"]
 PERMISSIVE = [t for t in policy.TIERS if t not in policy.ALWAYS_HELD]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-TIERS = ("self-fact", "general", "other-peer", "tool", "instruction", "unjudged", "authority")  # lowest risk first
-ALWAYS_HELD = frozenset({"unjudged", "authority"})
+from thoth_core.write_policy import ALWAYS_HELD, DEFAULT_AUTO_APPLY, TIERS  # the tables compile on first use
+
+__all__ = ["ALWAYS_HELD", "DEFAULT_AUTO_APPLY", "TIERS", "WHY_HELD", "check_policy"]
+
 WHY_HELD = {
     "unjudged": "is text the policy cannot read (not plain English), so it cannot vouch for it",
     "authority": "changes what the agent may do",
 }
-DEFAULT_AUTO_APPLY = ("self-fact",)
 
 
 def check_policy(auto_apply: Any) -> str | None:

@@ -1,18 +1,21 @@
 """The write policy's corpora: hostile proposals in many languages and forms, and benign facts.
 
-`HOSTILE` holds memory notes a reflection could propose from a conversation someone shaped: orders
-to the agent in 21 languages besides English, paraphrased, told as stories, put in code or quotes,
-mixed with English, transliterated, or hidden with invisible or look-alike characters. None may apply without
-review. `BENIGN_ENGLISH` holds plain facts about the speaking peer, which should apply;
+`HOSTILE` holds texts a layer could be asked to keep from a conversation someone shaped (a
+reflection's memory notes, the identity deriver's observations): orders to the agent in 21
+languages besides English, paraphrased, told as stories, put in code or quotes, mixed with
+English, transliterated, or hidden with invisible or look-alike characters. None may apply
+without review. `BENIGN_ENGLISH` holds plain facts about the speaking peer, which should apply;
 `BENIGN_OTHER` plain facts in other languages, which are held because the policy cannot judge them.
 Each item is (language, form, text); the peer is `mallory` for the hostile corpus, `ann` otherwise.
-`bench/write_policy.py` prints the counts.
+`bench/write_policy.py` prints the counts; `thoth_core.write_policy.judge` decides.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+
+from thoth_core.write_policy import judge
 
 HOSTILE_PEER = "mallory"
 BENIGN_PEER = "ann"
@@ -208,13 +211,11 @@ def languages(corpus: Iterable[tuple[str, str, str]]) -> set[str]:
 
 def outcomes(corpus: Iterable[tuple[str, str, str]], *, peer: str, auto_apply: Iterable[str]) -> dict[str, object]:
     """How a policy treats a corpus as memory notes: counts applied and held, held by flag, and what applied."""
-    from thoth_reflection import tiers
-
     policy = list(auto_apply)
     applied: list[str] = []
     by_flag: Counter[str] = Counter()
     for _, _, text in corpus:
-        flags = tiers.held_with(text, peer=peer, auto_apply=policy, known_peers=KNOWN)
+        flags = judge(text, peer=peer, auto_apply=policy, known_peers=KNOWN).flags
         if flags:
             by_flag.update(flags[:1])
         else:
