@@ -2,7 +2,7 @@
 
 One runtime with every first-party plugin (working, identity embedded, episodic, procedural,
 reflection answered by the replay model, blackboard on SQLite, the TUI's input history and the
-Slack bridge with its ledger), `[privacy] pii = ["card", "ssn"]`. Each secret sentence of
+Slack bridge with its ledger), `[privacy] pii` at its default (every kind). Each secret sentence of
 `thoth_core.testing.secret_corpus` arrives as a Slack DM in its own thread; the model's reply
 repeats it, the identity deriver and the session-end reflection repeat it too (memory notes,
 persona observations, a skill draft, a user-model update); it is `/remember`ed, put on the board
@@ -148,7 +148,6 @@ def test_the_secret_corpus_is_kept_by_no_store_and_near_misses_are_kept_verbatim
     fake = FakeSlackAPI()
     config = {
         "thoth": {"founders": ["lead"]},
-        "privacy": {"pii": ["card", "ssn"]},
         "plugins": {
             "slack": {
                 "bot_token": {"$env": "SLACK_BOT_TOKEN"},
@@ -221,7 +220,8 @@ def test_the_secret_corpus_is_kept_by_no_store_and_near_misses_are_kept_verbatim
     assert sorted(reached["home/tui/history"]) == sorted(one_line), report
     # the near-misses: each kept verbatim in its transcript, and by the TUI's history
     transcripts = b"".join(p.read_bytes() for p in (home / "working").rglob("*.jsonl"))
-    altered = [c.kind for c in NEAR_MISSES if json.dumps(c.text).encode()[1:-1] not in transcripts]
+    written = {c.kind: json.dumps(c.text, ensure_ascii=False).encode()[1:-1] for c in NEAR_MISSES}  # as transcripts are
+    altered = [c.kind for c in NEAR_MISSES if written[c.kind] not in transcripts]
     assert not altered, f"near-misses altered: {altered}"
     tui = history_path(home, PEER).read_text(encoding="utf-8").splitlines()
     assert [c.kind for c in NEAR_MISSES if said[c.kind] not in tui] == [], "the TUI's history altered near-misses"

@@ -47,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "plugins": {"disabled": []},
     # what `thoth bundle import` accepts (MiB; the gzip ratio of each large member and of the whole): bundle.Limits
     "bundle": {"max_file_mb": 16, "max_section_mb": 2048, "max_total_mb": 4096, "max_ratio": 100},
-    "privacy": {"pii": []},
+    "privacy": {"pii": list(PII_KINDS)},  # pii_rules.DEFAULT_PII: every kind
 }
 
 # Upper bounds beyond which a token count is surely a mistake.

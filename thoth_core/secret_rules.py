@@ -42,11 +42,12 @@ class SecretRule:
 
     kind: str
     expression: str  # compiled by `regex` when first used: every command imports this table, few redact
-    keywords: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()  # the text must hold one (lower case); with a key, every key holds one
     check: Callable[[str], bool] | None = None
     key_expression: str | None = None  # what the text just before the match must end with ...
     key_reach: int = 0  # ... within this many characters
     bounded: bool = False  # the match must start a token (not continue an identifier)
+    rescan: bool = True  # on a key miss, search again inside the match (its value may hold the key: `X=password=…`)
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -119,6 +120,22 @@ def looks_random(value: str, min_len: int = 8, min_entropy: float = 2.5) -> bool
     return entropy(value) >= min_entropy
 
 
+# Measured on the corpus (`bench/secret_detection.py`, `tests/test_secrets_in_prose.py`): random keys of 12+
+# characters have 3.3-4.9 bits per character (hex 3.3-4.0), the ids and words near a key word 2.2-3.2.
+PROSE_ENTROPY = 3.3
+_UUID = re.compile(UUID)
+# A name made of words (`ClearTextPassword`, `staging_bucket_v2`, `ServiceAccountKey2024`): each capital starts a
+# word of 2+ small letters (or an acronym), digits only in short runs between words. A random key has a capital
+# or a letter alone between digits somewhere.
+_WORD = r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z]))"
+_IDENTIFIER = re.compile(_WORD + r"(?:[_\-.]?(?:" + _WORD + r"|[a-z]?\d{1,4}(?![a-z])))*+")
+
+
+def prose_secret(value: str) -> bool:
+    """A value a few words after a key word that is surely a credential: 12+ characters, random, no UUID or name."""
+    return looks_random(value, 12, PROSE_ENTROPY) and not _UUID.fullmatch(value) and not _IDENTIFIER.fullmatch(value)
+
+
 def _vendor_value(value: str) -> bool:
     return looks_random(value, 14, 3.0) or (value.isdigit() and len(value) >= 16)  # client ids are digits
 
@@ -135,10 +152,16 @@ def _rule(
 
 
 def _keyed(
-    key: str, reach: int, value: str, keywords: tuple[str, ...], check: Callable[[str], bool] | None
+    key: str,
+    reach: int,
+    value: str,
+    keywords: tuple[str, ...],
+    check: Callable[[str], bool] | None,
+    *,
+    rescan: bool = True,
 ) -> SecretRule:
     """A value assigned to a key: the expression starts at the operator (fast on prose), the key is checked after."""
-    return SecretRule("assigned-secret", value, keywords, check, "(?:" + key + r")\Z", reach)
+    return SecretRule("assigned-secret", value, keywords, check, "(?:" + key + r")\Z", reach, rescan=rescan)
 
 
 def _token(
@@ -155,7 +178,7 @@ def _token(
 
 # Keys whose value is a secret whatever the service (`DB_PASSWORD`, `clientSecret`, `X-Api-Key`).
 _KEY_WORDS = (
-    r"passw(?:or)?d|passphrase|pwd|pass|secret[ _.\-]?(?:access[ _.\-]?)?key|secret|token|credentials?|creds"
+    r"passw(?:or)?d|passphrase|pwd|pw|pass|secret[ _.\-]?(?:access[ _.\-]?)?key|secret|token|credentials?|creds"
     r"|api[ _.\-]?key|apikey|access[ _.\-]?key|private[ _.\-]?key|signing[ _.\-]?key|encryption[ _.\-]?key"
     r"|master[ _.\-]?key|license[ _.\-]?key|account[ _.\-]?key|auth[ _.\-]?key"
 )
@@ -175,6 +198,18 @@ _OP = r"(?:=>|:=|=|:)[ \t]{0,8}+[\"'\x60]?"
 _PART = r"(?:[^\s\"'\x60,;<>()\[\]{}&=:]|&(?![A-Za-z_][\w.\-]{0,64}+=)){1,256}+"
 # A value: at most one inner `:` (`hex:hex`), so it never runs over the next `key:` and scanning stays linear.
 _VALUE = _PART + "(?::" + _PART + r")?+={0,3}(?=[\s\"'\x60,;<>)\]}&]|$)"
+
+# A key word, then up to 6 words of the same clause, the last not one naming another kind of id (`commit`).
+_PROSE_KEY = (
+    r"(?i:\b(?:" + _KEY_WORDS + r"|key|passcode)s?\b(?:[ \t]+[^\s.!?;,]{1,24}+){0,6}?"
+    r"(?<!commit)(?<!sha)(?<!hash)(?<!build)(?<!order)(?<!version)(?<!ticket)(?<!invoice)(?<!tracking)"
+    r"(?<!request)(?<!\bid)(?<!uuid)(?<!\bref)(?<!number)(?<!release)(?<!revision)(?<!\brev)(?<!digest)"
+    r"(?:[ \t]*[:=]|[ \t]+(?:is|was))?[ \t]{0,3}+)\Z"
+)
+# The value's match starts at the blank before it (a literal first character keeps the scan fast).
+_PROSE_VALUE = (
+    r"[ \t\n:=][\"'\x60]?(?P<secret>[A-Za-z0-9][A-Za-z0-9_\-+/=~]{11,127}+)(?=[\s\"'\x60,;)\]}]|\.(?:\s|$)|$)"
+)
 
 RULES: tuple[SecretRule, ...] = (
     _rule(
@@ -348,7 +383,7 @@ RULES: tuple[SecretRule, ...] = (
         _WORD_START + "(?i:" + _KEY_WORDS + ")" + _KEY_END,
         36,
         _OP + "(?P<secret>" + _VALUE + ")",
-        ("pass", "pwd", "secret", "token", "cred", "key"),
+        ("pass", "pw", "secret", "token", "cred", "key"),
         looks_random,
     ),
     # ... a secret said in prose (`my password is Xk9fQ2mLp0`, `the api token was …`), random-looking; the
@@ -357,9 +392,14 @@ RULES: tuple[SecretRule, ...] = (
         _WORD_START + r"(?i:" + _KEY_WORDS + r"|passcode) {0,3}",
         40,
         r" (?:is|was) {1,4}+[\"'\x60]?(?=[^\s\"'\x60]{0,64}?\d|[^\s\"'\x60]{16})(?P<secret>" + _VALUE + ")",
-        ("pass", "pwd", "secret", "token", "cred", "key"),
+        ("pass", "pw", "secret", "token", "cred", "key"),
         looks_random,
     ),
+    # ... a key named in prose a few words before it (`the api key for the billing service is 7d9f…`,
+    # `here's the token we use for staging: …`): a long value that looks random (`PROSE_ENTROPY`), not an id.
+    # Its value starts after a blank, `:` or `=`, so no key ends inside it but an `=`-glued one (`x=token=…`,
+    # the assignment rule's): the search goes on after a value without a key (`rescan=False`).
+    _keyed(_PROSE_KEY, 96, _PROSE_VALUE, ("key", "token", "pass", "pw", "secret", "cred"), prose_secret, rescan=False),
     _rule(
         "assigned-secret",
         r"--?(?:password|passwd|pass|token|secret|api-key|apikey|auth-token|access-token)[ =](?P<secret>"
