@@ -241,3 +241,27 @@ async def test_doctor_prints_each_plugins_checks_and_names_a_plugin_whose_checks
     assert "ok  server: reachable" in lines and "BAD server: 401, the key was refused" in lines
     assert any(line.startswith("BAD plugin broken: its checks failed: ") and "boom" in line for line in lines)
     assert problems >= 2
+
+
+class GivesUpLate:
+    """Returns nothing once past its own deadline (as episodic's related block does)."""
+
+    @hookimpl
+    def layer_status(self):
+        time.sleep(0.3)
+
+
+class HogsTheLoop:
+    @hookimpl
+    async def layer_status(self):
+        time.sleep(0.5)  # blocks the event loop: the deadline's timer fires only after the other call has returned
+        return {"layer": "working"}
+
+
+async def test_a_call_that_gave_nothing_past_its_deadline_is_a_timeout_though_the_loop_saw_it_late(make_runtime):
+    runtime = make_runtime({"late": GivesUpLate(), "hog": HogsTheLoop()})
+    kwargs = {"workspace": "default", "peer": "ann", "runtime": runtime}
+    outcomes = await call_each(runtime.pm, "layer_status", kwargs, deadline_for=lambda _name: 0.2)
+    status = {plugin: (result, call.status) for plugin, result, call in outcomes}
+    assert status["late"] == (None, "timeout")  # counted as missing context, not "ok"
+    assert status["hog"] == ({"layer": "working"}, "ok")  # a result that came is used, late or not

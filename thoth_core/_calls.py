@@ -107,8 +107,12 @@ async def _call_one(
             awaitable = asyncio.wrap_future(_workers.submit(work))
         result = await asyncio.wait_for(awaitable, deadline) if deadline else await awaitable
         if inspect.isawaitable(result):
-            result = await asyncio.wait_for(result, deadline) if deadline else await result
-        return result, PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "ok")
+            left = max(deadline - (time.perf_counter() - started), 0.0) if deadline else None
+            result = await asyncio.wait_for(result, left) if left is not None else await result
+        seconds = time.perf_counter() - started
+        if result is None and deadline and seconds > deadline:  # gave up at its deadline, seen late (a busy loop)
+            raise TimeoutError
+        return result, PluginCall(impl.plugin_name, hook, seconds, "ok")
     except TimeoutError:
         seconds = time.perf_counter() - started
         logger.warning("plugin %s: %s timed out after %.2fs; skipped", impl.plugin_name, hook, seconds)
