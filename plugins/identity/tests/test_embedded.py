@@ -169,6 +169,7 @@ async def test_cross_peer_isolation(make_runtime):
             "facts": 2,
             "fact_history": 2,
             "messages": 2,
+            "withheld": 0,
             "plugin": "identity",
         }
     ]

@@ -63,7 +63,7 @@ def test_facts_supersede_with_history_and_multi_values_accumulate(store):
     store.set_fact("w", "ann", "preference", "tea", confidence=0.9, source="t", multi_valued=True)
     store.set_fact("w", "ann", "preference", "dark mode", confidence=0.9, source="t", multi_valued=True)
     assert sorted(f["object"] for f in store.current_facts("w", "ann")) == ["dark mode", "surgeon", "tea"]
-    assert store.counts("w", "ann") == {"observations": 0, "facts": 3, "fact_history": 4, "messages": 0}
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 3, "fact_history": 4, "messages": 0, "withheld": 0}
     assert store.current_facts("w", "bob") == []
 
 
@@ -181,7 +181,7 @@ def test_a_failed_import_writes_nothing(store):
     }
     with pytest.raises(store.db.errors):
         store.import_rows("w", "ann", bad)
-    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0}
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0, "withheld": 0}
 
 
 def test_migrations_bring_a_new_store_to_the_current_schema_once(store, storage, tmp_path):

@@ -73,7 +73,7 @@ def test_export_import_forget_round_trip(tmp_path):
     exported = store.export_rows("w", "ann")
     receipt = store.delete("w", "ann")
     assert receipt == {"facts": 2, "observations": 1, "messages": 1, "cached_answers": 0}
-    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0}
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0, "withheld": 0}
     assert store.import_rows("w", "ann", exported) == {"facts": 2, "observations": 1, "messages": 1}
     assert store.import_rows("w", "ann", exported) == {"facts": 0, "observations": 0, "messages": 0}
     again = store.export_rows("w", "ann")
@@ -129,7 +129,7 @@ def test_a_bad_import_names_the_field_and_writes_nothing(tmp_path):
         store.import_rows(
             "w", "ann", {"messages": [good], "facts": [{"predicate": "x", "object": "y", "valid_from": [1]}]}
         )
-    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0}
+    assert store.counts("w", "ann") == {"observations": 0, "facts": 0, "fact_history": 0, "messages": 0, "withheld": 0}
 
 
 def test_query_terms_drop_stopwords_and_short_words():

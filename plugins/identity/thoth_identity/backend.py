@@ -17,6 +17,7 @@ from thoth_core.redact import redactor_of
 
 from .facts import ParsedFact, parse_facts
 from .graph import assert_fact, block_facts, check_triple, peer_names
+from .policy import screen_answer, shown_facts, visible
 from .render import TAG, user_model_block
 from .settings import IdentitySettings
 from .store import IdentityStore
@@ -66,11 +67,13 @@ def last_model(store: IdentityStore, workspace: str, peer: str) -> dict[str, Any
 def fallback_block(
     peer: str, *, facts: list[dict[str, Any]], cached: dict[str, Any] | None, budget: int, text: str = ""
 ) -> ContextBlock:
-    """The stale block: hard facts and the last known model, saying the live model is unavailable."""
-    if cached is not None:
+    """The stale block: hard facts and the last known model, saying the live model is unavailable (blocking:
+    what was derived or came from a memory server is judged by the write policy)."""
+    facts = shown_facts(facts, peer)
+    answer = screen_answer(cached["text"], peer)[0] if cached is not None else None
+    if cached is not None and answer:
         age = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(cached["at"]))
         heading = f"Last known model of {peer} (from {age}; {STALE_NOTE})"
-        answer = cached["text"]
     else:
         heading, answer = f"Model of {peer}", f"not available ({STALE_NOTE}); only the hard facts, if any, are known"
     block = user_model_block(
@@ -137,7 +140,8 @@ class IdentityBackend:
 
     def fallback(self, turn: Turn) -> ContextBlock:
         """The stale block from the local store (blocking: call from a worker thread)."""
-        facts = self.store.current_facts(turn.workspace, turn.peer)
+        held = self.store.current_facts(turn.workspace, turn.peer)
+        facts = visible(self.store, turn.workspace, turn.peer, facts=held)[0]
         cached = last_model(self.store, turn.workspace, turn.peer)
         return fallback_block(turn.peer, facts=facts, cached=cached, budget=self.budget, text=turn.text)
 

@@ -16,6 +16,7 @@ from thoth_core.cli import HelpGroup, run, runtime
 
 from .backend import validate_export
 from .plugin import backend_for
+from .policy import visible
 from .render import fact_label
 
 peer_option = click.option("--peer", required=True, help="The peer (person) concerned.")
@@ -48,14 +49,15 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
     backend = backend_for(runtime())
     ws = _workspace(workspace)
 
-    def gather() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        return (
-            backend.status(ws, peer),
-            backend.store.fact_history(ws, peer),
-            backend.store.recent_observations(ws, peer, limit=limit),
-        )
+    def gather() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], set[str]]:
+        history = backend.store.fact_history(ws, peer)
+        observations = backend.store.recent_observations(ws, peer, limit=limit)
+        facts, notes = visible(backend.store, ws, peer, facts=history, observations=observations)
+        shown = {f"f{f['id']}" for f in facts} | {f"o{o['id']}" for o in notes}
+        return backend.status(ws, peer), history, observations, shown
 
-    status, history, observations = run(_call(gather))
+    status, history, observations, shown = run(_call(gather))
+    held = "; not shown: the write policy holds it"
     click.echo(
         f"{peer} ({ws}, {backend.name} backend): "
         + ", ".join(f"{k} {v}" for k, v in status.items() if k not in ("layer", "backend"))
@@ -64,14 +66,15 @@ def show(peer: str, workspace: str | None, limit: int) -> None:
         click.echo("Facts:")
     for fact in history:
         state = "current" if fact["valid_to"] is None else f"until {_when(fact['valid_to'])}"
-        click.echo(
-            f"  f{fact['id']} {fact_label(fact, peer)}  [from {_when(fact['valid_from'])}, {state}; {fact['source']}]"
-        )
+        mark = "" if f"f{fact['id']}" in shown else held
+        when = _when(fact["valid_from"])
+        click.echo(f"  f{fact['id']} {fact_label(fact, peer)}  [from {when}, {state}; {fact['source']}{mark}]")
     if observations:
         click.echo("Observations (newest first):")
     for o in observations:
         when = _when(o["created_at"])
-        click.echo(f"  o{o['id']} {o['content']}  [{o['kind']}, {o['author']}, {o['confidence']:.1f}, {when}]")
+        mark = "" if f"o{o['id']}" in shown else held
+        click.echo(f"  o{o['id']} {o['content']}  [{o['kind']}, {o['author']}, {o['confidence']:.1f}, {when}{mark}]")
     if history or observations:
         click.echo("Correct one with `thoth identity edit ID TEXT` or `thoth identity delete ID` (--peer as above).")
 

@@ -2,10 +2,13 @@
 
 Per turn, in the background: both messages are stored (once per turn id, so a write replayed
 after a crash adds nothing), then the configured model derives observations (and
-high-confidence hard facts) from the peer's message. Before each model call: the peer's
-current facts and the observations most relevant to the message (FTS5 BM25, or PostgreSQL's ts_rank), plus a model
-synthesis when a model is configured and the deadline leaves time (paused for a while after
-several consecutive timeouts: a model that slow wastes every call).
+high-confidence hard facts) from the peer's message; only those the write policy shows are kept
+(`policy.screen_derivation`: no order to the assistant, nothing it cannot read, nothing drawn
+from a message that asks to set rules aside), the others are counted as withheld. Before each
+model call: the peer's current facts and the observations most relevant to the message (FTS5
+BM25, or PostgreSQL's ts_rank) that the write policy shows, plus a model synthesis when a model
+is configured and the deadline leaves time (paused for a while after several consecutive
+timeouts: a model that slow wastes every call).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from thoth_core.redact import redactor_of
 
 from .backend import IdentityBackend
 from .graph import assert_fact, block_facts
+from .policy import DERIVER, screen_derivation, visible
 from .render import user_model_block
 
 logger = logging.getLogger(__name__)
@@ -67,14 +71,16 @@ class EmbeddedBackend(IdentityBackend):
             return None
 
     def retrieve(self, workspace: str, peer: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The peer's current facts (relevant first), those of entities the message names, and relevant observations."""
-        facts = block_facts(self.store.current_facts(workspace, peer), peer, text)
-        observations = self.store.search_observations(workspace, peer, text, limit=self.settings.top_k)
+        """The peer's current facts (relevant first), those of entities the message names, and relevant observations
+        (derived ones only when the write policy shows them)."""
+        store, top_k = self.store, self.settings.top_k
+        found = store.search_observations(workspace, peer, text, limit=top_k)
+        held = store.current_facts(workspace, peer)
+        facts, observations = visible(store, workspace, peer, facts=held, observations=found)
         if not observations:
-            observations = self.store.recent_observations(
-                workspace, peer, limit=min(RECENT_WHEN_UNMATCHED, self.settings.top_k)
-            )
-        return facts, observations
+            recent = store.recent_observations(workspace, peer, limit=min(RECENT_WHEN_UNMATCHED, top_k))
+            observations = visible(store, workspace, peer, observations=recent)[1]
+        return block_facts(facts, peer, text), observations
 
     async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> ContextBlock | None:
         """Facts, then a synthesis when there is time (until `until`), then the relevant observations."""
@@ -156,28 +162,42 @@ class EmbeddedBackend(IdentityBackend):
         except Exception as exc:  # noqa: BLE001 - a bad answer costs one message's observations, no more
             logger.warning("identity: deriving observations for %s failed: %s: %s", turn.peer, type(exc).__name__, exc)
             return
+        redact = redactor_of(self.runtime).redact  # judged as they would be kept
+        observations = [{**item, "content": redact(item["content"])} for item in derivation.observations]
+        facts = [{**f, "subject": redact(f["subject"]), "value": redact(f["value"])} for f in derivation.facts]
+        screened = await asyncio.to_thread(
+            screen_derivation, observations, facts, peer=turn.peer, message=turn.text
+        )  # a thread: the first judgement loads the word list
+        if screened.withheld:
+            await asyncio.to_thread(self.store.add_withheld, *key, message_id, dict(screened.withheld))
+            logger.info(
+                "identity: the write policy withheld %d derived item(s) about %s from message %d (%s)",
+                sum(screened.withheld.values()),
+                turn.peer,
+                message_id,
+                screened.summary(),
+            )
         source = f"message:{message_id}"
-        for item in derivation.observations:
+        for item in screened.observations:
             await asyncio.to_thread(
                 self.store.add_observation,
                 *key,
-                redactor_of(self.runtime).redact(item["content"]),
+                item["content"],
                 kind=item["kind"],
-                author="deriver",
+                author=DERIVER,
                 confidence=item["confidence"],
                 source=source,
                 message_id=message_id,
             )
-        redact = redactor_of(self.runtime).redact
-        for fact in derivation.facts:
+        for fact in screened.facts:
             if fact["confidence"] >= self.settings.fact_confidence:
                 await asyncio.to_thread(
                     assert_fact,
                     self.store,
                     *key,
-                    subject=redact(fact["subject"]),
+                    subject=fact["subject"],
                     predicate=fact["predicate"],
-                    value=redact(fact["value"]),
+                    value=fact["value"],
                     confidence=fact["confidence"],
                     source=f"derived:{source}",
                 )

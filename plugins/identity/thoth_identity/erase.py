@@ -24,6 +24,7 @@ def delete_rows(store: IdentityStore, workspace: str, peer: str, thread: str | N
             "cached_answers": tx.execute("DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key).rowcount,
         }
         tx.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ?", key)
+        tx.execute("DELETE FROM withheld WHERE workspace = ? AND peer = ?", key)
         tx.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
         return receipt
 
@@ -44,6 +45,7 @@ def _delete_thread(tx: Database, workspace: str, peer: str, thread: str) -> dict
         return int(tx.execute(sql.format(marks=marks), (*key, *values)).rowcount)
 
     facts = delete_where("DELETE FROM facts WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)
+    delete_where("DELETE FROM withheld WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids)
     observations = delete_where(
         "DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids
     ) + delete_where("DELETE FROM observations WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)

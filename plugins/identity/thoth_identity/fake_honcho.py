@@ -2,8 +2,9 @@
 
 It speaks the JSON shapes of `honcho-ai` 2.7 (workspaces, peers, sessions, messages,
 conclusions, chat, representation, card), "derives" one explicit conclusion per message at
-once (the real deriver batches), and can misbehave on purpose: `mode` is `ok`, `hang`
-(never answers until stopped), `429` or `500`/`503`, for all routes or those matching `only`.
+once (the real deriver batches; none for a message whose configuration turns reasoning off), and
+can misbehave on purpose: `mode` is `ok`, `hang` (never answers until stopped), `429` or
+`500`/`503`, for all routes or those matching `only`.
 With `api_key` set, a request without `Authorization: Bearer <api_key>` gets 401. Like the real
 server, chat creates a peer it does not know.
 """
@@ -203,7 +204,8 @@ class FakeHoncho:
             self.messages.append(message)
             self.sessions[(w, s)]["peers"].add(item["peer_id"])
             self._peer(w, item["peer_id"])
-            self._conclude(w, item["peer_id"], item["peer_id"], f"{item['peer_id']} said: {item['content']}", s)
+            if ((item.get("configuration") or {}).get("reasoning") or {}).get("enabled") is not False:
+                self._conclude(w, item["peer_id"], item["peer_id"], f"{item['peer_id']} said: {item['content']}", s)
             created.append(message)
         return 200, created
 

@@ -19,6 +19,11 @@ looked up (`peers/list`, filtered by id); an unknown one has nothing to tell, so
 Honcho is down survive the process. A 401 or 403 is named as such and stops the sending until
 the key changes (a restart); retrying cannot help.
 
+What Honcho says is the server's word: its dialectic answer and the cached representation show
+only the sentences the write policy shows (`policy.screen_answer`), and a message that asks to
+set rules or instructions aside is sent with Honcho's reasoning off, so no conclusion is drawn
+from it (`policy.derives_from`).
+
 Mapping: Thoth workspace W -> Honcho workspace `workspace` (or `workspace-W` when W is not
 `default`); peer -> Honcho peer; (peer, thread) -> Honcho session `peer-thread-HASH` (the hash
 of both names keeps the sessions of different pairs apart); the agent is the peer `agent_peer`.
@@ -49,6 +54,7 @@ from .backend import IdentityBackend, fallback_block, last_model
 from .graph import block_facts
 from .honcho_errors import RETRYABLE, describe, error_kind, retryable
 from .outbox import Outbox
+from .policy import derives_from, screen_answer, visible
 from .render import user_model_block
 
 logger = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ logger = logging.getLogger(__name__)
 SEND_GRACE = 2.0  # seconds ingest waits for Honcho before leaving the messages to the writer thread
 CLOSE_GRACE = 2.0  # seconds the writer's call under way may take (from its start) once the backend closes
 FALLBACK_TIME = 0.1  # seconds the backend keeps for its own fallback before `until`
+NO_DERIVING = {"reasoning": {"enabled": False}}  # a message's configuration: Honcho draws no conclusions from it
 
 
 def honcho_id(name: str) -> str:
@@ -207,7 +214,7 @@ class HonchoBackend(IdentityBackend):
     async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> ContextBlock | None:
         """Hard facts plus Honcho's dialectic answer, or the fallback when Honcho does not answer in time."""
         until = until if until is not None else time.monotonic() + self.settings.dialectic_timeout + FALLBACK_TIME
-        held = await asyncio.to_thread(self.store.current_facts, turn.workspace, turn.peer)
+        held = await asyncio.to_thread(self._shown_facts, turn.workspace, turn.peer)
         facts = block_facts(held, turn.peer, turn.text)
         timeout = min(self.settings.dialectic_timeout, until - time.monotonic() - FALLBACK_TIME)
         try:
@@ -222,7 +229,12 @@ class HonchoBackend(IdentityBackend):
         self.last_kind = "live"
         if answer:
             await asyncio.to_thread(self.store.cache_put, turn.workspace, turn.peer, "dialectic", answer)
+            answer, _ = await asyncio.to_thread(screen_answer, answer, turn.peer)  # the server's word, judged
         return user_model_block(turn.peer, facts=facts, answer=answer or None, budget=self.budget)
+
+    def _shown_facts(self, workspace: str, peer: str) -> list[dict[str, Any]]:
+        """The peer's current facts the write policy shows (derived ones judged; blocking)."""
+        return visible(self.store, workspace, peer, facts=self.store.current_facts(workspace, peer))[0]
 
     async def _ask(self, workspace: str, peer: str, text: str) -> str:
         honcho = self.client(workspace, fast=True)
@@ -286,7 +298,9 @@ class HonchoBackend(IdentityBackend):
                 self._session(honcho, peer, thread).add_messages(
                     [
                         (user if row["role"] == "user" else agent).message(
-                            row["content"], created_at=datetime.fromtimestamp(row["at"], UTC)
+                            row["content"],
+                            created_at=datetime.fromtimestamp(row["at"], UTC),
+                            configuration=None if derives_from(row["content"]) else NO_DERIVING,
                         )
                         for row in rows
                     ]

@@ -20,7 +20,7 @@ from honcho.http.exceptions import NotFoundError
 
 from thoth_core import ThothError
 
-from .honcho_backend import honcho_id, session_id
+from .honcho_backend import NO_DERIVING, honcho_id, session_id  # imported messages come with their conclusions
 from .honcho_errors import describe, error_kind
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
-NO_DERIVING = {"reasoning": {"enabled": False}}  # imported messages come with their conclusions
 
 
 def _stamp(value: Any) -> float:

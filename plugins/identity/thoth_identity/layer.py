@@ -21,9 +21,10 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from thoth_core import ContextBlock, Session, Turn
+from thoth_core import ContextBlock, Session, Turn, write_policy
 
 from .backend import IdentityBackend, fallback_block, last_model
+from .policy import visible
 from .settings import IdentitySettings, load_settings
 from .store import IdentityStore
 
@@ -46,9 +47,10 @@ def make_backend(runtime: Any, settings: IdentitySettings, store: IdentityStore)
 
 
 def _warm_up(runtime: Any, settings: IdentitySettings) -> None:
-    """Import the backend's modules and build the model, so the first turn does not pay for them."""
+    """Load the write policy, import the backend's modules and build the model, so the first turn does not pay."""
     started = time.perf_counter()
     try:
+        write_policy.warm()  # the word list and tables the block's judgements need
         if settings.backend == "honcho":
             from . import honcho_backend  # noqa: F401 - imports the honcho SDK (0.3-0.5 s)
         else:
@@ -157,7 +159,7 @@ class IdentityLayer:
         store = self.store()
         return fallback_block(
             turn.peer,
-            facts=store.current_facts(turn.workspace, turn.peer),
+            facts=visible(store, turn.workspace, turn.peer, facts=store.current_facts(turn.workspace, turn.peer))[0],
             cached=last_model(store, turn.workspace, turn.peer),
             text=turn.text,
             budget=self._budget(),

@@ -123,12 +123,22 @@ def m005_ids_never_reused(db: sqlite3.Connection) -> None:
             db.execute(extra)
 
 
+# 6: how many derived items the write policy withheld, per message and reason (`thoth_identity.policy`); no text.
+M006_WITHHELD = """
+        CREATE TABLE withheld (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, workspace TEXT NOT NULL, peer TEXT NOT NULL, message_id INTEGER,
+            reason TEXT NOT NULL, items INTEGER NOT NULL, at REAL NOT NULL
+        );
+        CREATE INDEX withheld_peer ON withheld (workspace, peer, message_id);
+"""
+
 MIGRATIONS: list[Migration] = [
     M001_CREATE_TABLES,
     m002_one_copy_per_turn,
     M003_HONCHO_OUTBOX,
     M004_ENTITY_SUBJECTS,
     m005_ids_never_reused,
+    M006_WITHHELD,
 ]
 
 # PostgreSQL (`[storage] url`): the schema the SQLite steps make, in one script; its sequences never hand out an
@@ -185,4 +195,12 @@ PG001_CREATE_TABLES = """
         );
 """
 
-POSTGRES: list[str] = [PG001_CREATE_TABLES]
+PG002_WITHHELD = """
+        CREATE TABLE withheld (
+            id BIGSERIAL PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, message_id BIGINT,
+            reason TEXT NOT NULL, items INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX withheld_peer ON withheld (workspace, peer, message_id);
+"""
+
+POSTGRES: list[str] = [PG001_CREATE_TABLES, PG002_WITHHELD]

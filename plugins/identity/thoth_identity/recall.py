@@ -1,9 +1,12 @@
-"""What the identity layer recalls for a query: the peer's facts that match it, then observations (BM25)."""
+"""What the identity layer recalls for a query: the peer's facts that match it, then observations (BM25).
+
+Derived facts and observations come back only when the write policy shows them (`policy`), as in the block."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .policy import visible
 from .render import fact_label
 from .store import IdentityStore, query_terms
 
@@ -13,7 +16,7 @@ def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str,
     terms = set(query_terms(query))
     facts = [
         fact
-        for fact in store.current_facts(workspace, peer)
+        for fact in visible(store, workspace, peer, facts=store.current_facts(workspace, peer))[0]
         if terms & set(query_terms(fact_label(fact, peer).replace("_", " ")))
     ]
     items = [
@@ -28,7 +31,8 @@ def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str,
         }
         for fact in sorted(facts, key=lambda f: -f["valid_from"])
     ]
-    for row in store.search_observations(workspace, peer, query, limit=limit):
+    found = store.search_observations(workspace, peer, query, limit=limit)
+    for row in visible(store, workspace, peer, observations=found)[1]:
         bm25 = float(f"{-float(row['rank']):.3g}")  # FTS5's rank is negative, and tiny in a small index
         items.append(
             {

@@ -1,4 +1,4 @@
-"""The identity layer's tables: messages, observations, hard facts, Honcho cache, outbox and sent turns.
+"""The identity layer's tables: messages, observations, hard facts, Honcho cache, outbox, sent turns, withheld counts.
 
 One SQLite file per Thoth home (`$THOTH_HOME/identity/identity.db`), or with `[storage] url`
 the schema `thoth_identity` of the shared PostgreSQL, so every worker serving a workspace sees
@@ -10,6 +10,7 @@ transaction holding the peer's lock, so workers writing about one peer at once d
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from .search import OBSERVATION_COLUMNS, STOPWORDS, owner_token, query_terms, se
 __all__ = ["STOPWORDS", "IdentityStore", "owner_token", "query_terms"]
 
 CUT_SHORT_LIKE = f"%{CUT_SHORT}"  # a LIKE pattern: the text of a reply kept cut short
-TABLES = ("peers", "messages", "observations", "facts", "honcho_cache", "honcho_sent", "honcho_outbox")
+TABLES = ("peers", "messages", "observations", "facts", "honcho_cache", "honcho_sent", "honcho_outbox", "withheld")
 
 
 class IdentityStore:
@@ -121,12 +122,13 @@ class IdentityStore:
         self.db.execute("UPDATE messages SET derived_at = ? WHERE id = ?", (time.time(), message_id))
 
     def derived_from(self, workspace: str, peer: str, message_id: int) -> bool:
-        """Whether the deriver finished with this message, or observations or facts come from it."""
+        """Whether the deriver finished with this message, or observations, facts or withheld items come from it."""
         return bool(
             self.rows(
                 "SELECT 1 FROM messages WHERE id = ? AND derived_at IS NOT NULL"
                 " UNION ALL SELECT 1 FROM observations WHERE workspace = ? AND peer = ? AND message_id = ?"
-                " UNION ALL SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND source = ? LIMIT 1",
+                " UNION ALL SELECT 1 FROM facts WHERE workspace = ? AND peer = ? AND source = ?"
+                " UNION ALL SELECT 1 FROM withheld WHERE workspace = ? AND peer = ? AND message_id = ? LIMIT 1",
                 message_id,
                 workspace,
                 peer,
@@ -134,7 +136,49 @@ class IdentityStore:
                 workspace,
                 peer,
                 f"derived:message:{message_id}",
+                workspace,
+                peer,
+                message_id,
             )
+        )
+
+    def derived_from_messages(
+        self, workspace: str, peer: str, message_ids: Iterable[int]
+    ) -> tuple[dict[int, str], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The texts of these messages of a peer, and the observations and facts the deriver drew from them."""
+        ids = sorted(set(message_ids))
+        if not ids:
+            return {}, [], []
+        marks = ",".join("?" * len(ids))
+        texts = {
+            int(row["id"]): row["content"]
+            for row in self.rows(
+                f"SELECT id, content FROM messages WHERE workspace = ? AND peer = ? AND id IN ({marks})",
+                workspace,
+                peer,
+                *ids,
+            )
+        }
+        observations = self.rows(
+            f"SELECT {OBSERVATION_COLUMNS} FROM observations WHERE workspace = ? AND peer = ? AND author = 'deriver'"
+            f" AND message_id IN ({marks})",
+            workspace,
+            peer,
+            *ids,
+        )
+        facts = self.rows(
+            f"SELECT * FROM facts WHERE workspace = ? AND peer = ? AND source IN ({marks})",
+            workspace,
+            peer,
+            *[f"derived:message:{i}" for i in ids],
+        )
+        return texts, observations, facts
+
+    def add_withheld(self, workspace: str, peer: str, message_id: int | None, counts: dict[str, int]) -> None:
+        """Count derived items of a message the write policy withheld, by reason (their text is not kept)."""
+        self.db.executemany(
+            "INSERT INTO withheld (workspace, peer, message_id, reason, items, at) VALUES (?, ?, ?, ?, ?, ?)",
+            [(workspace, peer, message_id, reason, items, time.time()) for reason, items in counts.items() if items],
         )
 
     # --- turns sent to Honcho -------------------------------------------------------------
@@ -329,7 +373,7 @@ class IdentityStore:
     # --- counts, export, import, forget -------------------------------------------------
 
     def counts(self, workspace: str, peer: str) -> dict[str, int]:
-        """How many observations, current facts and messages are held about a peer."""
+        """How many observations, current facts and messages are held about a peer, and derived items withheld."""
 
         def one(sql: str) -> int:
             return int(self.db.execute(sql, (workspace, peer)).fetchone()[0])
@@ -339,6 +383,7 @@ class IdentityStore:
             "facts": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ? AND valid_to IS NULL"),
             "fact_history": one("SELECT count(*) FROM facts WHERE workspace = ? AND peer = ?"),
             "messages": one("SELECT count(*) FROM messages WHERE workspace = ? AND peer = ?"),
+            "withheld": one("SELECT coalesce(sum(items), 0) FROM withheld WHERE workspace = ? AND peer = ?"),
         }
 
     def export_rows(self, workspace: str, peer: str) -> dict[str, list[dict[str, Any]]]:
