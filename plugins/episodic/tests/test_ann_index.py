@@ -240,13 +240,13 @@ def test_auto_builds_in_the_background_from_min_rows_and_serves_exactly_meanwhil
     assert len(saved_keys(tmp_path / "e.db")) == 1200
 
 
-def test_the_ann_setting_is_checked(tmp_path):
+def test_the_ann_setting_is_checked_at_start(tmp_path):
     from thoth_episodic import plugin
-    from thoth_episodic.memory import memory_for
 
-    runtime = make_test_runtime(tmp_path, {"episodic": plugin}, config={"plugins": {"episodic": {"ann": "ivf"}}})
-    with pytest.raises(ConfigError, match='plugins.episodic.ann: expected "auto", "exact" or "usearch"'):
-        _ = memory_for(runtime).store
+    with pytest.raises(
+        ConfigError, match="plugins.episodic.ann: expected one of 'auto', 'exact', 'usearch', got 'ivf'"
+    ):
+        make_test_runtime(tmp_path, {"episodic": plugin}, config={"plugins": {"episodic": {"ann": "ivf"}}})
 
 
 class TestIndexedSQLiteStore(StoreContract):

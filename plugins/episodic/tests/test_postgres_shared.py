@@ -77,7 +77,9 @@ def test_an_explicit_sqlite_backend_wins_over_the_storage_url(tmp_path, storage_
         memory.close()
 
 
-def test_a_bad_ann_mode_names_the_key(tmp_path, storage_url):
+def test_a_bad_ann_mode_names_the_key_at_start(tmp_path, storage_url):
     config = {"storage": {"url": storage_url}, "plugins": {"episodic": {"ann": "faiss"}}}
-    with pytest.raises(ConfigError, match='plugins.episodic.ann: expected "auto", "exact" or "hnsw", got \'faiss\''):
-        memory_for(make_test_runtime(tmp_path, {"episodic": plugin}, config=config)).store
+    with pytest.raises(
+        ConfigError, match="plugins.episodic.ann: expected one of 'auto', 'exact', 'usearch', 'hnsw', got 'faiss'"
+    ):
+        make_test_runtime(tmp_path, {"episodic": plugin}, config=config)
