@@ -88,10 +88,10 @@ def test_thoth_exits_0_when_a_write_left_at_exit_is_answered_while_it_ends(tmp_p
     thoth = Path(sys.executable).with_name("thoth")
     results = []
     try:
-        for delay in RELEASE_DELAYS:
+        for delay, tea in zip(RELEASE_DELAYS, ("green tea", "mint tea"), strict=True):  # each new: one write each
             fake.release.clear()
             process = subprocess.Popen(
-                [str(thoth), "-v", "ask", "/remember I like green tea", "--peer", "ann"],
+                [str(thoth), "-v", "ask", f"/remember I like {tea}", "--peer", "ann"],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
