@@ -1,7 +1,8 @@
 """A model-based test of the usearch index: random adds, forgets, supersedes, re-embeddings and reopenings.
 
 After every step the index's dense answers equal exact search over the store's rows, no deleted row is
-returned, and no deleted vector (float32 or float16) is left in any file beside the store.
+returned, every current row is found first by dense recall of its own vector in its scope, and no deleted
+vector (float32 or float16) is left in any file beside the store. A reopening is a new process's handle.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from thoth_episodic import ann_search
 from thoth_episodic.contract import episode, query
 from thoth_episodic.scoring import candidate_count
@@ -56,6 +57,12 @@ class IndexAgreesWithTheStore(RuleBasedStateMachine):
             ).fetchall()
         return [(r, i, np.frombuffer(b, dtype=np.float32)) for r, i, b in found]
 
+    @initialize(first=st.sampled_from(PEERS), then=st.sampled_from(PEERS), count=st.integers(1, 60))
+    def two_peers(self, first: str, then: str, count: int) -> None:
+        """Rows of one peer, then a few of another (the newest rowids, which a forget may take away)."""
+        self.add(first, count)
+        self.add(then, 3)
+
     @rule(peer=st.sampled_from(PEERS), count=st.integers(1, 60))
     def add(self, peer: str, count: int) -> None:
         items = [episode(f"row {self.written + i}", peer=peer) for i in range(count)]
@@ -76,6 +83,16 @@ class IndexAgreesWithTheStore(RuleBasedStateMachine):
         picked = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=20, unique=True))
         self.forgotten += [v for _, i, v in self.rows() if i in picked]
         self.store.delete(workspace="w", ids=picked)
+
+    @precondition(lambda self: self.written)
+    @rule(count=st.integers(1, 30))
+    def forget_newest(self, count: int) -> None:
+        """Forget the rows with the highest rowids (a rowid given again later would be one a file covered)."""
+        with sqlite3.connect(self.db) as db:
+            ids = [r[0] for r in db.execute("SELECT DISTINCT id FROM episodes ORDER BY rowid DESC LIMIT ?", (count,))]
+        if ids:
+            self.forgotten += [v for _, i, v in self.rows() if i in ids]
+            self.store.delete(workspace="w", ids=ids)
 
     @precondition(lambda self: self.written)
     @rule(data=st.data())
@@ -121,6 +138,14 @@ class IndexAgreesWithTheStore(RuleBasedStateMachine):
                 assert found == exact[: candidate_count(K)]  # deleted rows are in neither
 
     @invariant()
+    def every_current_row_is_found_by_its_own_vector(self) -> None:
+        for peer in PEERS:
+            for rowid, _, vector in self.rows("peer = ? AND superseded_at IS NULL", (peer,)):
+                assert self.store._usable_index() is not None
+                found = [r for r, _, _ in self.store._indexed_dense(query("", vector, peer=peer, k=1), None)]
+                assert found[:1] == [rowid], (peer, rowid)
+
+    @invariant()
     def no_forgotten_vector_in_any_file(self) -> None:
         if not self.forgotten:
             return
@@ -131,7 +156,7 @@ class IndexAgreesWithTheStore(RuleBasedStateMachine):
 
 
 IndexAgreesWithTheStore.TestCase.settings = settings(
-    max_examples=8, stateful_step_count=8, deadline=None, derandomize=True
+    max_examples=12, stateful_step_count=10, deadline=None, derandomize=True
 )
 test_the_index_agrees_with_the_store = IndexAgreesWithTheStore.TestCase
 
@@ -144,6 +169,26 @@ def test_a_re_embedded_row_waiting_for_the_file_is_a_candidate_once():
         state.add(peer="ann", count=48)
         state.compact()
         state.store.set_vectors([i for i, _ in state.ids_and_peers()][:7], unit(state.rng, 7))
+        state.dense_answers_equal_exact_search()
+    finally:
+        state.teardown()
+
+
+def test_an_edit_after_the_newest_peer_was_forgotten_is_found_after_compaction():
+    """Issue 35 item 7 as the machine's steps: the new version took a rowid bob's rows had, below alice's mark."""
+    state = IndexAgreesWithTheStore()
+    try:
+        state.add(peer="ann", count=40)
+        state.add(peer="bob", count=5)  # the newest rowids
+        state.every_current_row_is_found_by_its_own_vector()  # builds the files
+        state.reopen()
+        state.forget_peer(peer="bob")
+        state.reopen()
+        changed = episode("changed", peer="ann")
+        changed.id = state.ids_and_peers()[0][0]
+        state.store.add([changed], unit(state.rng, 1))
+        state.compact()
+        state.every_current_row_is_found_by_its_own_vector()
         state.dense_answers_equal_exact_search()
     finally:
         state.teardown()

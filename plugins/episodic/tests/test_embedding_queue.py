@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
 
 import numpy as np
 from thoth_episodic.embedding_queue import EmbeddingQueue
 from thoth_episodic.records import Episode
+from thoth_episodic.sqlite_store import SQLiteStore
 
 
 class RecordingStore:
@@ -61,3 +64,45 @@ def test_the_backfill_leaves_episodes_recorded_after_the_queue_started_to_their_
     assert [i for i, _ in store.stored] == [earlier.id] and queue.backfilled == 1
     assert all(before is not None and before < later.recorded_at for before in store.asked_before)
     queue.close()
+
+
+def test_a_store_that_cannot_be_written_is_one_warning_line_and_its_episodes_wait(tmp_path, caplog):
+    """Item 9: a read-only data folder (SQLite says so on the write), or a store that cannot even be opened."""
+    store = SQLiteStore(tmp_path / "e.db", dim=4)
+    waiting = Episode(workspace="w", peer="ann", thread="t", user="kept without a vector")
+    store.add([waiting])
+    store._db.execute("PRAGMA query_only = ON")  # every write now fails as in a read-only folder
+    queue = EmbeddingQueue(lambda: store, fake_embed)
+    with caplog.at_level(logging.WARNING, logger="thoth_episodic"):
+        queue.put(waiting.id, waiting.user)
+        assert queue.join(timeout=10, backfill=False)
+    queue.close()
+    assert [(r.levelno, r.exc_info, r.getMessage()) for r in caplog.records] == [
+        (
+            logging.WARNING,
+            None,
+            "episodic: 1 episodes wait for a vector (they are embedded at the next start): "
+            "OperationalError: attempt to write a readonly database",
+        )
+    ]
+    store._db.execute("PRAGMA query_only = OFF")
+    assert [e.id for e in store.unembedded(limit=5)] == [waiting.id]  # nothing lost: the next start embeds it
+    store.close()
+
+    caplog.clear()
+
+    def unopenable():
+        raise sqlite3.OperationalError("unable to open database file")
+
+    queue = EmbeddingQueue(unopenable, fake_embed)
+    with caplog.at_level(logging.WARNING, logger="thoth_episodic"):
+        queue.backfill()
+        assert queue.join(timeout=10)
+    queue.close()
+    assert [(r.exc_info, r.getMessage()) for r in caplog.records] == [
+        (
+            None,
+            "episodic: stored episodes wait for a vector (they are embedded at the next start): "
+            "OperationalError: unable to open database file",
+        )
+    ]

@@ -48,6 +48,12 @@ def legacy_paths(db_path: Path | str) -> tuple[Path, Path]:
     return Path(f"{db_path}.usearch"), Path(f"{db_path}.usearch.json")
 
 
+def every_file(db_path: Path | str) -> list[Path]:
+    """Every index file beside the store: scope files, sidecars, the manifest and the older layout's."""
+    found = scope_files(db_path) + sidecar_paths(db_path) + [manifest_path(db_path), *legacy_paths(db_path)]
+    return [path for path in found if path.exists()]
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from a file, or None when missing or unreadable."""
     try:

@@ -254,7 +254,11 @@ class Writer:
         return "built"
 
     def check(self) -> dict[str, Any]:
-        """How the saved files differ from the store: forgotten rows still in them, current rows missing from them."""
+        """How the saved files differ from the store: forgotten rows still in them, current rows missing from them.
+
+        A row is missing only if its file claims it: stored up to the file's rowid mark, with a vector no newer
+        than the file's. A later row (or vector) waits for the next save: it is pending, and recall scores it exactly.
+        """
         from usearch.index import Index
 
         manifest = read_manifest(self.db_path)
@@ -267,9 +271,9 @@ class Writer:
             index = Index.restore(str(scope_paths(self.db_path, scope)[0]), view=True)
             keys = np.asarray(index.keys if index is not None else [], dtype=np.int64)
             keys = keys[keys < FILLER_KEYS]
-            covered = int(meta["rowid"])
+            covered, vectors = int(meta["rowid"]), int(meta["vectors"])
             rows = self.rowids(scope, "rowid <= ?", (covered,))
-            current = self.rowids(scope, f"rowid <= ? AND {CURRENT}", (covered,))
+            current = self.rowids(scope, f"rowid <= ? AND vector_version <= ? AND {CURRENT}", (covered, vectors))
             found["files"] += 1
             found["keys"] += len(keys)
             found["fillers"] += int(meta["fillers"])

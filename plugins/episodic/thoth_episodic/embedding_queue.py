@@ -13,6 +13,7 @@ embedded while the current one is committed, so they run at the embedding model'
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH = 32
+# The store cannot be reached, opened or written now (the shared server is down, the data folder is read-only or
+# full, the file is locked): nothing is wrong with the episodes, which the next start embeds.
+STORE_DOWN = (StoreDown, sqlite3.OperationalError, OSError)
 Chunk = TypeVar("Chunk")
 Item = TypeVar("Item")
 Vectors = TypeVar("Vectors")
@@ -154,8 +158,13 @@ class EmbeddingQueue:
                 if batch and not self._store_vectors(batch):
                     return
             except Exception as exc:  # noqa: BLE001 - a failing embedder or store must not kill the thread silently
-                if isinstance(exc, StoreDown):  # an outage is one line, no traceback
-                    logger.warning("episodic: %d episodes wait for a vector: %s", len(batch), exc)
+                if isinstance(exc, STORE_DOWN):  # an outage or a read-only folder is one line, no traceback
+                    logger.warning(
+                        "episodic: %s wait for a vector (they are embedded at the next start): %s: %s",
+                        f"{len(batch)} episodes" if batch else "stored episodes",
+                        type(exc).__name__,
+                        exc,
+                    )
                 else:
                     logger.exception("episodic: embedding %d episodes failed; they stay BM25-only for now", len(batch))
                 failed |= batch.keys()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import ann_search
-from .ann_files import discard_files
+from .ann_files import discard_files, every_file
 from .ann_index import AnnIndex
 from .ann_search import allowed_exact, ann_dense
 from .records import Query
@@ -112,9 +112,21 @@ class IndexedSearch:
         index = self._index or AnnIndex(self.path, self.dim, expansion=1, min_rows=self.ann_scope_rows())
         if not index.present():
             return []
+        if self._index is None:  # `exact`: no process of this home reads or updates them, so they are not judged
+            return [(True, f'episodic: ANN index {index.path}: unused (ann = "exact"); {unused_files_hint(self.path)}')]
         problem = index.check()
         return [(problem is None, f"episodic: ANN index {index.path}: {problem or 'agrees with the store'}")]
 
     def ann_scope_rows(self) -> int:
         """Rows from which a scope gets its own index file: every scope with `ann = "usearch"`, else `SMALL_SCOPE`."""
         return 1 if self.ann == "usearch" else max(1, ann_search.SMALL_SCOPE)
+
+
+def unused_files_hint(db_path: Path) -> str:
+    """How big a store's unused index files are, and what to do with them."""
+    files = every_file(db_path)
+    size = sum(path.stat().st_size for path in files if path.exists())
+    return (
+        f"{len(files)} files, {size / 1e6:.1f} MB: delete {db_path.name}.usearch* to free them, or set ann back "
+        "(the next save brings them up to the store)"
+    )

@@ -7,6 +7,8 @@ import sqlite3
 from thoth_core.storage import Migration
 from thoth_core.types import DEFAULT_AGENT
 
+from .sqlite_rowids import never_reuse_rowids
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS episodes (
@@ -66,7 +68,8 @@ def _one_episode_per_turn(db: sqlite3.Connection) -> None:
 # Migration 4: the agent each episode belongs to (`[thoth] agent`); older episodes are the default agent's.
 AGENT_COLUMN = f"ALTER TABLE episodes ADD COLUMN agent TEXT NOT NULL DEFAULT '{DEFAULT_AGENT}'"
 
-MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions, _one_episode_per_turn, AGENT_COLUMN]
+# Migration 5: `AUTOINCREMENT` (a rowid is never given twice), see `sqlite_rowids`.
+MIGRATIONS: list[Migration] = [SCHEMA, _vector_versions, _one_episode_per_turn, AGENT_COLUMN, never_reuse_rowids]
 
 
 def newest_rowid(db: sqlite3.Connection) -> int:

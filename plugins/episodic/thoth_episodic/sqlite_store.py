@@ -12,7 +12,8 @@ or supersede bumps a generation counter in `meta` and the next search reloads ev
 The full-text stage reads on read-only connections of its own (a few, kept open), so it runs
 while dense search uses the store's connection. A turn has at most one current episode (a
 unique index on workspace, peer and turn id), so a post-turn write replayed after a crash
-stores nothing new. Several processes may share the
+stores nothing new. A rowid is never given twice (`AUTOINCREMENT`, `sqlite_rowids`): the ANN files'
+covered marks rely on it. Several processes may share the
 file; each refreshes before it searches. Reads are scoped to one agent (`agent` column, the
 vector cache's scope is workspace, peer and agent); deletes are not. Commits use WAL with `synchronous=NORMAL`
 (configurable): a committed write survives the process being killed, which
@@ -41,6 +42,7 @@ from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, index_text, rank
 from .sqlite_ann import IndexedSearch
 from .sqlite_fts import AS_OF, FullTextSearch
+from .sqlite_rowids import writers_held
 from .sqlite_schema import MIGRATIONS
 from .vector_cache import VectorCache
 
@@ -89,7 +91,8 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
         self.dim = dim
         self._lock = threading.RLock()
         self._db = connect(self.path, synchronous=synchronous)
-        with self._lock:
+        migrating = self._db.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS)
+        with self._lock, writers_held(self.path, migrating=migrating):
             migrate(self._db, MIGRATIONS)
             if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:
                 self._db.execute(RANK)
