@@ -60,12 +60,33 @@ WRITTEN_FILE = "shared-skills.json"  # slug -> digest of the copy this host wrot
 FORGOTTEN = {"forgotten": True}
 LocalDraft = tuple[str, str, Files, dict[str, Any]]  # (key, slug, files, meta) of a draft folder
 
+
 def validate_files(files: Files, *, slug: str, settings: Settings) -> SkillDoc:
     """Validate a skill's files as a folder named `slug` would be (in a scratch folder)."""
     with tempfile.TemporaryDirectory(prefix="thoth-skill-") as scratch:
         folder = Path(scratch) / slug
         write_files(folder, files)
         return validate_skill(folder, slug=slug, limits=settings.limits, require_manifest=True)
+
+
+INSERT_DRAFT = (
+    "INSERT INTO drafts (key, slug, workspace, peer, thread, files, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def draft_row(key: str, slug: str, files: Files, meta: dict[str, Any]) -> tuple[Any, ...]:
+    """The values of a draft's row, in INSERT_DRAFT's order (its owner from `meta["source"]`)."""
+    source = meta.get("source") or {}
+    return (
+        key,
+        slug,
+        source.get("workspace"),
+        source.get("peer"),
+        source.get("thread"),
+        json.dumps(files),
+        json.dumps(meta),
+        time.time(),
+    )
 
 
 class SharedDrafts:
@@ -92,22 +113,11 @@ class SharedDrafts:
 
     def put(self, key: str, *, slug: str, files: Files, meta: dict[str, Any]) -> None:
         """Store a pending draft, replacing a pending one of the same key (the same peer's older draft)."""
-        source = meta.get("source") or {}
         self.db.execute(
-            "INSERT INTO drafts (key, slug, workspace, peer, thread, files, meta, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET slug = excluded.slug, workspace = excluded.workspace,"
+            f"{INSERT_DRAFT} ON CONFLICT (key) DO UPDATE SET slug = excluded.slug, workspace = excluded.workspace,"
             " peer = excluded.peer, thread = excluded.thread, files = excluded.files, meta = excluded.meta,"
             " at = excluded.at",
-            (
-                key,
-                slug,
-                source.get("workspace"),
-                source.get("peer"),
-                source.get("thread"),
-                json.dumps(files),
-                json.dumps(meta),
-                time.time(),
-            ),
+            draft_row(key, slug, files, meta),
         )
 
     def get(self, key: str) -> tuple[Files, dict[str, Any]] | None:
@@ -303,20 +313,8 @@ class SharedDrafts:
             except SkillError as exc:
                 logger.warning("procedural: %s: not taken into the shared store: %s", folder, exc)
                 continue
-            source = meta.get("source") or {}
             inserted = self.db.execute(
-                "INSERT INTO drafts (key, slug, workspace, peer, thread, files, meta, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
-                (
-                    key,
-                    slug,
-                    source.get("workspace"),
-                    source.get("peer"),
-                    source.get("thread"),
-                    json.dumps(files),
-                    json.dumps(meta),
-                    time.time(),
-                ),
+                f"{INSERT_DRAFT} ON CONFLICT (key) DO NOTHING", draft_row(key, slug, files, meta)
             ).rowcount
             stored = self.get(key)
             if inserted or (stored is not None and stored[0] == files):
