@@ -25,6 +25,7 @@ from .inputs import name_problem
 from .pii_rules import PII_KINDS
 from .types import DEFAULT_AGENT, LAYERS
 
+CONFIG_NAME = "thoth.toml"  # the file that makes a folder an agent home
 ESSENTIAL = frozenset({"working", "procedural"})
 
 DEFAULTS: dict[str, Any] = {
@@ -108,10 +109,17 @@ def configured_agent(config: Config) -> str:
     return value
 
 
+def find_config(start: Path | None = None) -> Path | None:
+    """The nearest `thoth.toml` in start (default: the working directory) or its parents."""
+    folder = (start or Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / CONFIG_NAME).is_file():
+            return candidate / CONFIG_NAME
+    return None
+
+
 def config_path() -> Path:
     """Where the config file is: `$THOTH_CONFIG`, else the nearest `thoth.toml` upwards, else `./thoth.toml`."""
-    from .home import CONFIG_NAME, find_config
-
     if os.environ.get("THOTH_CONFIG"):
         return Path(os.environ["THOTH_CONFIG"])
     return find_config() or Path(CONFIG_NAME)
@@ -310,7 +318,8 @@ def validate(config: Config) -> None:
     if re.search(r"://[^/@:]*:[^/@]+@", str(config.get("storage.url", ""))):
         raise config.error("storage.url", 'a password is a secret, not a value: url = { "$env" = "THOTH_STORAGE_URL" }')
     for key in literal_secrets(config.data):
-        raise config.error(key, f'secrets are references, not values: {key.rsplit(".", 1)[-1]} = {{ "$env" = "VARIABLE" }}')
+        leaf = key.rsplit(".", 1)[-1]
+        raise config.error(key, f'secrets are references, not values: {leaf} = {{ "$env" = "VARIABLE" }}')
     for name, table in config.data.get("plugins", {}).items():
         if name == "disabled":
             continue

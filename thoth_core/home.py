@@ -16,11 +16,10 @@ from pathlib import Path
 import pluggy
 
 from ._calls import call_sync
-from .config import Config
+from .config import CONFIG_NAME, Config
 from .errors import ThothError
 from .git import git_init, tracks_files
 
-CONFIG_NAME = "thoth.toml"
 DATA_DIR = ".thoth"  # the home's own data ([thoth] home in the template), ignored by git
 GITIGNORE = f"""# Thoth: data and drafts stay out of the agent's history
 {DATA_DIR}/
@@ -29,15 +28,6 @@ __pycache__/
 """
 
 RUNNING_WITHOUT_HOME = "; running with built-in defaults: no persona, skills or notes"
-
-
-def find_config(start: Path | None = None) -> Path | None:
-    """The nearest `thoth.toml` in start (default: the working directory) or its parents."""
-    folder = (start or Path.cwd()).resolve()
-    for candidate in (folder, *folder.parents):
-        if (candidate / CONFIG_NAME).is_file():
-            return candidate / CONFIG_NAME
-    return None
 
 
 def default_home(config: Config) -> Path:

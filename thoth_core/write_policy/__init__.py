@@ -12,16 +12,29 @@ everything else drawn from the same source suspect (unreadable text, a request t
 aside, order words of another language): "Prefers French" drawn from an order in French waits
 with it (flag `source-held`).
 
-The modules: `tiers` (the tiers and the English word tables), `language` (whether a text is plain
-English), `cues` (order words of 14 languages and 6 romanisations), `firewall` (injection phrasing,
-commands, URLs). This module imports none of them until the first judgement: a layer's settings
-can name tiers without compiling the tables (`warm` compiles them ahead, in a warm-up thread).
+The modules: `verdict` (the tiers' names, the outcomes and `Verdict`), `tiers` (the tiers and the
+English word tables), `language` (whether a text is plain English), `cues` (order words of 14
+languages and 6 romanisations), `firewall` (injection phrasing, commands, URLs). This module imports
+the last four only at the first judgement: a layer's settings can name tiers without compiling the
+tables (`warm` compiles them ahead, in a warm-up thread).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from .verdict import (
+    ALWAYS_HELD,
+    APPLIED,
+    DEFAULT_AUTO_APPLY,
+    HELD,
+    SOURCE_HELD,
+    TIERS,
+    UNJUDGED,
+    Verdict,
+    hold_flags,
+    may_auto_apply,
+)
 
 __all__ = [
     "ALWAYS_HELD",
@@ -38,39 +51,6 @@ __all__ = [
     "suspect_source",
     "warm",
 ]
-
-TIERS = ("self-fact", "general", "other-peer", "tool", "instruction", "unjudged", "authority")  # lowest risk first
-ALWAYS_HELD = frozenset({"unjudged", "authority"})  # no policy applies these
-DEFAULT_AUTO_APPLY = ("self-fact",)
-APPLIED, HELD, UNJUDGED = "applied", "held", "unjudged"  # a verdict's outcomes
-SOURCE_HELD = "source-held"  # the flag of a text held because another text from its source was suspect
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the policy decides about one text: its outcome, tier, the flags it is held with, and why."""
-
-    outcome: str  # APPLIED, HELD or UNJUDGED
-    tier: str
-    flags: tuple[str, ...] = ()  # () when applied; else the firewall's flags, or the tier
-    evidence: tuple[str, ...] = ()  # the words that put it in its tier
-
-    @property
-    def applied(self) -> bool:
-        """Whether the text may be kept and shown without a person."""
-        return self.outcome == APPLIED
-
-
-def may_auto_apply(tier: str, auto_apply: Iterable[str]) -> bool:
-    """Whether a policy lets a text of this tier apply without review (never `unjudged` or `authority`)."""
-    return tier not in ALWAYS_HELD and tier in set(auto_apply)
-
-
-def hold_flags(tier: str, flags: list[str], auto_apply: Iterable[str]) -> list[str]:
-    """The flags a text is held with: the firewall's, else its tier when the policy holds it; [] applies it."""
-    if flags:
-        return list(flags)
-    return [] if may_auto_apply(tier, auto_apply) else [tier]
 
 
 def judge(

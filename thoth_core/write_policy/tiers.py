@@ -28,7 +28,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import TIERS, cues, firewall, language
+from . import cues, firewall, language
+from .verdict import TIERS
 
 MAX_FACT_CHARS = 300  # a longer text is not "a plain statement of fact"
 
