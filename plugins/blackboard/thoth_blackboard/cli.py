@@ -12,7 +12,7 @@ from thoth_core import ThothError
 from thoth_core.cli import HelpGroup, run, runtime
 
 from .board import Board
-from .plugin import board_for, settings_of
+from .state import board_for, settings_of
 
 
 @click.group(cls=HelpGroup)

@@ -9,6 +9,8 @@ from thoth_core import ContextBlock, hookimpl
 from thoth_core.runtime import Command
 from thoth_core.schema import Choice, Number, Text
 
+from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
+from .bundle import bundle_import as bundle_import
 from .embedder import MINILM_OPTIONS
 from .memory import NAME, STORE_OPTIONS, Settings, explain_hit, memory_for
 from .related import related_block
@@ -217,6 +219,3 @@ def records_consolidated(ids: list[str], runtime: Runtime) -> None:
     memory = memory_for(runtime)
     memory.store.mark_consolidated(ids)
     memory.retire()
-
-
-from .bundle import bundle_export, bundle_import  # noqa: E402,F401

@@ -11,6 +11,8 @@ from thoth_core import Session, hookimpl
 from thoth_core.runtime import Command
 
 from . import reflexion  # queue, reflect and writers load when first needed: not before a turn's reply
+from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
+from .bundle import bundle_import as bundle_import
 from .documents import documents
 from .importance import ARCHIVE_FILE
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
@@ -169,4 +171,3 @@ def register_cli_commands(cli: Any) -> None:
 
     cli.add_command(review)
     cli.add_command(reflect_group)
-from .bundle import bundle_export, bundle_import  # noqa: E402,F401

@@ -10,6 +10,7 @@ import time
 import pytest
 from thoth_working import plugin as working
 from thoth_working import record_tool, scratch, transcript_path
+from thoth_working.state import Settings
 
 from thoth_core import ConfigError, ModelError, Session, hookimpl
 from thoth_core.budget import block_tokens, trim_history
@@ -393,7 +394,7 @@ async def test_no_memory_file_means_no_block_and_unreadable_is_a_clear_error(run
 def test_bad_settings_name_the_key(make_runtime):
     runtime = make_runtime(config={"plugins": {"working": {"restore_turns": -1}}})
     with pytest.raises(ConfigError, match=r"plugins\.working\.restore_turns: expected a non-negative integer"):
-        working.Settings.of(runtime)
+        Settings.of(runtime)
 
 
 @pytest.mark.parametrize("dialect", ["sqlite"])  # no store involved

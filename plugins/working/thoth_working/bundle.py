@@ -9,6 +9,7 @@ from typing import Any
 
 from thoth_core import ThothError, hookimpl
 
+from .state import state
 from .store import FIELDS, StoredSession
 
 SECTION = "working"
@@ -19,8 +20,6 @@ VERSION = 1
 @hookimpl
 def bundle_export(runtime: Any) -> dict[str, Any]:
     """Every session (`{"session": index row, "transcript": [entries]}`), oldest first."""
-    from .plugin import state  # plugin.py imports this module at its end
-
     store = state(runtime).store
     sessions = store.every()
 
@@ -38,8 +37,6 @@ def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int
 
     if not own_section(section, SECTION, VERSION):
         return None
-    from .plugin import state
-
     store = state(runtime).store
     added = {"sessions": 0, "transcripts": 0}
     for number, record in enumerate(section["records"], 1):

@@ -22,7 +22,6 @@ reap nor count each other's sessions; forgetting a peer removes its sessions wit
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,64 +30,17 @@ from thoth_core.owners import split_owner
 from thoth_core.runtime import MISSING_CONTEXT
 from thoth_core.sections import HomeSections, home_sections
 
-from .store import SessionStore
+from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
+from .bundle import bundle_import as bundle_import
+from .state import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
+from .state import state
 from .transcripts import day_of
 
 logger = logging.getLogger(__name__)
 
 LAYER = "working"
-NAME = "working"
 MEMORY_PRIORITY = 90
 WITHOUT_CONTEXT = "turns without context"  # the status key naming what recent turns went without
-CONFIG_DEFAULTS = {f"plugins.{NAME}": {"memory_file": "persona/MEMORY.md", "restore_turns": 200}}  # every key
-
-
-@dataclass(frozen=True)
-class Settings:
-    """`[plugins.working]`: where MEMORY.md is and how many turns a resumed session gets back."""
-
-    memory_file: Path
-    restore_turns: int = 200
-
-    @classmethod
-    def of(cls, runtime: Any) -> Settings:
-        """The plugin's settings from thoth.toml, with one-line errors naming the key."""
-        table = {**CONFIG_DEFAULTS[f"plugins.{NAME}"], **runtime.config.plugin(NAME)}
-        memory_file = table["memory_file"]
-        if not isinstance(memory_file, str) or not memory_file:
-            raise runtime.config.error(f"plugins.{NAME}.memory_file", f"expected a path, got {memory_file!r}")
-        restore = runtime.config.integer(f"plugins.{NAME}.restore_turns", table["restore_turns"], high=1_000_000)
-        return cls(memory_file=runtime.config.root / memory_file, restore_turns=restore)
-
-
-@dataclass
-class WorkingState:
-    """Per-runtime state: settings, the session store, live sessions, MEMORY.md as read per session."""
-
-    settings: Settings
-    store: SessionStore
-    memory: dict[str, str] = field(default_factory=dict)
-    live: dict[str, Session] = field(default_factory=dict)
-
-    def close(self) -> None:
-        """Write what live sessions recorded since their last flush (a failed turn's error), then close the index."""
-        for session in self.live.values():
-            if not session.ended:
-                try:
-                    self.store.flush(session)
-                except Exception as exc:  # noqa: BLE001 - one session's file must not keep the others unwritten
-                    logger.error("working: session %s: flushing its transcript failed: %s", session.id, exc)
-        self.live.clear()
-        self.store.close()
-
-
-def state(runtime: Any) -> WorkingState:
-    """This runtime's working-memory state."""
-    return runtime.plugin_state(
-        NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working", runtime.config))
-    )
-
-
 def read_memory(path: Path, sections: HomeSections | None = None) -> str:
     """MEMORY.md's text (its marked sections as every host sees them, when `sections` are shared);
     a missing file is empty, an unreadable one an error naming it."""
@@ -276,5 +228,3 @@ def doctor_checks(runtime: Any) -> list[tuple[bool, str]]:
         return [(True, f"context: each of the last {missing.turns} turns had every plugin's context")]
     return [(False, line) for line in missing.lines()]
 
-
-from .bundle import bundle_export, bundle_import  # noqa: E402,F401
