@@ -17,7 +17,7 @@ from thoth_core import hookspecs
 from thoth_core.types import LAYERS, SEFIROT
 
 ROOT = Path(__file__).resolve().parents[1]
-HOOKS_MD = (ROOT / "docs" / "hooks.md").read_text()
+HOOKS_MD = (ROOT / "docs" / "hooks.md").read_text().split("\n## Hooks the reflection plugin declares\n")[0]
 TUTORIAL = (ROOT / "docs" / "writing-plugins.md").read_text()
 EXAMPLE = ROOT / "examples" / "thoth-hello"
 CONCEPTS = ROOT / "docs" / "concepts" / "memory.md"

@@ -7,9 +7,8 @@ import logging
 import threading
 import time
 
-from thoth_core import ContextBlock, Turn, hookimpl
+from thoth_core import Command, ContextBlock, Turn, hookimpl
 from thoth_core._calls import call_each
-from thoth_core.runtime import Command
 
 
 class Impostor:

@@ -71,14 +71,13 @@ class Section:
 def sections_of(runtime: Runtime) -> list[Section]:
     """Every layer's `bundle_export` answer; a plugin that fails stops the export (nothing is left out silently)."""
     found: dict[str, Section] = {}
-    for impl in runtime.pm.hook.bundle_export.get_hookimpls():
-        answer = impl.function(runtime=runtime)
+    for plugin, answer, _ in runtime.call_sync("bundle_export", runtime=runtime):  # not isolated: a failure stops it
         if answer is None:
             continue
         name = str(answer.get("name") or "")
         if not name or "/" in name or name in found:
-            raise ThothError(f"plugin {impl.plugin_name}: bundle_export: bad or duplicate section name {name!r}")
-        found[name] = Section(impl.plugin_name, name, int(answer["version"]), int(answer["count"]), answer["records"])
+            raise ThothError(f"plugin {plugin}: bundle_export: bad or duplicate section name {name!r}")
+        found[name] = Section(plugin, name, int(answer["version"]), int(answer["count"]), answer["records"])
     return [found[name] for name in sorted(found)]
 
 
@@ -478,7 +477,8 @@ def import_bundle(runtime: Runtime, bundle: Bundle, *, merge: bool, progress: Pr
     for name, entry in sorted(bundle.manifest["sections"].items()):
         section = {"name": name, "version": entry.get("version"), "count": entry.get("records", 0)}
         section["records"] = bundle.records(name)
-        added = runtime.pm.hook.bundle_import(section=section, runtime=runtime, progress=progress)
+        answers = runtime.call_sync("bundle_import", section=section, runtime=runtime, progress=progress)
+        added = next((answer for _, answer, _ in answers if answer is not None), None)  # firstresult: the owner's
         if added is None:
             report.unread[name] = int(entry.get("records", 0))
         else:

@@ -222,7 +222,7 @@ def plugins(as_json: bool) -> None:
 
     pm = make_plugin_manager(load_config())
     rows = []
-    for name, info in sorted(pm.thoth_info.items()):
+    for name, info in sorted(pm.info.items()):
         plugin = pm.get_plugin(name)
         hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or []) if plugin else []
         rows.append(dict(asdict(info), hooks=hooks))

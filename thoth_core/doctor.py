@@ -31,7 +31,7 @@ async def diagnose(runtime: Runtime, *, echo: Callable[[str], None]) -> int:
 
     hint = "" if runtime.config.path or os.environ.get("THOTH_HOME") else f" ({no_home_hint()})"
     report(True, f"config: {runtime.config.source if runtime.config.path else 'no thoth.toml, using defaults'}{hint}")
-    infos = runtime.pm.thoth_info  # type: ignore[attr-defined]
+    infos = runtime.pm.info
     for name, info in sorted(infos.items()):
         if info.error:
             if info.error.startswith("not installed"):

@@ -1,15 +1,21 @@
-"""Every hook a Thoth plugin can implement; `docs/hooks.md` documents each one.
+"""Every hook of the core protocol, and how each is called; `docs/hooks.md` documents each one.
 
 Hooks are always called with keyword arguments, so an implementation may accept any
 subset of them. Implementations may be plain functions or `async def`; the runtime
 awaits coroutines and runs plain functions in a worker thread, each plugin isolated
 (an exception or a timeout is logged with the plugin's name, and the turn goes on).
+
+`POLICIES` is the one table of how the dispatcher (`thoth_core._calls`) calls each hook: its
+style, its deadline and whether a failure is isolated. A plugin that declares hooks of its own
+(`add_hookspecs`) gives its hookspecs module a `POLICIES` table of the same shape; the plugin
+manager checks each policy against the spec's `firstresult` and `historic` options.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
@@ -18,11 +24,106 @@ if TYPE_CHECKING:
 
     import click
 
+    from .manager import ThothPluginManager
     from .runtime import Runtime
-    from .types import ContextBlock, Reply, Session, Turn
+    from .types import (
+        ApprovalItem,
+        BundleSection,
+        CheckIn,
+        ContextBlock,
+        DoctorLine,
+        LastThread,
+        LayerStatus,
+        RecallHit,
+        Register,
+        RegisterCommand,
+        Reply,
+        Session,
+        ToolDefinition,
+        Turn,
+    )
 
 hookspec = pluggy.HookspecMarker("thoth")
 hookimpl = pluggy.HookimplMarker("thoth")
+
+Style = Literal["each", "first", "historic", "sync"]
+DeadlineKind = Literal["turn", "background", "none"]
+
+
+@dataclass(frozen=True)
+class HookPolicy:
+    """How the dispatcher calls one hook.
+
+    `style`: `each` calls every implementation concurrently; `first` calls them one at a time in
+    pluggy's order and stops at the first non-None result (the spec is `firstresult`); `historic`
+    calls every plugin on the caller's thread and replays the call for a plugin registered later
+    (the spec is `historic`); `sync` calls every plugin on the caller's thread (registries, CLI, init).
+    `deadline`: `turn` (`Runtime.deadline_for`), `background` (`Runtime.background_deadline`) or
+    `none`; calls on the caller's thread never have one. `isolated`: a failing plugin is logged and
+    skipped (a ConfigError from a call on the caller's thread still stops the command); False, the
+    failure reaches the caller.
+    """
+
+    style: Style
+    deadline: DeadlineKind
+    isolated: bool = True
+
+    @property
+    def firstresult(self) -> bool:
+        """Whether the call stops at the first non-None result."""
+        return self.style == "first"
+
+    @property
+    def historic(self) -> bool:
+        """Whether plugins registered later get the call too."""
+        return self.style == "historic"
+
+    @property
+    def in_caller_thread(self) -> bool:
+        """Whether implementations run one after another on the caller's thread, without a deadline."""
+        return self.style in ("sync", "historic")
+
+    @classmethod
+    def of_spec(cls, opts: Mapping[str, Any]) -> HookPolicy:
+        """The policy of a spec whose module gives none: its own options, background deadline."""
+        if opts.get("firstresult"):
+            return cls("first", "background")
+        if opts.get("historic"):
+            return cls("historic", "none")
+        return cls("each", "background")
+
+
+POLICIES: dict[str, HookPolicy] = {
+    "configure": HookPolicy("historic", "none"),
+    "add_hookspecs": HookPolicy("historic", "none"),
+    "pre_spawn_context": HookPolicy("each", "turn"),
+    "turn_tools": HookPolicy("each", "turn"),
+    "post_turn_write": HookPolicy("each", "background"),
+    "session_start": HookPolicy("each", "turn"),
+    "session_closed": HookPolicy("first", "turn"),
+    "session_end": HookPolicy("each", "background"),
+    "forget": HookPolicy("each", "background"),
+    "register_models": HookPolicy("sync", "none"),
+    "register_episodic_backends": HookPolicy("sync", "none"),
+    "register_embedders": HookPolicy("sync", "none"),
+    "register_commands": HookPolicy("sync", "none"),
+    "register_cli_commands": HookPolicy("sync", "none"),
+    "init_home": HookPolicy("sync", "none"),
+    "register_frontends": HookPolicy("sync", "none"),
+    "feedback": HookPolicy("each", "background"),
+    "layer_status": HookPolicy("each", "turn"),
+    "recall": HookPolicy("each", "background"),
+    "last_thread": HookPolicy("each", "turn"),
+    "idle_sessions": HookPolicy("each", "background"),
+    "approvals": HookPolicy("each", "background"),
+    "decide": HookPolicy("first", "background"),
+    "workspace_admin": HookPolicy("each", "background"),
+    "doctor_checks": HookPolicy("each", "background"),
+    "notify": HookPolicy("each", "background"),
+    "due_check_ins": HookPolicy("each", "background"),
+    "bundle_export": HookPolicy("sync", "none", isolated=False),
+    "bundle_import": HookPolicy("first", "none", isolated=False),
+}
 
 
 @hookspec(historic=True)
@@ -32,6 +133,20 @@ def configure(runtime: Runtime) -> None:
     Args:
         runtime: the runtime; `runtime.config.plugin(NAME)` is the plugin's own table,
             `runtime.home` its data directory.
+    """
+
+
+@hookspec(historic=True)
+def add_hookspecs(pluginmanager: ThothPluginManager) -> None:
+    """Declare the hooks this plugin's world adds: `pluginmanager.add_hookspecs(module)`.
+
+    Called as the plugin is registered (before any hook implementation is checked), in the style of
+    pytest's `pytest_addhooks`. The module holds `@hookspec` functions and a `POLICIES` table
+    (hook name -> `HookPolicy`); implementers of such hooks mark them `@hookimpl(optionalhook=True)`
+    so they still load when the declaring plugin is not installed.
+
+    Args:
+        pluginmanager: the plugin manager being built.
     """
 
 
@@ -53,7 +168,7 @@ def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | list[Conte
 
 
 @hookspec
-def turn_tools(turn: Turn, session: Session) -> list[dict[str, Any]] | None:
+def turn_tools(turn: Turn, session: Session) -> list[ToolDefinition] | None:
     """Offer tools to the model for this turn (providers without tool support ignore them).
 
     Called with `pre_spawn_context`, under the same deadline.
@@ -112,22 +227,22 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime, wait
 
 
 @hookspec
-def register_models(register: Callable[..., None]) -> None:
+def register_models(register: Register) -> None:
     """Register model providers: `register(name, factory)`, factory(runtime, options) -> Model."""
 
 
 @hookspec
-def register_episodic_backends(register: Callable[..., None]) -> None:
+def register_episodic_backends(register: Register) -> None:
     """Register episodic stores: `register(name, factory)`, factory(runtime, options) -> backend."""
 
 
 @hookspec
-def register_embedders(register: Callable[..., None]) -> None:
+def register_embedders(register: Register) -> None:
     """Register text embedders: `register(name, factory)`, factory(runtime, options) -> embedder."""
 
 
 @hookspec
-def register_commands(register: Callable[..., None]) -> None:
+def register_commands(register: RegisterCommand) -> None:
     """Register slash commands: `register(Command(name, help, handler))`."""
 
 
@@ -146,7 +261,7 @@ def init_home(root: Path) -> list[str] | None:
 
 
 @hookspec
-def register_frontends(register: Callable[..., None]) -> None:
+def register_frontends(register: Register) -> None:
     """Register frontends: `register(name, start)`, start(runtime, **options) runs until exit."""
 
 
@@ -160,17 +275,12 @@ def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -
 
 
 @hookspec
-def reflection_result(result: dict[str, Any], session: Session) -> None:
-    """A validated reflection run finished; each layer writes the part it owns."""
-
-
-@hookspec
-def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any] | None:
+def layer_status(workspace: str, peer: str, runtime: Runtime) -> LayerStatus | None:
     """Counts for status displays, e.g. `{"layer": "episodic", "episodes": 120}`."""
 
 
 @hookspec
-def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[dict[str, Any]] | None:
+def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[RecallHit] | None:
     """What this plugin remembers of one peer that matches a query, best first, at most `limit` items.
 
     Returns:
@@ -180,7 +290,7 @@ def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) 
 
 
 @hookspec
-def last_thread(peer: str, workspace: str, runtime: Runtime) -> dict[str, Any] | None:
+def last_thread(peer: str, workspace: str, runtime: Runtime) -> LastThread | None:
     """The thread this peer was last active in, for a frontend that reopens it on start.
 
     Returns:
@@ -201,7 +311,7 @@ def idle_sessions(before: float, runtime: Runtime) -> list[Session] | None:
 
 
 @hookspec
-def approvals(runtime: Runtime) -> list[dict[str, Any]] | None:
+def approvals(runtime: Runtime) -> list[ApprovalItem] | None:
     """Every item of this plugin waiting for a person's decision (skill drafts, persona observations, ...).
 
     Return them all: the runtime applies the approvals policy (`thoth_core.approvals`), so a frontend
@@ -240,7 +350,7 @@ def workspace_admin(peer: str, workspace: str, runtime: Runtime) -> bool | None:
 
 
 @hookspec
-def doctor_checks(runtime: Runtime) -> list[tuple[bool | None, str]] | None:
+def doctor_checks(runtime: Runtime) -> list[DoctorLine] | None:
     """`thoth doctor` lines of this plugin: (ok, what), e.g. `(False, "honcho: 401 at http://...: bad key")`;
     ok None is a warning (shown, not a failure), e.g. state kept on this host only while a store is shared."""
 
@@ -255,9 +365,7 @@ def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
 
 
 @hookspec
-def due_check_ins(
-    now: float, runtime: Runtime, accept: Callable[[dict[str, Any]], bool]
-) -> list[dict[str, Any]] | None:
+def due_check_ins(now: float, runtime: Runtime, accept: Callable[[CheckIn], bool]) -> list[CheckIn] | None:
     """Check-ins whose time has come (workspace, peer, thread, text) that `accept` takes; returning marks delivered.
 
     An impl should return (and mark delivered) only items for which `accept(item)` is true, leaving
@@ -268,35 +376,7 @@ def due_check_ins(
 
 
 @hookspec
-def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]] | None:
-    """Records past retention (older than `before`) not yet consolidated, for the nightly job.
-
-    Returns:
-        Dicts with `id`, `plugin`, `at`, `peer`, `workspace` and `text`.
-    """
-
-
-@hookspec
-def records_consolidated(ids: list[str], runtime: Runtime) -> None:
-    """The nightly job absorbed these records; their owner may now delete them."""
-
-
-@hookspec
-def transcript_index(runtime: Runtime) -> list[dict[str, Any]] | None:
-    """Every stored session whose transcript this plugin keeps (the working layer), oldest first.
-
-    Returns:
-        Dicts with `session_id`, `day` (`YYYY-MM-DD`, UTC, of its start) and `started_at`.
-    """
-
-
-@hookspec(firstresult=True)
-def transcript(session_id: str, runtime: Runtime) -> list[dict[str, Any]] | None:
-    """A stored session's transcript entries (turns, errors, tool calls, session marks), or None if unknown."""
-
-
-@hookspec
-def bundle_export(runtime: Runtime) -> dict[str, Any] | None:
+def bundle_export(runtime: Runtime) -> BundleSection | None:
     """This plugin's part of `thoth bundle export`: everything its layer holds, backend-independent.
 
     Returns:
@@ -306,7 +386,7 @@ def bundle_export(runtime: Runtime) -> dict[str, Any] | None:
 
 
 @hookspec(firstresult=True)
-def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
+def bundle_import(section: BundleSection, runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add a bundle section's records to this plugin's store, skipping what it holds already.
 
     Only the plugin whose section `name` it is answers (None otherwise); it calls `progress(n)` as

@@ -1,4 +1,9 @@
-"""Building the plugin manager: specs, blocked names, entry points, then built-in defaults."""
+"""Building the plugin manager: specs, blocked names, entry points, built-in defaults, then the pending check.
+
+Each plugin gets the historic `add_hookspecs` call as it is registered, so the hooks it declares are
+in before any implementation is checked; the check of implementations without a spec runs once
+every plugin is in, and fails only the plugin that has one (a misspelt hook name).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,18 @@ import functools
 import importlib
 import logging
 import os
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 import pluggy
 
 from . import hookspecs
+from ._calls import call_here, replay
 from .config import ESSENTIAL, Config, check_plugin_tables, missing_plugins
 from .errors import ConfigError
+from .manager import GROUP, PluginInfo, ThothPluginManager
 from .schema import check_plugin_values
 
 logger = logging.getLogger(__name__)
-
-GROUP = "thoth"
 
 DEFAULT_PLUGINS = {
     "anthropic": "thoth_core.default_plugins.anthropic_model",
@@ -32,17 +36,6 @@ DEFAULT_PLUGINS = {
 FIRST_PARTY = ("working", "identity", "episodic", "procedural", "reflection", "blackboard", "tui", "slack")
 
 ENV_SWITCHES = {"HONCHO_DISABLED": "identity", "EPISODIC_DISABLED": "episodic", "REFLECTION_DISABLED": "reflection"}
-
-
-@dataclass
-class PluginInfo:
-    """What `thoth plugins` shows about one plugin."""
-
-    name: str
-    distribution: str
-    version: str
-    enabled: bool
-    error: str | None = None
 
 
 def install_hint(name: str) -> str:
@@ -67,11 +60,11 @@ def disabled_names(config: Config) -> set[str]:
     return names
 
 
-def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.PluginManager:
+def make_plugin_manager(config: Config, *, autoload: bool = True) -> ThothPluginManager:
     """A fresh manager with the hookspecs, installed plugins (unless blocked) and the defaults."""
-    pm = pluggy.PluginManager(GROUP)
+    pm = ThothPluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
-    pm.thoth_info = {}  # type: ignore[attr-defined]
+    call_here(pm, "add_hookspecs", {"pluginmanager": pm})  # historic: each plugin gets it as it is registered
     blocked = disabled_names(config)
     for name in blocked:
         pm.set_blocked(name)
@@ -82,7 +75,7 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
         for name, key in missing_plugins(config, (set(installed) & wanted) | set(DEFAULT_PLUGINS)).items():
             error = f"not installed ({install_hint(name)})"
             logger.warning("%s", config.error(key, f"plugin {name!r} is {error}; running without it"))
-            pm.thoth_info[name] = PluginInfo(name, "-", "-", enabled=False, error=error)  # type: ignore[attr-defined]
+            pm.info[name] = PluginInfo(name, "-", "-", enabled=False, error=error)
         for name in sorted(wanted - set(installed)):
             logger.warning(
                 "THOTH_LOAD_PLUGINS names %r, which is not installed; installed: %s",
@@ -95,31 +88,51 @@ def make_plugin_manager(config: Config, *, autoload: bool = True) -> pluggy.Plug
             dist = ep.dist.name if ep.dist else "?"
             version = ep.dist.version if ep.dist else "?"
             info = PluginInfo(name, dist, version, enabled=name not in blocked)
-            pm.thoth_info[name] = info  # type: ignore[attr-defined]
+            pm.info[name] = info
             if name in blocked:
                 logger.info("plugin %s-%s disabled", name, version)
                 continue
             try:
                 pm.register(ep.load(), name=name)
-                pm.check_pending()  # a misspelt hook name fails this plugin, not every command
+                replay(pm, name)  # its own hookspecs (add_hookspecs)
                 logger.info("plugin %s-%s registered", name, version)
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the others
-                if pm.get_plugin(name) is not None:
-                    pm.unregister(name=name)
-                info.enabled, info.error = False, f"{type(exc).__name__}: {exc}"
-                logger.error("plugin %s failed to load: %s", name, info.error)
+                _fail(pm, info, exc)
     for name, module in DEFAULT_PLUGINS.items():
         if name in blocked or pm.has_plugin(name):
             continue
         pm.register(importlib.import_module(module), name=name)
-        pm.thoth_info[name] = PluginInfo(name, "thoth-core", _core_version(), enabled=True)  # type: ignore[attr-defined]
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise ConfigError(f"plugin {exc.plugin!r}: {exc}") from exc
+        replay(pm, name)
+        pm.info[name] = PluginInfo(name, "thoth-core", _core_version(), enabled=True)
+    check_pending(pm)
     check_plugin_tables(config, pm.get_plugins())
     check_plugin_values(config, pm.get_plugins(), declared_only=True)  # at start, not when a layer reads it
     return pm
+
+
+def check_pending(pm: ThothPluginManager) -> None:
+    """Unregister each installed plugin that implements a hook no plugin declares (and is not optional).
+
+    Runs once every plugin's hookspecs are in; a built-in default with such a hook is a ConfigError.
+    """
+    while True:
+        try:
+            pm.check_pending()
+            return
+        except pluggy.PluginValidationError as exc:
+            name = pm.get_name(exc.plugin)
+            info = pm.info.get(name or "")
+            if name is None or info is None or info.distribution == "thoth-core":
+                raise ConfigError(f"plugin {exc.plugin!r}: {exc}") from exc
+            _fail(pm, info, exc)
+
+
+def _fail(pm: ThothPluginManager, info: PluginInfo, exc: Exception) -> None:
+    """Take a plugin that could not load out of the manager; `thoth plugins` shows why."""
+    if pm.get_plugin(info.name) is not None:
+        pm.unregister(name=info.name)
+    info.enabled, info.error = False, f"{type(exc).__name__}: {exc}"
+    logger.error("plugin %s failed to load: %s", info.name, info.error)
 
 
 @functools.cache

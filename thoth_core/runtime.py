@@ -15,9 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pluggy
-
-from ._calls import call_each, call_sync, hook_loop, in_loop_thread
+from . import _calls
+from ._calls import Outcome, hook_loop, in_loop_thread
 from .approvals import DECISIONS, OWNER_KEYS, Actor, ApprovalRefused, Policy
 from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, agent_of, load_config
@@ -26,12 +25,24 @@ from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, Th
 from .home import default_home
 from .inputs import check_scope, check_text
 from .journal import TurnJournal
+from .manager import ThothPluginManager
 from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model, preload_provider_sdk
 from .plugins import make_plugin_manager
 from .redact import Redactor
 from .schema import check_plugin_values
 from .tools import recorded
-from .types import Command, ContextBlock, Message, PluginCall, Reply, Session, Turn, Usage
+from .types import (
+    CheckIn,
+    Command,
+    ContextBlock,
+    LayerStatus,
+    Message,
+    PluginCall,
+    Reply,
+    Session,
+    Turn,
+    Usage,
+)
 from .writes import StreamedReply, TurnWriter
 
 logger = logging.getLogger(__name__)
@@ -56,7 +67,7 @@ class Runtime:
         self,
         config: Config | None = None,
         *,
-        pm: pluggy.PluginManager | None = None,
+        pm: ThothPluginManager | None = None,
         home: Path | None = None,
         autoload: bool = True,
     ) -> None:
@@ -78,7 +89,7 @@ class Runtime:
         self._commands: dict[str, Command] | None = None
         self.writes = TurnWriter(self)
         self._recovered = False
-        call_sync(self.pm, "configure", runtime=self)
+        _calls.call_here(self.pm, "configure", {"runtime": self})  # historic: replayed for plugins registered later
         check_plugin_values(self.config, self.pm.get_plugins())  # what no plugin checked: each default's type
 
     @classmethod
@@ -88,13 +99,11 @@ class Runtime:
         return cls(reachable(load_config(path)), autoload=autoload)
 
     def register(self, plugin: object, name: str | None = None) -> str:
-        """Register a plugin object after start-up and configure it."""
+        """Register a plugin object after start-up; it gets the historic calls made so far (`configure`)."""
         registered = self.pm.register(plugin, name=name)
         if registered is None:
             raise PluginError(str(name), "is disabled in thoth.toml or by a *_DISABLED switch")
-        configure = getattr(plugin, "configure", None)
-        if configure is not None and getattr(configure, "thoth_impl", None) is not None:
-            configure(runtime=self)
+        _calls.replay(self.pm, registered)
         check_plugin_values(self.config, [plugin])
         self._models = self._commands = None
         return registered
@@ -108,12 +117,12 @@ class Runtime:
         return self._state[name]
 
     def deadline_for(self, plugin: str) -> float:
-        """Seconds a plugin's pre-spawn hook may take: its config, its DEADLINE, or the default."""
+        """Seconds a plugin may take on a turn's hook (`turn` deadline): its config, its DEADLINE, or the default."""
         found = [self.config.get(f"plugins.{plugin}.deadline"), getattr(self.pm.get_plugin(plugin), "DEADLINE", None)]
         return float(next((value for value in found if value is not None), self.config.get("thoth.deadline")))
 
     def background_deadline(self, plugin: str) -> float:
-        """Seconds a plugin's background work (post-turn write, session end, notify) may take."""
+        """Seconds a plugin's background work (`background` deadline: post-turn write, session end, notify) may take."""
         configured = self.config.get(f"plugins.{plugin}.background_deadline")
         return float(configured if configured is not None else self.config.get("thoth.background_deadline"))
 
@@ -130,7 +139,7 @@ class Runtime:
         def register(name: str, value: Any) -> None:
             found[name] = value
 
-        call_sync(self.pm, hook, register=register)
+        _calls.call_here(self.pm, hook, {"register": register})
         return found
 
     @property
@@ -145,7 +154,7 @@ class Runtime:
         """Slash commands by name."""
         if self._commands is None:
             found: dict[str, Command] = {}
-            call_sync(self.pm, "register_commands", register=lambda command: found.__setitem__(command.name, command))
+            _calls.call_here(self.pm, "register_commands", {"register": lambda c: found.__setitem__(c.name, c)})
             self._commands = found
         return self._commands
 
@@ -185,7 +194,7 @@ class Runtime:
         if session is None:
             session = Session(*key, home=self.home, runtime=self, agent=self.agent)
             self.sessions[key] = session
-            await call_each(self.pm, "session_start", {"session": session}, deadline_for=self.deadline_for)
+            await self.call("session_start", session=session)
             session.started.set()
         return session
 
@@ -196,19 +205,15 @@ class Runtime:
         session.ended = True
         if self.sessions.get(session.key) is session:  # a reaped stored session may share a live one's key
             del self.sessions[session.key]
-        self.background(
-            call_each(
-                self.pm, "session_end", {"session": session, "reason": reason}, deadline_for=self.background_deadline
-            )
-        )
+        self.background(self.call("session_end", session=session, reason=reason))
 
     async def _closed_elsewhere(self, session: Session) -> bool:
         """Drop a held session another worker ended (`session_closed`); a failing check counts as open."""
-        try:
-            closed = bool(await asyncio.to_thread(lambda: self.pm.hook.session_closed(session=session)))
-        except Exception as exc:  # noqa: BLE001 - a store blip must not fail the turn
-            logger.warning("session %s: could not check whether it was ended elsewhere: %s", session.id, exc)
-            return False
+        outcomes = await self.call("session_closed", session=session)
+        for plugin, _, record in outcomes:
+            if record.status != "ok":
+                logger.warning("session %s: %s could not check whether it was ended elsewhere", session.id, plugin)
+        closed = any(bool(result) for _, result, _ in outcomes)
         if closed:
             session.ended = True  # the other worker fired `session_end`
             self.sessions.pop(session.key, None)
@@ -220,8 +225,7 @@ class Runtime:
         now = time.time() if now is None else now
         held = [s for s in list(self.sessions.values()) if now - s.last_active >= limit]
         idle = [s for s in held if not await self._closed_elsewhere(s) and now - s.last_active >= limit]
-        kwargs = {"before": now - limit, "runtime": self}
-        outcomes = await call_each(self.pm, "idle_sessions", kwargs, deadline_for=self.background_deadline)
+        outcomes = await self.call("idle_sessions", before=now - limit, runtime=self)
         idle += [s for _, found, _ in outcomes for s in found or [] if isinstance(s, Session)]
         for session in idle:
             await self.end_session(session, "idle")
@@ -232,12 +236,8 @@ class Runtime:
     async def context(self, turn: Turn, session: Session, *, until: float | None = None) -> Assembly:
         """Run the pre-spawn stage and fit the blocks into the budgets; no plugin runs past `until` (monotonic)."""
 
-        def deadline_for(plugin: str) -> float:
-            own = self.deadline_for(plugin)
-            return own if until is None else max(0.01, min(own, until - time.monotonic()))
-
         kwargs = {"turn": turn, "session": session}
-        outcomes = await call_each(self.pm, "pre_spawn_context", kwargs, deadline_for=deadline_for)
+        outcomes = await _calls.call(self.pm, "pre_spawn_context", kwargs, deadlines=self, until=until)
         blocks: list[ContextBlock] = []
         calls = []
         for plugin, result, call in outcomes:
@@ -266,10 +266,8 @@ class Runtime:
 
     async def tools(self, turn: Turn, session: Session) -> list[dict[str, Any]]:
         """The tools plugins offer for this turn, each handler recording its calls in the transcript."""
-        outcomes = await call_each(
-            self.pm, "turn_tools", {"turn": turn, "session": session}, deadline_for=self.deadline_for
-        )
-        tools = []
+        outcomes = await self.call("turn_tools", turn=turn, session=session)
+        tools: list[dict[str, Any]] = []  # ToolDefinition, as the model providers take them
         for plugin, result, _ in outcomes:
             for tool in result or []:
                 if not isinstance(tool, dict) or not tool.get("name"):
@@ -410,7 +408,7 @@ class Runtime:
         journaled += await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
         receipt: dict[str, dict[str, int]] = {"journal": {"unwritten turns": journaled}} if journaled else {}
         kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self, "wait": wait}
-        outcomes = await call_each(self.pm, "forget", kwargs, deadline_for=lambda p: self.background_deadline(p) + wait)
+        outcomes = await _calls.call(self.pm, "forget", kwargs, deadlines=self, extra=wait)  # a remote queue's wait
         for plugin, result, call in outcomes:
             if call.status != "ok":
                 receipt[plugin] = {"error": 1}
@@ -418,36 +416,38 @@ class Runtime:
                 receipt[plugin] = dict(result)
         return receipt
 
-    async def status(self, *, peer: str, workspace: str | None = None) -> list[dict[str, Any]]:
+    async def status(self, *, peer: str, workspace: str | None = None) -> list[LayerStatus]:
         """Each layer's counts for status displays."""
         workspace = workspace or self.config.get("thoth.workspace")
-        kwargs = {"workspace": workspace, "peer": peer, "runtime": self}
-        outcomes = await call_each(self.pm, "layer_status", kwargs, deadline_for=self.deadline_for)
-        return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
+        outcomes = await self.call("layer_status", workspace=workspace, peer=peer, runtime=self)
+        return [LayerStatus(**result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
 
     async def last_thread(self, *, peer: str, workspace: str | None = None) -> str | None:
         """The thread this peer was most recently active in, as the layers remember it; None if none."""
         workspace = workspace or self.config.get("thoth.workspace")
-        kwargs = {"peer": peer, "workspace": workspace, "runtime": self}
-        outcomes = await call_each(self.pm, "last_thread", kwargs, deadline_for=self.deadline_for)
+        outcomes = await self.call("last_thread", peer=peer, workspace=workspace, runtime=self)
         found = [result for _, result, _ in outcomes if isinstance(result, dict) and result.get("thread")]
         return str(max(found, key=lambda r: float(r.get("last_active") or 0))["thread"]) if found else None
 
-    async def call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any, PluginCall]]:
-        """Call a hook in every plugin, each isolated and timed; (plugin, result, call record) for each."""
-        return await call_each(self.pm, hook, kwargs, deadline_for=self.background_deadline)
+    async def call(self, hook: str, **kwargs: Any) -> list[Outcome]:
+        """Call a hook as its policy says (style, deadline, isolation); (plugin, result, call record) of each call."""
+        return await _calls.call(self.pm, hook, kwargs, deadlines=self)
+
+    def call_sync(self, hook: str, **kwargs: Any) -> list[Outcome]:
+        """Call a hook on this thread, one plugin after the other and without deadlines (a `first` hook stops early)."""
+        return _calls.call_here(self.pm, hook, kwargs)
 
     async def due_check_ins(
-        self, now: float | None = None, *, accept: Callable[[dict[str, Any]], bool] | None = None
-    ) -> list[dict[str, Any]]:
+        self, now: float | None = None, *, accept: Callable[[CheckIn], bool] | None = None
+    ) -> list[CheckIn]:
         """Check-ins whose time has come and that `accept` takes (they count as delivered once returned).
 
         `accept` may be called from a worker thread: it must be quick and thread-safe. Plugins get their
         background deadline, not a turn's: a hook cut off after it marked check-ins delivered would lose them.
         """
         accept = accept or (lambda _item: True)
-        kwargs = {"now": time.time() if now is None else now, "runtime": self, "accept": accept}
-        outcomes = await call_each(self.pm, "due_check_ins", kwargs, deadline_for=self.background_deadline)
+        now = time.time() if now is None else now
+        outcomes = await self.call("due_check_ins", now=now, runtime=self, accept=accept)
         return [item for _, found, _ in outcomes for item in found or [] if accept(item)]
 
     async def approvals(self, *, actor: str, workspace: str | None = None) -> list[dict[str, Any]]:
@@ -488,15 +488,9 @@ class Runtime:
         refusal = Policy.of(self.config).refusal(who, decision, item)
         if refusal is not None:
             raise ApprovalRefused(refusal)
-        kwargs = {
-            "item_id": item_id,
-            "decision": decision,
-            "actor": who.peer,
-            "reason": reason,
-            "text": text,
-            "runtime": self,
-        }
-        outcomes = await call_each(self.pm, "decide", kwargs, deadline_for=self.background_deadline)
+        outcomes = await self.call(  # firstresult: the owner's answer ends the call
+            "decide", item_id=item_id, decision=decision, actor=who.peer, reason=reason, text=text, runtime=self
+        )
         for _, result, _ in outcomes:
             if result is not None:
                 return dict(result)
@@ -507,8 +501,8 @@ class Runtime:
 
     async def _pending(self) -> tuple[list[dict[str, Any]], list[PluginCall]]:
         """Every plugin's pending items, each naming whom it is about, and the calls that failed to list theirs."""
-        outcomes = await call_each(self.pm, "approvals", {"runtime": self}, deadline_for=self.background_deadline)
-        items = []
+        outcomes = await self.call("approvals", runtime=self)
+        items: list[dict[str, Any]] = []  # ApprovalItem, as the approvals policy reads them
         for plugin, result, _ in outcomes:
             for item in result or []:
                 if not all(key in item for key in OWNER_KEYS):  # the hook's contract: shown to deciders only
@@ -524,22 +518,19 @@ class Runtime:
         workspace = workspace or str(self.config.get("thoth.workspace"))
         if not Policy.of(self.config).may_be_admin(peer):
             return Actor(peer, workspace)
-        kwargs = {"peer": peer, "workspace": workspace, "runtime": self}
-        outcomes = await call_each(self.pm, "workspace_admin", kwargs, deadline_for=self.background_deadline)
+        outcomes = await self.call("workspace_admin", peer=peer, workspace=workspace, runtime=self)
         return Actor(peer, workspace, admin=any(result is True for _, result, _ in outcomes))
 
     async def feedback(
         self, kind: str, *, turn_id: str, text: str, actor: str, session: Session
     ) -> list[dict[str, Any]]:
         """A person reacted to a message; returns what each plugin did about it."""
-        kwargs = {"kind": kind, "turn_id": turn_id, "text": text, "actor": actor, "session": session}
-        outcomes = await call_each(self.pm, "feedback", kwargs, deadline_for=self.background_deadline)
+        outcomes = await self.call("feedback", kind=kind, turn_id=turn_id, text=text, actor=actor, session=session)
         return [dict(result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
 
     def notify(self, event: str, **payload: Any) -> None:
         """Tell the frontends about something, in the background."""
-        kwargs = {"event": event, "payload": payload, "runtime": self}
-        self.background(call_each(self.pm, "notify", kwargs, deadline_for=self.background_deadline))
+        self.background(self.call("notify", event=event, payload=payload, runtime=self))
 
     # --- background work --------------------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""The values that flow through a turn: turns, replies, sessions and context blocks."""
+"""The values that flow through a turn (turns, replies, sessions, context blocks) and the hooks' payloads.
+
+The payloads are `TypedDict`s: plain dicts at run time, so a plugin may keep returning dicts it
+builds by hand, and typed for a plugin that annotates its implementations with them.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,13 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 Role = Literal["user", "assistant"]
 
@@ -158,7 +165,7 @@ class Session:
     scratch: dict[str, Any] = field(default_factory=dict)
     home: Path | None = None
     ended: bool = False
-    runtime: Any = field(default=None, repr=False, compare=False)
+    runtime: Runtime | None = field(default=None, repr=False, compare=False)
     agent: str = ""
     started: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
@@ -216,3 +223,92 @@ class PluginCall:
     seconds: float
     status: Literal["ok", "error", "timeout"]
     error: str | None = None
+
+
+# --- hook payloads ------------------------------------------------------------------------
+
+
+class RecallHit(TypedDict):
+    """One `recall` answer: what a layer remembers of a peer that matches the query."""
+
+    layer: str
+    kind: str
+    id: str
+    text: str
+    score: float  # comparable within one plugin only
+    why: dict[str, Any]  # how it matched: the signals
+    at: float  # unix seconds
+
+
+class ApprovalItem(TypedDict):
+    """One item waiting for a person's decision (`approvals`); `workspace` and `peer` None: about no one person."""
+
+    id: str
+    kind: str
+    title: str
+    body: str
+    workspace: str | None
+    peer: str | None
+    source: NotRequired[Any]  # session, episodes
+    flags: NotRequired[list[str]]  # e.g. `injection`
+    created_at: NotRequired[float]
+
+
+class LayerStatus(TypedDict, total=False):
+    """A layer's counts for status displays, e.g. `{"layer": "episodic", "episodes": 120}` (counts by any name)."""
+
+    layer: str
+    plugin: str  # filled in by the runtime
+
+
+class LastThread(TypedDict):
+    """The thread a peer was last active in (`last_thread`)."""
+
+    thread: str
+    last_active: float
+
+
+class ToolDefinition(TypedDict):
+    """A tool offered to the model (`turn_tools`): Anthropic-style, with a handler(input) -> str (plain or async)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: NotRequired[Callable[[dict[str, Any]], str | Awaitable[str]]]
+
+
+class BundleSection(TypedDict):
+    """One layer's part of a bundle (`bundle_export` answers it, `bundle_import` is given it)."""
+
+    name: str
+    version: int
+    count: int  # how many records `records` yields
+    records: Iterable[dict[str, Any]]  # JSON-able dicts, possibly lazy
+
+
+class CheckIn(TypedDict, total=False):
+    """A check-in whose time has come (`due_check_ins`)."""
+
+    workspace: str
+    peer: str
+    thread: str
+    text: str
+
+
+ForgetReceipt = dict[str, int]  # what a plugin deleted and how many, e.g. {"episodes": 12}
+DoctorLine = tuple[bool | None, str]  # (ok, what): ok None is a warning
+
+
+# --- registrations ------------------------------------------------------------------------
+
+
+class Register(Protocol):
+    """The `register` of a `register_*` hook: `register(name, value)`; a later name replaces an earlier one."""
+
+    def __call__(self, name: str, value: Any, /) -> None: ...
+
+
+class RegisterCommand(Protocol):
+    """The `register` of `register_commands`: `register(Command(...))`."""
+
+    def __call__(self, command: Command, /) -> None: ...

@@ -26,8 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import held
-from ._calls import call_each
+from . import _calls, held
 from .fallback import FallbackJournal, open_journal
 from .journal import Entry, TurnJournal
 from .streaming import PROGRESS_EVERY, SYNC_WAIT, StreamedReply
@@ -103,7 +102,7 @@ class TurnWriter:
 
     def writers(self) -> list[str]:
         """The plugins that implement `post_turn_write`."""
-        return [impl.plugin_name for impl in self.runtime.pm.hook.post_turn_write.get_hookimpls()]
+        return self.runtime.pm.implementers("post_turn_write")
 
     async def accept(self, turn: Turn, session: Session) -> tuple[Turn, bool]:
         """Journal a user's message before the model is called (synced); the turn as kept, and whether it is kept."""
@@ -192,9 +191,7 @@ class TurnWriter:
         """
         runtime = self.runtime
         kwargs = {"turn": turn, "reply": reply, "session": session}
-        outcomes = await call_each(
-            runtime.pm, "post_turn_write", kwargs, deadline_for=runtime.background_deadline, only=set(writers)
-        )
+        outcomes = await _calls.call(runtime.pm, "post_turn_write", kwargs, deadlines=runtime, only=set(writers))
         done = [plugin for plugin, _, call in outcomes if call.status == "ok"]
         failed = {plugin: str(call.error) for plugin, _, call in outcomes if call.status != "ok"}
         waiting = sorted(set(writers) - {plugin for plugin, _, _ in outcomes})

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from thoth_core import ContextBlock, hookimpl
-from thoth_core.runtime import Command
+from thoth_core import Command, ContextBlock, hookimpl
 
 
 @hookimpl

@@ -5,9 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from thoth_core import hookimpl
+from thoth_core import Command, hookimpl
 from thoth_core.budget import Assembly, block_tokens
-from thoth_core.runtime import Command
 from thoth_core.types import LAYERS, Session, Turn, layer_label
 
 STATUS_META = ("layer", "plugin")  # status keys that label a row rather than count something
@@ -50,7 +49,7 @@ def layer_lines(runtime: Any, statuses: list[dict[str, Any]], assembly: Assembly
         own[block.plugin] = own.get(block.plugin, 0) + block_tokens(block)
     counts = {s["plugin"]: {k: v for k, v in s.items() if k not in STATUS_META} for s in statuses}
     present = {runtime.layer_of(name) for name, _ in runtime.pm.list_name_plugin()}
-    disabled = {name for name, info in getattr(runtime.pm, "thoth_info", {}).items() if not info.enabled}
+    disabled = {name for name, info in runtime.pm.info.items() if not info.enabled}
     lines = []
     for layer in LAYERS:
         budget = budgets.get(layer)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from thoth_core import ContextBlock, hookimpl
+from thoth_core import Command, ContextBlock, hookimpl
 from thoth_core.database import shared
 from thoth_core.redact import redactor_of
-from thoth_core.runtime import Command
 
 from .board import BoardError, matches
 from .roster import agent_ids

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import ContextBlock, hookimpl
-from thoth_core.runtime import Command
+from thoth_core import Command, ContextBlock, hookimpl
 from thoth_core.schema import Choice, Number, Text
 
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
@@ -189,7 +188,7 @@ def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]] | None:
     return checks() if checks is not None else None
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
     """Episodes before `before` (the caller's now minus `retention_days`) not yet consolidated.
 
@@ -213,7 +212,7 @@ def expiring_records(before: float, runtime: Runtime) -> list[dict[str, Any]]:
     ]
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 def records_consolidated(ids: list[str], runtime: Runtime) -> None:
     """Mark the absorbed episodes; those past retention are deleted now."""
     memory = memory_for(runtime)

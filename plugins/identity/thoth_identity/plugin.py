@@ -11,8 +11,7 @@ import asyncio
 import logging
 from typing import Any
 
-from thoth_core import ContextBlock, Reply, Session, Turn, hookimpl
-from thoth_core.runtime import Command
+from thoth_core import Command, ContextBlock, Reply, Session, Turn, hookimpl
 
 from .backend import IdentityBackend
 from .layer import IdentityLayer
@@ -67,7 +66,7 @@ async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Sess
     return {"action": outcome["kind"], "message": outcome["message"]}
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 async def reflection_result(result: dict[str, Any], session: Session) -> None:
     backend = await backend_async(session.runtime)
     flagged = (result.get("flags") or {}).get("user_model_updates") or {}

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thoth_core import ContextBlock, Session, ThothError, Turn, hookimpl
+from thoth_core import Command, ContextBlock, Session, ThothError, Turn, hookimpl
 from thoth_core.redact import redactor_of
-from thoth_core.runtime import Command
 
 from . import drafts, frontmatter
 from .cli import skills as skills_cli
@@ -202,7 +201,7 @@ def decide(
     raise ThothError(f"unknown decision {decision!r} for {item_id}; expected approve, reject or edit")
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 async def reflection_result(result: dict[str, Any], session: Session) -> None:
     skill = result.get("skill")
     if not skill:

@@ -146,7 +146,8 @@ def removed_approved(st: State, before: dict[str, Entry], outcome: Outcome, day:
 
 def transcript_of(runtime: Any, session_id: str) -> list[dict[str, Any]]:
     """A stored session's transcript entries, from the working layer (files or the shared store)."""
-    rows = runtime.pm.hook.transcript(session_id=session_id, runtime=runtime)
+    answers = runtime.call_sync("transcript", session_id=session_id, runtime=runtime)  # firstresult: the keeper's
+    rows = next((found for _, found, _ in answers if found is not None), None)
     return [r for r in rows or [] if isinstance(r, dict)]
 
 
@@ -168,7 +169,8 @@ def _finished(rows: list[dict[str, Any]], now: float, idle_seconds: float) -> bo
 def gather(st: State, material: Material, now: float) -> None:
     """Add the finished, not yet absorbed sessions of every transcript day."""
     idle = float(st.runtime.config.get("thoth.idle_minutes")) * 60
-    index = [found for lists in st.runtime.pm.hook.transcript_index(runtime=st.runtime) for found in lists or []]
+    answers = st.runtime.call_sync("transcript_index", runtime=st.runtime)
+    index = [found for _, lists, _ in answers for found in lists or [] if isinstance(found, dict)]
     for stored in sorted(index, key=lambda s: (s["day"], s["session_id"])):
         key = f"session:{stored['day']}/{stored['session_id']}"
         if st.store.is_consolidated(key):

@@ -7,10 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from thoth_core import Session, hookimpl
-from thoth_core.runtime import Command
+from thoth_core import Command, Session, ThothPluginManager, hookimpl
 
-from . import reflexion  # queue, reflect and writers load when first needed: not before a turn's reply
+from . import hookspecs, reflexion  # queue, reflect and writers load when first needed: not before a turn's reply
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
 from .bundle import bundle_import as bundle_import
 from .documents import documents
@@ -23,6 +22,11 @@ logger = logging.getLogger(__name__)
 
 LAYER = "reflection"
 SCRUBBED = ("items", "check_ins", "runs", "audit", "peers", "documents", "transient")  # what a forget changes
+
+
+@hookimpl
+def add_hookspecs(pluginmanager: ThothPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 @hookimpl

@@ -9,8 +9,7 @@ import pytest
 from thoth_tui import plugin as tui_plugin
 from thoth_tui.app import ThothApp
 
-from thoth_core import ContextBlock, hookimpl
-from thoth_core.runtime import Command
+from thoth_core import Command, ContextBlock, hookimpl
 
 
 @pytest.fixture(autouse=True)

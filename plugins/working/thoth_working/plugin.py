@@ -195,7 +195,7 @@ def last_thread(peer: str, workspace: str, runtime: Any) -> dict[str, Any] | Non
     return {"thread": stored.thread, "last_active": stored.last_active} if stored is not None else None
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 def transcript_index(runtime: Any) -> list[dict[str, Any]]:
     return [
         {"session_id": s.session_id, "day": day_of(s.started_at), "started_at": s.started_at}
@@ -203,7 +203,7 @@ def transcript_index(runtime: Any) -> list[dict[str, Any]]:
     ]
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 def transcript(session_id: str, runtime: Any) -> list[dict[str, Any]] | None:
     store = state(runtime).store
     stored = store.get(session_id)
