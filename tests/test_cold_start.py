@@ -9,7 +9,6 @@ byte; one on a warm-up thread (the SDK import, the episodic embedder) is meant t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -124,8 +123,8 @@ def test_a_replayed_ask_imports_nothing_heavy_on_the_way_to_its_first_byte(tmp_p
     assert "usearch" not in loaded, "a store far below the ANN size imported the ANN library"
 
 
-@pytest.mark.parametrize(("sdk", "share"), [("openai", 0.1), ("anthropic", 0.85)])
-def test_an_sdk_ask_imports_only_the_sdk_types_its_call_uses(tmp_path, monkeypatch, request, sdk, share):
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_an_sdk_ask_imports_its_sdk_on_a_warm_up_thread(tmp_path, monkeypatch, request, sdk):
     fake = request.getfixturevalue(f"fake_{sdk}")
     fake.replies = ["Hello from the SDK."]
     home = tmp_path / "home"
@@ -136,9 +135,7 @@ def test_an_sdk_ask_imports_only_the_sdk_types_its_call_uses(tmp_path, monkeypat
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     done, probe = probed(tmp_path, "ask", "hello", cwd=home)
     assert done.stdout.startswith("Hello from the SDK.")
-    assert probe["loaded"][sdk] == f"thoth-import-{sdk}"
-    type_modules = len(list(Path(importlib.util.find_spec(sdk).origin).parent.joinpath("types").rglob("*.py")))
-    assert 0 < probe["types"][sdk] < share * type_modules  # eagerly, `types/__init__.py` imports them all
+    assert probe["loaded"][sdk] == f"thoth-import-{sdk}"  # the provider plugin's configure hook started it
 
 
 def test_help_imports_no_heavy_library(tmp_path, monkeypatch):
@@ -148,20 +145,21 @@ def test_help_imports_no_heavy_library(tmp_path, monkeypatch):
     assert probe["loaded"] == {}
 
 
-def test_a_runtime_starts_its_sdk_import_before_it_loads_the_plugins(tmp_path):
-    script = (
-        "import sys, threading\n"
-        "import thoth_core.runtime as runtime\n"
-        "from thoth_core.config import Config\n"
-        "seen = []\n"
-        "load = runtime.make_plugin_manager\n"
-        "def watched(*args, **kwargs):\n"
-        "    names = [t.name for t in threading.enumerate()]\n"
-        "    seen.append('thoth-import-anthropic' in names or 'anthropic' in sys.modules)\n"
-        "    return load(*args, **kwargs)\n"
-        "runtime.make_plugin_manager = watched\n"
-        "runtime.Runtime(Config(data={'thoth': {'model': 'anthropic'}}), autoload=False, home=runtime.Path('home'))\n"
-        "print(seen)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "[True]", done.stderr
+def test_a_runtime_leaves_the_import_system_alone(tmp_path, fake_openai):
+    script = f"""
+import sys, threading
+from pathlib import Path
+from thoth_core.config import Config
+from thoth_core.runtime import Runtime
+before = list(sys.meta_path), list(sys.path_hooks)
+models = {{"openai": {{"base_url": "{fake_openai.url}"}}}}
+runtime = Runtime(Config(data={{"thoth": {{"model": "openai"}}, "models": models}}), home=Path("home"))
+runtime.model()
+for thread in threading.enumerate():
+    if thread.name.startswith("thoth-import-"):
+        thread.join()
+import openai.types
+print(before == (list(sys.meta_path), list(sys.path_hooks)), "Completion" in vars(openai.types))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "True"], done.stderr  # the SDK's package loads as it would without Thoth

@@ -8,10 +8,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from thoth_models import anthropic_model, claude_cli_model, openai_model
 
 from thoth_core import Message, ModelRequest
 from thoth_core.config import Config
-from thoth_core.default_plugins import anthropic_model, claude_cli_model, openai_model, replay_model
+from thoth_core.default_plugins import replay_model
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
 

@@ -27,9 +27,9 @@ DECLARED_BY = {
     "plugins.slack": "thoth_slack.plugin",
     "plugins.mcp": "thoth_mcp.plugin",
     "plugins.claude-code": "thoth_claude_code.plugin",
-    "models.anthropic": "thoth_core.default_plugins.anthropic_model",
-    "models.openai": "thoth_core.default_plugins.openai_model",
-    "models.claude-cli": "thoth_core.default_plugins.claude_cli_model",
+    "models.anthropic": "thoth_models.anthropic_model",
+    "models.openai": "thoth_models.openai_model",
+    "models.claude-cli": "thoth_models.claude_cli_model",
     "models.replay": "thoth_core.default_plugins.replay_model",
 }
 MODULES = [importlib.import_module(name) for name in DECLARED_BY.values()]
@@ -171,8 +171,9 @@ def test_a_non_finite_model_number_is_refused_naming_the_key(tmp_path, monkeypat
     needs = {"replay": {"rules": [{"reply": "ok"}]}, "claude-cli": {"command": "sh"}}.get(provider, {})
     table = {**needs, key: value}
     config = Config(data={"thoth": {"model": provider}, "models": {provider: table}})
+    monkeypatch.setenv("THOTH_LOAD_PLUGINS", "" if provider == "replay" else provider)  # replay is built in
     with pytest.raises(ConfigError, match=rf"models.{provider}.{key}: expected .*, got {value!r}$"):
-        Runtime(config, home=tmp_path, autoload=False).model()  # refused at start (thoth_core.schema)
+        Runtime(config, home=tmp_path).model()  # refused at start (thoth_core.schema)
 
 
 @pytest.mark.parametrize(

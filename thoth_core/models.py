@@ -1,16 +1,18 @@
-"""The model provider interface: a request goes in, text deltas (then usage) stream out."""
+"""The model provider interface: a request goes in, text deltas (then usage) stream out.
+
+The core keeps what the pipeline needs to ask any model: `Model`, `ModelRequest`, `complete`,
+which provider `thoth.model` names, and the help when none is configured. The providers that
+talk to a network or another program (`anthropic`, `openai`, `claude-cli`) are the
+`thoth-models` distribution; only `replay` ships here, as the no-network test double.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
-import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .lazy_reexports import defer_reexports
 from .types import ContextBlock, Message, Reply, Usage
 
 if TYPE_CHECKING:
@@ -22,33 +24,9 @@ NO_MODEL_HELP = (
     "no model is configured. Set ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL) to use Claude, "
     "or pick a provider with `thoth config set thoth.model anthropic|openai|claude-cli|replay` "
     "(openai also serves local models: set models.openai.base_url and models.openai.model; "
-    "replay needs `thoth config set models.replay.file PATH`). Memory commands work without a model."
+    "replay needs `thoth config set models.replay.file PATH`; anthropic, openai and claude-cli come with "
+    "`pip install thoth-models`). Memory commands work without a model."
 )
-
-
-PROVIDER_SDKS = {"anthropic": "anthropic", "openai": "openai"}  # the module each provider imports to answer
-_imports_started: set[str] = set()
-_imports_lock = threading.Lock()
-
-
-def start_import(module: str) -> None:
-    """Import `module` on a daemon thread, once a process, unless it is imported already."""
-    with _imports_lock:
-        if module in sys.modules or module in _imports_started:
-            return
-        _imports_started.add(module)
-    threading.Thread(target=importlib.import_module, args=(module,), name=f"thoth-import-{module}", daemon=True).start()
-
-
-def preload_provider_sdk(config: Config) -> None:
-    """Start importing the configured provider's SDK (~1-2 s) on a thread, so it overlaps loading the plugins.
-
-    Every SDK's `types` package then imports the types a call uses, not all of them (`lazy_reexports`).
-    """
-    defer_reexports(*(f"{sdk}.types" for sdk in PROVIDER_SDKS.values()))
-    module = PROVIDER_SDKS.get(configured_model(config) or "")
-    if module:
-        start_import(module)
 
 
 def configured_model(config: Config) -> str | None:

@@ -25,15 +25,14 @@ from .schema import check_plugin_values
 logger = logging.getLogger(__name__)
 
 DEFAULT_PLUGINS = {
-    "anthropic": "thoth_core.default_plugins.anthropic_model",
-    "openai": "thoth_core.default_plugins.openai_model",
-    "claude-cli": "thoth_core.default_plugins.claude_cli_model",
     "replay": "thoth_core.default_plugins.replay_model",
+    "uninstalled-models": "thoth_core.default_plugins.uninstalled_model",
     "commands": "thoth_core.default_plugins.commands",
     "repl": "thoth_core.default_plugins.repl",
 }
 
 FIRST_PARTY = ("working", "identity", "episodic", "procedural", "reflection", "blackboard", "tui", "slack")
+PROVIDERS = ("anthropic", "openai", "claude-cli")  # the model providers of the thoth-models distribution
 
 ENV_SWITCHES = {"HONCHO_DISABLED": "identity", "EPISODIC_DISABLED": "episodic", "REFLECTION_DISABLED": "reflection"}
 
@@ -42,6 +41,8 @@ def install_hint(name: str) -> str:
     """How a pip user installs the plugin of this name."""
     if name in FIRST_PARTY:
         return f"pip install thoth-{name}"
+    if name in PROVIDERS:
+        return "pip install thoth-models"
     return f"pip install the distribution that provides the {name!r} plugin"
 
 

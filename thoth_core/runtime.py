@@ -26,7 +26,7 @@ from .home import default_home
 from .inputs import check_scope, check_text
 from .journal import TurnJournal
 from .manager import ThothPluginManager
-from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model, preload_provider_sdk
+from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model
 from .plugins import make_plugin_manager
 from .redact import Redactor
 from .schema import check_plugin_values
@@ -72,7 +72,6 @@ class Runtime:
         autoload: bool = True,
     ) -> None:
         self.config = config or Config()
-        preload_provider_sdk(self.config)  # before the plugins load: the import overlaps them and the first turn
         self.pm = pm or make_plugin_manager(self.config, autoload=autoload)
         self.home = home or default_home(self.config)
         self.home.mkdir(parents=True, exist_ok=True)

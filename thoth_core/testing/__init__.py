@@ -1,7 +1,8 @@
 """The conformance kit for plugin authors: a pytest plugin (entry point `pytest11`).
 
 Fixtures: `thoth_home` (an empty data dir, also set as `$THOTH_HOME`) and `make_runtime`
-(a runtime with only the plugins you name and the `replay` model). Checks: call
+(a runtime with only the plugins you name and the `replay` model, or the installed provider
+that `thoth.model` names). Checks: call
 `await check_layer_plugin(runtime, "NAME")` from an async test; it writes turns for one
 peer and asserts nothing of them reaches another peer's context (any plugin's block), the
 plugin stays inside its layer budget (nothing of it cut) and deadline, and that after `forget`
@@ -22,6 +23,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +57,10 @@ def make_test_runtime(
     replies: list[dict[str, Any]] | None = None,
     root: Path | None = None,
 ) -> Runtime:
-    """A runtime with only the given plugins (name -> module or object) and a replay model."""
+    """A runtime with only the given plugins (name -> module or object) and a replay model.
+
+    A `thoth.model` in `config` naming an installed provider plugin (`anthropic`, `openai`, ...) registers it too.
+    """
     data: dict[str, Any] = {"thoth": {"model": "replay"}, "models": {"replay": {"rules": replies or [{"reply": "ok"}]}}}
     for key, value in (config or {}).items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
@@ -63,6 +68,10 @@ def make_test_runtime(
     runtime = Runtime(Config(data=data, path=path), autoload=False, home=home)
     for name, plugin in (plugins or {}).items():
         runtime.register(plugin, name=name)
+    model = runtime.model_name()
+    if model is not None and model not in runtime.models:  # a provider of another distribution, e.g. thoth-models
+        for entry in entry_points(group="thoth", name=model):
+            runtime.register(entry.load(), name=model)
     return runtime
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from thoth_models.anthropic_model import PRICES, cost_of, price_of
 
 from thoth_core import (
     ConfigError,
@@ -21,7 +22,6 @@ from thoth_core import (
     complete,
     hookimpl,
 )
-from thoth_core.default_plugins.anthropic_model import PRICES, cost_of, price_of
 from thoth_core.doctor import diagnose
 from thoth_core.types import Message
 
@@ -205,7 +205,9 @@ async def test_missing_key_and_bad_options_are_clear(make_runtime, monkeypatch):
     ):
         runtime.model()
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
-    with pytest.raises(ConfigError, match=r"models.anthropic.timeout: expected a non-negative number up to 86,400, got 'soon'"):
+    with pytest.raises(
+        ConfigError, match=r"models.anthropic.timeout: expected a non-negative number up to 86,400, got 'soon'"
+    ):
         make_runtime({}, config={"thoth": {"model": "anthropic"}, "models": {"anthropic": {"timeout": "soon"}}})
 
 
@@ -280,9 +282,10 @@ import sys, threading
 from thoth_core.config import Config
 from thoth_core.plugins import make_plugin_manager
 from thoth_core.runtime import Runtime
+from thoth_models import anthropic_model
 make_plugin_manager(Config(), autoload=False)
 print("anthropic" in sys.modules)
-Runtime(Config(), autoload=False)
+Runtime(Config(), autoload=False).register(anthropic_model, name="anthropic")  # its configure hook
 for thread in threading.enumerate():
     if thread.name == "thoth-import-anthropic":
         thread.join()

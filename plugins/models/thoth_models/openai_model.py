@@ -15,6 +15,7 @@ come in Anthropic's shape (`name`, `description`, `input_schema`, optional `hand
 `function` tools; calls with handlers are run and answered, as the `anthropic` provider does. A
 request with an `answer` schema sends it as `response_format` (`json_schema`, not strict). The
 public API gets `max_completion_tokens`, other servers the older `max_tokens` they all accept.
+When `openai` is the configured model, `configure` starts importing the SDK on a thread.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from urllib.parse import urlparse
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import answer_description, answer_name, answer_schema
-from thoth_core.default_plugins.sdk import (
+from thoth_models.sdk import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     DEFAULT_TOOL_ROUNDS,
@@ -38,6 +39,7 @@ from thoth_core.default_plugins.sdk import (
     base_url,
     common_options,
     cost_of,
+    preload_when_chosen,
     run_tool,
 )
 
@@ -275,3 +277,8 @@ def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
 @hookimpl
 def register_models(register):  # type: ignore[no-untyped-def]
     register("openai", make_openai)
+
+
+@hookimpl
+def configure(runtime):  # type: ignore[no-untyped-def]
+    preload_when_chosen(runtime, "openai")

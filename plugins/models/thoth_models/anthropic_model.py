@@ -18,9 +18,9 @@ back, for at most `max_tool_rounds` rounds. Without a handler the reply ends at 
 A request with an `answer` schema gets it as one more tool, forced through `tool_choice`; the
 reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
-`anthropic` is the configured model, the runtime starts that import on a thread before it loads
-the plugins (`thoth_core.models.preload_provider_sdk`), so it overlaps their loading and the
-first turn's pre-spawn stage.
+`anthropic` is the configured model, this plugin's `configure` hook starts that import on a
+thread as the runtime starts (`thoth_models.sdk.preload_when_chosen`), so it overlaps the
+session start and the first turn's pre-spawn stage.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import answer_description, answer_name, answer_schema
-from thoth_core.default_plugins.sdk import (
+from thoth_models.sdk import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     DEFAULT_TOOL_ROUNDS,
@@ -44,6 +44,7 @@ from thoth_core.default_plugins.sdk import (
     base_url,
     common_options,
     cost_of,
+    preload_when_chosen,
     run_tool,
 )
 
@@ -261,3 +262,8 @@ def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
 @hookimpl
 def register_models(register):  # type: ignore[no-untyped-def]
     register("anthropic", make_anthropic)
+
+
+@hookimpl
+def configure(runtime):  # type: ignore[no-untyped-def]
+    preload_when_chosen(runtime, "anthropic")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import os
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +25,29 @@ OPTION_RULES = {
     "timeout": Number(high=HIGHEST["timeout"]),
     **{key: Number(high=HIGHEST[key], integer=True) for key in ("max_retries", "max_tool_rounds", "max_tokens")},
 }
+
+
+_imports_started: set[str] = set()
+_imports_lock = threading.Lock()
+
+
+def start_import(module: str) -> None:
+    """Import `module` on a daemon thread, once a process, unless it is imported already."""
+    with _imports_lock:
+        if module in sys.modules or module in _imports_started:
+            return
+        _imports_started.add(module)
+    threading.Thread(target=importlib.import_module, args=(module,), name=f"thoth-import-{module}", daemon=True).start()
+
+
+def preload_when_chosen(runtime: Any, provider: str) -> None:
+    """Start importing the provider's SDK (`provider` is also its module) when it is the configured model.
+
+    Called from the provider's `configure` hook, as the runtime starts: the import (~1-2 s) then
+    overlaps the session start and the context stage of the first turn.
+    """
+    if runtime.model_name() == provider:
+        start_import(provider)
 
 
 class SDKModel:

@@ -220,9 +220,7 @@ def make_claude_cli(runtime: Any, options: dict[str, Any]) -> ClaudeCliModel:
     for key in ("model", "effort", "tools"):
         if key in options and not isinstance(options[key], str):
             raise error(key, f"expected a string, got {options[key]!r}")
-    timeout = runtime.config.number(
-        "models.claude-cli.timeout", options.get("timeout", DEFAULT_TIMEOUT), positive=True
-    )
+    timeout = runtime.config.number("models.claude-cli.timeout", options.get("timeout", DEFAULT_TIMEOUT), positive=True)
     output_format = options.get("output_format", CONFIG_DEFAULTS["models.claude-cli"]["output_format"])
     if output_format not in ("stream-json", "text"):
         raise error("output_format", f"expected 'stream-json' or 'text', got {output_format!r}")

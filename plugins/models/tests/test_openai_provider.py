@@ -140,8 +140,9 @@ async def test_a_slow_server_times_out_per_the_configured_timeout(local, fake_op
     fake_openai.slow = 5
     runtime = local(timeout=0.3, max_retries=0)
     with pytest.raises(
-        ModelError, match=r"^openai: no answer from models.openai.base_url http://127.0.0.1:\d+/v1/ within 0.3s; "
-        r"raise \[models.openai\] timeout$"
+        ModelError,
+        match=r"^openai: no answer from models.openai.base_url http://127.0.0.1:\d+/v1/ within 0.3s; "
+        r"raise \[models.openai\] timeout$",
     ):
         await turn(runtime)
     await runtime.aclose()

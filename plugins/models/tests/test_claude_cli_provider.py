@@ -7,9 +7,9 @@ import os
 import sys
 
 import pytest
+from thoth_models.claude_cli_model import ClaudeCliModel, prompt_text
 
 from thoth_core import ConfigError, ContextBlock, ModelError, ModelNotConfigured, ModelRequest, complete, hookimpl
-from thoth_core.default_plugins.claude_cli_model import ClaudeCliModel, prompt_text
 from thoth_core.doctor import diagnose
 from thoth_core.types import Message
 
