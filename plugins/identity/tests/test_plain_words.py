@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -251,15 +250,12 @@ async def test_an_answer_that_does_not_fit_is_dropped_whole_and_the_rules_read(m
 async def test_a_failing_or_slow_model_costs_nothing_but_its_reading(model_runtime, fake_anthropic):
     runtime = model_runtime(remember_timeout=0.5)
     fake_anthropic.fail_with(500)
-    started = time.monotonic()
     assert await remember(runtime, "I work at Acme") == "Remembered: employer = Acme"
-    assert time.monotonic() - started < 1.5
     fake_anthropic.recover()
     fake_anthropic.slow = 5.0
-    fake_anthropic.replies = [facts_answer(("", "employer", "Globex"))]
-    started = time.monotonic()
+    fake_anthropic.replies = [facts_answer(("", "employer", "Initech"))]  # the model's answer, 5 s late
+    # the 0.5 s deadline, then the rules: a /remember that waited for the model would say Initech
     assert await remember(runtime, "I work at Globex") == "Remembered: employer = Globex (was: Acme)"
-    assert time.monotonic() - started < 1.5  # the 0.5 s deadline, then the rules
     assert await remember(runtime, "my sister Ann lives in Oslo") == "Remembered: sister = Ann; Ann's location = Oslo"
 
 
