@@ -8,6 +8,7 @@ from typing import Any
 from thoth_core import ThothError, hookimpl
 
 from .backend import IdentityBackend
+from .layer import backend_for
 
 SECTION = "identity"
 VERSION = 1
@@ -21,8 +22,6 @@ def held_peers(backend: IdentityBackend) -> list[tuple[str, str]]:
 @hookimpl
 def bundle_export(runtime: Any) -> dict[str, Any]:
     """Each peer's export document (facts with history, observations, messages; Honcho's data too)."""
-    from .plugin import backend_for  # plugin.py imports this module at its end
-
     backend = backend_for(runtime)
     peers = held_peers(backend)
 
@@ -40,8 +39,6 @@ def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int
 
     if not own_section(section, SECTION, VERSION):
         return None
-    from .plugin import backend_for
-
     backend = backend_for(runtime)
     totals: dict[str, int] = {"peers": 0}
     for number, document in enumerate(section["records"], 1):

@@ -15,7 +15,7 @@ from thoth_core import ThothError
 from thoth_core.cli import HelpGroup, run, runtime
 
 from .backend import validate_export
-from .plugin import backend_for
+from .layer import backend_for
 from .policy import visible
 from .render import fact_label
 

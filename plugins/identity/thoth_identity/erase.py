@@ -1,36 +1,29 @@
-"""Forget: delete what the identity store holds about a peer, or one thread's messages and what came from them."""
+"""Forget's statements: delete the identity rows about a peer, or one thread's messages and what came from them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from thoth_core.database import Database
 
-if TYPE_CHECKING:
-    from .store import IdentityStore
 
-
-def delete_rows(store: IdentityStore, workspace: str, peer: str, thread: str | None) -> dict[str, int]:
-    """Delete a peer's rows (or one thread's), in one transaction; returns counts (the caller scrubs)."""
+def delete_peer(tx: Database, workspace: str, peer: str) -> dict[str, int]:
+    """Delete every row about a peer (inside a transaction holding the peer's lock); returns counts."""
     key = (workspace, peer)
-    with store.db.transaction() as tx:
-        store.lock_peer(tx, workspace, peer)
-        if thread is not None:
-            return _delete_thread(tx, workspace, peer, thread)
-        receipt = {
-            "facts": tx.execute("DELETE FROM facts WHERE workspace = ? AND peer = ?", key).rowcount,
-            "observations": tx.execute("DELETE FROM observations WHERE workspace = ? AND peer = ?", key).rowcount,
-            "messages": tx.execute("DELETE FROM messages WHERE workspace = ? AND peer = ?", key).rowcount,
-            "cached_answers": tx.execute("DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key).rowcount,
-        }
-        tx.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ?", key)
-        tx.execute("DELETE FROM withheld WHERE workspace = ? AND peer = ?", key)
-        tx.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
-        return receipt
+    receipt = {
+        "facts": tx.execute("DELETE FROM facts WHERE workspace = ? AND peer = ?", key).rowcount,
+        "observations": tx.execute("DELETE FROM observations WHERE workspace = ? AND peer = ?", key).rowcount,
+        "messages": tx.execute("DELETE FROM messages WHERE workspace = ? AND peer = ?", key).rowcount,
+        "cached_answers": tx.execute("DELETE FROM honcho_cache WHERE workspace = ? AND peer = ?", key).rowcount,
+    }
+    tx.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ?", key)
+    tx.execute("DELETE FROM withheld WHERE workspace = ? AND peer = ?", key)
+    tx.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
+    return receipt
 
 
-def _delete_thread(tx: Database, workspace: str, peer: str, thread: str) -> dict[str, int]:
-    """Delete one thread's messages and what was derived from them (inside a transaction)."""
+def delete_thread(tx: Database, workspace: str, peer: str, thread: str) -> dict[str, int]:
+    """Delete one thread's messages and what was derived from them (inside a transaction holding the peer's lock)."""
     key = (workspace, peer)
     rows = tx.execute(
         "SELECT id, turn_id FROM messages WHERE workspace = ? AND peer = ? AND thread = ?", (*key, thread)

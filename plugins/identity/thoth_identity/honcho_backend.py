@@ -33,10 +33,8 @@ Ids are reduced to Honcho's `[A-Za-z0-9_-]` (with a hash when changed).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import queue
-import re
 import threading
 import time
 from concurrent.futures import Future
@@ -52,7 +50,9 @@ from thoth_core import ContextBlock, Reply, Session, Turn
 
 from .backend import IdentityBackend, fallback_block, last_model
 from .graph import block_facts
+from .honcho_data import export_honcho, forget_honcho, import_honcho, wait_forgotten
 from .honcho_errors import RETRYABLE, describe, error_kind, retryable
+from .honcho_ids import NO_DERIVING, honcho_id, session_id
 from .outbox import Outbox
 from .policy import derives_from, screen_answer, visible
 from .render import user_model_block
@@ -62,19 +62,6 @@ logger = logging.getLogger(__name__)
 SEND_GRACE = 2.0  # seconds ingest waits for Honcho before leaving the messages to the writer thread
 CLOSE_GRACE = 2.0  # seconds the writer's call under way may take (from its start) once the backend closes
 FALLBACK_TIME = 0.1  # seconds the backend keeps for its own fallback before `until`
-NO_DERIVING = {"reasoning": {"enabled": False}}  # a message's configuration: Honcho draws no conclusions from it
-
-
-def honcho_id(name: str) -> str:
-    """A Honcho resource id for a Thoth name (peer, thread, workspace)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:200] or "_"
-    return cleaned if cleaned == name else f"{cleaned}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-
-
-def session_id(peer: str, thread: str) -> str:
-    """The Honcho session of a peer's thread: readable, and distinct for every (peer, thread) pair."""
-    digest = hashlib.sha1(f"{peer}\x00{thread}".encode()).hexdigest()[:12]
-    return f"{honcho_id(f'{peer}-{thread}')[:80]}-{digest}"  # well inside Honcho's id length
 
 
 class SerialWorker:
@@ -168,7 +155,8 @@ class HonchoBackend(IdentityBackend):
                 )
             return self._clients[key]
 
-    def _peer(self, honcho: Honcho, name: str, *, create: bool) -> Peer:
+    def honcho_peer(self, honcho: Honcho, name: str, *, create: bool) -> Peer:
+        """The Honcho peer of a Thoth name; `create`: made on the server first, unless this process knows it exists."""
         pid = honcho_id(name)
         if create and (honcho.workspace_id, "peer", pid) not in self._known:
             honcho.peer(pid)  # get-or-create on the server
@@ -195,6 +183,10 @@ class HonchoBackend(IdentityBackend):
         if found:
             self._known.add((honcho.workspace_id, "peer", pid))
         return found
+
+    def session_deleted(self, honcho: Honcho, sid: str) -> None:
+        """Forget that a session exists (it was deleted): the next write about its thread makes it again."""
+        self._known.discard((honcho.workspace_id, "session", sid))
 
     def _session(self, honcho: Honcho, peer: str, thread: str) -> HonchoSession:
         sid = session_id(peer, thread)
@@ -293,8 +285,8 @@ class HonchoBackend(IdentityBackend):
             workspace, peer, thread = rows[0]["workspace"], rows[0]["peer"], rows[0]["thread"]
             try:
                 honcho = self.client(workspace, fast=False)
-                user = self._peer(honcho, peer, create=True)
-                agent = self._peer(honcho, self.settings.agent_peer, create=True)
+                user = self.honcho_peer(honcho, peer, create=True)
+                agent = self.honcho_peer(honcho, self.settings.agent_peer, create=True)
                 self._session(honcho, peer, thread).add_messages(
                     [
                         (user if row["role"] == "user" else agent).message(
@@ -361,11 +353,11 @@ class HonchoBackend(IdentityBackend):
             return
         honcho = self.client(workspace, fast=False)
         try:
-            user = self._peer(honcho, peer, create=True)
+            user = self.honcho_peer(honcho, peer, create=True)
             if author == "user":
                 view = user.conclusions
             else:
-                view = self._peer(honcho, self.settings.agent_peer, create=True).conclusions_of(user.id)
+                view = self.honcho_peer(honcho, self.settings.agent_peer, create=True).conclusions_of(user.id)
             for start in range(0, len(texts), 100):
                 view.create([{"content": text} for text in texts[start : start + 100]])
         except Exception as exc:  # noqa: BLE001
@@ -389,8 +381,6 @@ class HonchoBackend(IdentityBackend):
         assert self.outbox is not None
         document = super().export(workspace, peer) | {"outbox": self.outbox.rows(workspace, peer)}
         if not local_only:
-            from .honcho_data import export_honcho
-
             document["honcho"] = export_honcho(self, workspace, peer)
         return document
 
@@ -400,8 +390,6 @@ class HonchoBackend(IdentityBackend):
         added = super().import_document(document, workspace=workspace, peer=peer)
         self.flush()
         if document.get("honcho"):
-            from .honcho_data import import_honcho
-
             added.update(import_honcho(self, document["honcho"], workspace=workspace, peer=peer))
         threads: dict[str, list[tuple[str, str, str, float]]] = {}
         for m in document.get("outbox", []):
@@ -413,8 +401,6 @@ class HonchoBackend(IdentityBackend):
 
     def forget(self, workspace: str, peer: str, thread: str | None, *, wait: float = 0.0) -> dict[str, int]:
         """Erase waiting messages, ask Honcho to delete the peer's data (polling up to `wait` s), delete local rows."""
-        from .honcho_data import forget_honcho, wait_forgotten
-
         assert self.outbox is not None
         dropped = self.outbox.drop(workspace, peer, thread)
         self.flush()  # a send already under way finishes before its session is deleted

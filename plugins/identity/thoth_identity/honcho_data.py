@@ -20,8 +20,8 @@ from honcho.http.exceptions import NotFoundError
 
 from thoth_core import ThothError
 
-from .honcho_backend import NO_DERIVING, honcho_id, session_id  # imported messages come with their conclusions
 from .honcho_errors import describe, error_kind
+from .honcho_ids import NO_DERIVING, honcho_id, session_id  # imported messages come with their conclusions
 
 if TYPE_CHECKING:
     from honcho import Honcho
@@ -107,12 +107,12 @@ def import_honcho(backend: HonchoBackend, section: dict[str, Any], *, workspace:
 
     added = {"honcho_messages": 0, "honcho_conclusions": 0}
     try:
-        backend._peer(honcho, peer, create=True)
+        backend.honcho_peer(honcho, peer, create=True)
         for item in section.get("sessions", []):
             messages = item.get("messages") or []
             speakers = sorted({who(m["peer"]) for m in messages} | {target})
             for speaker in speakers:
-                backend._peer(honcho, speaker, create=True)
+                backend.honcho_peer(honcho, speaker, create=True)
             sid = new_session_id(str(item["id"]))
             honcho.session(sid, peers=speakers)
             session = HonchoSession(sid, honcho)
@@ -133,8 +133,8 @@ def import_honcho(backend: HonchoBackend, section: dict[str, Any], *, workspace:
             observer, observed = who(c["observer"]), who(c["observed"])
             if (observer, observed, c["content"]) in have_conclusions:
                 continue
-            backend._peer(honcho, observer, create=True)
-            backend._peer(honcho, observed, create=True)
+            backend.honcho_peer(honcho, observer, create=True)
+            backend.honcho_peer(honcho, observed, create=True)
             row: dict[str, Any] = {"content": c["content"]}
             if c.get("session_id"):
                 row["session_id"] = new_session_id(str(c["session_id"]))
@@ -176,7 +176,7 @@ def forget_honcho(backend: HonchoBackend, workspace: str, peer: str, thread: str
             receipt["honcho_sessions_queued"] = receipt.get("honcho_sessions_queued", 0) + 1
             receipt["honcho_messages_queued"] = receipt.get("honcho_messages_queued", 0) + messages
             receipt["honcho_conclusions_queued"] = receipt.get("honcho_conclusions_queued", 0) + derived
-            backend._known.discard((honcho.workspace_id, "session", sid))
+            backend.session_deleted(honcho, sid)
         if thread is None:
             for conclusion in conclusions_of(honcho, pid):
                 if conclusion.session_id in deleted:

@@ -176,3 +176,18 @@ class IdentityLayer:
             self._backend.close()
         elif self._store is not None:
             self._store.close()
+
+
+def layer_for(runtime: Any) -> IdentityLayer:
+    """This runtime's identity layer (settings checked, warm-up started), made on first use."""
+    return runtime.plugin_state("identity", lambda: IdentityLayer(runtime))  # type: ignore[no-any-return]
+
+
+def backend_for(runtime: Any) -> IdentityBackend:
+    """This runtime's identity backend, made on first use (blocking: not on the event loop)."""
+    return layer_for(runtime).backend()
+
+
+async def backend_async(runtime: Any) -> IdentityBackend:
+    """This runtime's identity backend, made in a worker thread on first use."""
+    return await layer_for(runtime).backend_async()

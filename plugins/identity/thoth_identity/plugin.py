@@ -13,8 +13,10 @@ from typing import Any
 
 from thoth_core import Command, ContextBlock, Reply, Session, Turn, hookimpl
 
-from .backend import IdentityBackend
-from .layer import IdentityLayer
+from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
+from .bundle import bundle_import as bundle_import
+from .layer import backend_async, layer_for
+from .layer import backend_for as backend_for  # this runtime's backend, for frontends and tests
 from .recall import recall_items
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads it here: the table's keys
 
@@ -22,21 +24,6 @@ LAYER = "identity"
 DEADLINE = 1.5
 
 logger = logging.getLogger(__name__)
-
-
-def layer_for(runtime: Any) -> IdentityLayer:
-    """This runtime's identity layer (settings checked, warm-up started), made on first use."""
-    return runtime.plugin_state("identity", lambda: IdentityLayer(runtime))  # type: ignore[no-any-return]
-
-
-def backend_for(runtime: Any) -> IdentityBackend:
-    """This runtime's identity backend, made on first use (blocking: not on the event loop)."""
-    return layer_for(runtime).backend()
-
-
-async def backend_async(runtime: Any) -> IdentityBackend:
-    """This runtime's identity backend, made in a worker thread on first use."""
-    return await layer_for(runtime).backend_async()
 
 
 @hookimpl
@@ -165,6 +152,3 @@ def register_cli_commands(cli: Any) -> None:
     from .cli import identity
 
     cli.add_command(identity)
-
-
-from .bundle import bundle_export, bundle_import  # noqa: E402,F401
