@@ -71,7 +71,9 @@ class Hooks:
         )
         return CliRunner().invoke(cli, ["claude-code", "hook", event, *extra], input=text, catch_exceptions=False)
 
-    def shell(self, command: str, event: str, session_id: str, *, stdin: str | None = None, env=None, **fields):
+    def shell(
+        self, command: str, event: str, session_id: str, *, stdin: str | None = None, env=None, timeout=120, **fields
+    ):
         """A command from settings.json, run the way Claude Code runs it: `sh -c`, in the project folder."""
         text = (
             stdin
@@ -87,7 +89,7 @@ class Hooks:
             text=True,
             cwd=self.project,
             env=environ,
-            timeout=120,
+            timeout=timeout,
         )
 
     def commands(self, settings: Path | None = None) -> dict[str, str]:
@@ -109,7 +111,7 @@ def hooks(project) -> Hooks:
 
 @pytest.fixture
 def slow_plugins(tmp_path, monkeypatch) -> Path:
-    """Two plugins installed on PYTHONPATH: `quick` gives a block at once, `slow` sleeps 5 s (plain or async)."""
+    """Two plugins installed on PYTHONPATH: `quick` gives a block at once, `slow` sleeps 60 s (plain or async)."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "cc_quick_plugin.py").write_text(
@@ -132,12 +134,12 @@ def slow_plugins(tmp_path, monkeypatch) -> Path:
             if os.environ.get("CC_SLOW_ASYNC"):
                 @hookimpl
                 async def pre_spawn_context(turn):
-                    time.sleep(5)  # blocks the event loop: nothing can interrupt it
+                    time.sleep(60)  # blocks the event loop: nothing can interrupt it
                     return ContextBlock(tag="slow-note", text="too late")
             else:
                 @hookimpl
                 def pre_spawn_context(turn):
-                    time.sleep(5)
+                    time.sleep(60)  # a hook that waited for it would give its block
                     return ContextBlock(tag="slow-note", text="too late")
             """
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -85,14 +84,11 @@ def test_the_config_shows_the_plugins_defaults(agent):
 
 def test_a_slow_plugin_is_skipped_and_what_is_ready_is_given_in_process(agent, hooks, slow_plugins):
     with (agent / "thoth.toml").open("a") as toml:
-        toml.write("budget = 1.0\n")
-    started = time.monotonic()
+        toml.write("budget = 4.0\n")  # room for a loaded machine to load the plugins; far below the slow one's 60 s
     result = hooks.run("UserPromptSubmit", "s-1", prompt="hello")
-    took = time.monotonic() - started
     assert result.exit_code == 0, result.output
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "quick plugin was here" in context and "too late" not in context
-    assert took < 2.5, took  # the budget plus loading the plugins, never the slow plugin's 5 s
+    assert "quick plugin was here" in context and "too late" not in context  # given at the budget, not after 60 s
 
 
 @pytest.mark.parametrize("blocking_async", [False, True])
@@ -107,11 +103,8 @@ def test_the_prompt_hook_process_keeps_its_budget_with_a_slow_plugin(agent, hook
         # counted from the process's start: Python and the plugins take ~0.4 s of it, over 1.2 s on a loaded machine
         toml.write("budget = 2.5\n")
     env = {"CC_SLOW_ASYNC": "1" if blocking_async else None}
-    started = time.monotonic()
-    result = hooks.shell(command, "UserPromptSubmit", "s-1", prompt="hello", env=env)
-    took = time.monotonic() - started
-    assert result.returncode == 0, result.stderr
-    assert took < 4.0, took  # the 2.5 s budget from the process's start, then exiting; the plugin sleeps 5 s
+    result = hooks.shell(command, "UserPromptSubmit", "s-1", prompt="hello", env=env, timeout=30)
+    assert result.returncode == 0, result.stderr  # it left at its budget: the plugin sleeps 60 s
     if blocking_async:  # the plugin holds the event loop: nothing is ready, the process leaves at the budget
         assert result.stdout == ""
         assert "UserPromptSubmit context not ready within its budget" in result.stderr
