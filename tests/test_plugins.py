@@ -70,10 +70,12 @@ class Blocker:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.finished = False
 
     @hookimpl
     def pre_spawn_context(self):
-        self.release.wait(10)
+        self.release.wait(30)
+        self.finished = True
 
 
 async def test_a_blocking_sync_plugin_neither_stalls_the_loop_nor_pins_exit(make_runtime):
@@ -88,11 +90,10 @@ async def test_a_blocking_sync_plugin_neither_stalls_the_loop_nor_pins_exit(make
             ticks += 1
 
     ticker = asyncio.ensure_future(tick())
-    started = time.perf_counter()
     assembly = await context(runtime)
-    elapsed = time.perf_counter() - started
     ticker.cancel()
-    assert [c.status for c in assembly.calls] == ["timeout"] and elapsed < 0.2 + 0.5
+    assert [c.status for c in assembly.calls] == ["timeout"]
+    assert not blocker.finished, "the context waited for the blocked plugin instead of its 0.2 s deadline"
     assert ticks >= 5, "the event loop was stalled by a sync plugin"
     workers = [t for t in threading.enumerate() if t.name == "thoth-plugin"]
     assert workers and all(t.daemon for t in workers)
