@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -71,7 +71,8 @@ logger = logging.getLogger(__name__)
 class Result(Protocol):
     """What `execute` returns: an sqlite3 cursor, or a PostgreSQL statement's fetched rows."""
 
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
@@ -339,6 +340,10 @@ class Database:
         """Run one statement (`?` placeholders) and return its rows."""
         raise NotImplementedError
 
+    def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        """Run one statement (`?` placeholders) and return all its rows, read before another thread's statement."""
+        return list(self.execute(sql, params).fetchall())
+
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each row of parameters, in one transaction."""
         with self.transaction() as tx:
@@ -350,6 +355,11 @@ class Database:
         """A transaction (taking the write lock at once); statements on what it yields run inside it."""
         raise NotImplementedError
         yield self
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread's statements run inside its open `transaction()`."""
+        return False
 
     @contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -388,17 +398,36 @@ class SqliteDatabase(Database):
     dialect = "sqlite"
     errors = (sqlite3.Error,)
 
-    def __init__(self, path: Path, migrations: Sequence[Any], *, rows: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        path: Path,
+        migrations: Sequence[Any],
+        *,
+        rows: bool = False,
+        while_migrating: Callable[[], AbstractContextManager[object]] | None = None,
+        **options: Any,
+    ) -> None:
+        """`while_migrating`: a lock held while steps are due (e.g. against a writer of files beside the store)."""
         self.path = path
         self.where = str(path)
         self.db = connect(path, rows=rows, **options)
         self.guard = threading.RLock()
         self._in_transaction: threading.local = threading.local()
-        migrate(self.db, migrations)
+        due = self.db.execute("PRAGMA user_version").fetchone()[0] < len(migrations)
+        with self.guard, while_migrating() if due and while_migrating is not None else nullcontext():
+            migrate(self.db, migrations)
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Result:
         with self.guard:
             return self.db.execute(sql, params)
+
+    def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        with self.guard:
+            return self.db.execute(sql, params).fetchall()
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(getattr(self._in_transaction, "on", False))
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
@@ -634,7 +663,19 @@ class PostgresDatabase(Database):
 
     dialect = "postgres"
 
-    def __init__(self, url: str, name: str, migrations: Sequence[PgMigration], *, rows: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        migrations: Sequence[PgMigration],
+        *,
+        rows: bool = False,
+        in_schema: bool = True,
+        ready: Callable[[Any], object] | None = None,
+    ) -> None:
+        """`in_schema` False: the tables are on the URL's own search path (a database of the store's own), not in
+        schema `thoth_<name>`. `ready(connection)`, instead of numbered `migrations`: brings the tables up to date
+        itself (idempotently, under its own lock) on the first connection, at opening or once the server answers."""
         try:
             import psycopg
             from psycopg_pool import PoolTimeout
@@ -648,17 +689,20 @@ class PostgresDatabase(Database):
         if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
             raise ValueError(f"store name {name!r}: lower-case letters, digits and '_'")
         self.schema = f"thoth_{name}"
-        self.where = f"PostgreSQL schema {self.schema}"
+        self.where = f"PostgreSQL schema {self.schema}" if in_schema else f"PostgreSQL store {name}"
         self.circuit = circuit(url)
         self._migrations = migrations
         self._row_factory = _row_factory(rows)
         self._bound = threading.local()
+        self._options: dict[str, Any] = {"autocommit": True}
+        if in_schema:
+            self._options["options"] = f"-c search_path={self.schema},public"
         self.pool = CircuitPool(
             url,
             name=self.schema,
-            kwargs={"autocommit": True, "options": f"-c search_path={self.schema},public"},
+            kwargs=self._options,
             configure=self._configure,
-            ready=self._migrate,
+            ready=self._migrate if ready is None else ready,
         )
 
     def _configure(self, connection: Any) -> None:
@@ -686,11 +730,26 @@ class PostgresDatabase(Database):
             conn.execute(f"UPDATE {VERSION_TABLE} SET version = %s", (len(self._migrations),))
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Result:
+        with self.connection() as conn:
+            return self._run(conn, sql, params)
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """This thread's transaction's psycopg connection, or a pooled one (for statements in psycopg's own syntax)."""
         bound = getattr(self._bound, "conn", None)
         if bound is not None:
-            return self._run(bound, sql, params)
+            yield bound
+            return
         with self.pool.connection() as conn:
-            return self._run(conn, sql, params)
+            yield conn
+
+    def connect(self) -> Any:
+        """A connection of its own (not the pool's), autocommit, on the store's tables: StoreDown at once while down."""
+        return self.circuit.connect(**self._options)
+
+    @property
+    def in_transaction(self) -> bool:
+        return getattr(self._bound, "conn", None) is not None
 
     def _run(self, conn: Any, sql: str, params: Sequence[Any] | dict[str, Any]) -> Fetched:
         cursor = conn.execute(postgres_sql(sql) if params else sql, params or None)
@@ -699,7 +758,7 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
-        if getattr(self._bound, "conn", None) is not None:  # nested: part of the outer one
+        if self.in_transaction:  # nested: part of the outer one
             yield self
             return
         with self.pool.connection() as conn, conn.transaction():
@@ -771,7 +830,7 @@ class HeldLock:
         except BaseException:
             conn.close()
             raise
-        if not wait and not row[0]:  # still held by our old session (not yet ended on the server)
+        if not wait and not (row and row[0]):  # still held by our old session (not yet ended on the server)
             conn.close()
             return False
         self._conn = conn

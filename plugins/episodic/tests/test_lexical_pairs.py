@@ -83,7 +83,7 @@ def test_a_search_inside_a_transaction_sees_what_it_wrote(storage_url):
 
     store = PostgresStore(storage_url, schema=SCHEMA, ann="exact")
     try:
-        with store._transaction():
+        with store.database.transaction():
             store.add([episode("zebra crossing at noon")])
             assert [hit.episode.user for hit in store.search(query("zebra", k=3))] == ["zebra crossing at noon"]
     finally:

@@ -131,7 +131,7 @@ def test_several_threads_recall_at_once_through_the_pool(open_store):
     with ThreadPoolExecutor(8) as pool:
         for _ in range(3):
             assert list(pool.map(recall, asked)) == expected
-    assert store._pool.get_stats()["pool_size"] > 1
+    assert store.database.pool.get_stats()["pool_size"] > 1
 
 
 def fill_without_index(url: str, rows: int) -> None:

@@ -36,7 +36,7 @@ def test_a_word_alone_still_ranks_by_how_often_a_row_holds_it(store):
 
 
 def test_common_words_are_known_from_the_statistics_without_counting(store, monkeypatch):
-    store._run("ANALYZE thoth_episodes")
+    store.database.execute("ANALYZE thoth_episodes")
     monkeypatch.setattr(postgres_fts, "COUNTED_ROWS", 1)  # a count would call apple as rare as zebra
     assert first(store) == "zebra seen at the zoo"
 

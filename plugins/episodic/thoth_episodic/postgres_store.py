@@ -1,9 +1,10 @@
 """A shared backend: PostgreSQL with pgvector, for several Thoth processes or machines.
 
-Same bitemporal rows as the SQLite backend, in one table (`postgres_schema`), reached through
-a small pool of connections shared by the process's threads, on the server's circuit
-(`thoth_core.database.CircuitPool`): while the server is found down every statement raises
-`StoreDown` at once (a store opened then makes its tables once it answers). Dense search is exact over the
+Same bitemporal rows as the SQLite backend, in one table (`postgres_schema`), on a
+`thoth_core.database.PostgresDatabase`: its pool of connections shared by the process's threads, on the
+server's circuit, and its thread-bound transactions; while the server is found down every statement raises
+`StoreDown` at once (a store opened then makes its tables once it answers). The reads that are not search
+are the SQLite store's too (`episode_table`). Dense search is exact over the
 scope, or through a pgvector HNSW index for large scopes (`postgres_ann`); the lexical signal
 is PostgreSQL full-text search (each word's `ts_rank` over a weighted tsvector of the turn,
 its neighbours and its date, weighted by the word's rarity: `postgres_fts`), reported in the
@@ -31,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from thoth_core import ThothError
-from thoth_core.types import DEFAULT_AGENT
+from thoth_core.database import PostgresDatabase
 
+from .episode_table import FIELDS, EpisodeTable, columns, marks
 from .postgres_ann import ANN_MIN_ROWS, ANN_MODES, DenseSearch
 from .postgres_fts import FullTextSearch
 from .postgres_schema import BUILD_MEMORY, INLINE_BUILD_ROWS, build_hnsw, migrate
@@ -41,12 +43,9 @@ from .scoring import candidate_count, date_words, index_text, rank
 
 logger = logging.getLogger(__name__)
 
-SCHEMA = "thoth_episodic"  # where the tables live in the `[storage] url` database
-COLUMNS = (
-    "id, workspace, peer, thread, session_id, turn_id, user_text, assistant, summary, context, "
-    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
-)
-FIELDS = [c.strip() for c in COLUMNS.replace("user_text", "user").split(",")]
+NAME = "episodic"  # the store's name: with `[storage] url`, its tables are in schema `thoth_episodic`
+SCHEMA = f"thoth_{NAME}"
+COLUMNS = columns("user_text")
 AS_OF = "recorded_at <= %(as_of)s AND (superseded_at IS NULL OR superseded_at > %(as_of)s) AND occurred_at <= %(as_of)s"
 
 
@@ -54,14 +53,12 @@ def _vector(values: np.ndarray) -> str:
     return "[" + ",".join(f"{v:.7g}" for v in np.asarray(values, dtype=np.float32)) + "]"
 
 
-def _episode(row: Sequence[Any]) -> Episode:
-    return Episode(**dict(zip(FIELDS, row, strict=True)))
-
-
-class PostgresStore(FullTextSearch):
-    """Episodes in PostgreSQL + pgvector, through a connection pool; safe to use from several threads."""
+class PostgresStore(EpisodeTable, FullTextSearch):
+    """Episodes in PostgreSQL + pgvector, on a `PostgresDatabase` (its pool); safe to use from several threads."""
 
     embeds_late = True  # `search` embeds the query while its full-text stage runs
+    TABLE, COLUMNS, LOCK_ROWS = "thoth_episodes", COLUMNS, " FOR UPDATE"
+    database: PostgresDatabase
 
     def __init__(
         self,
@@ -75,18 +72,17 @@ class PostgresStore(FullTextSearch):
         build_in_background: bool = True,
         inline_build_rows: int = INLINE_BUILD_ROWS,
     ) -> None:
-        from thoth_core.database import CircuitPool, circuit
-
+        if schema not in (None, SCHEMA):
+            raise ValueError(f"episodic: the tables live in schema {SCHEMA} or on the dsn's search path, not {schema}")
         self.dim, self.dsn, self.schema = dim, dsn, schema
         self.dense = DenseSearch(ann=ann, min_rows=ann_min_rows, ef_search=ef_search)
-        self._connect_options: dict[str, Any] = {"autocommit": True}
-        if schema is not None:
-            self._connect_options["options"] = f"-c search_path={schema},public"
-        self._bound = threading.local()
         self._builder: threading.Thread | None = None
         self._indexed, self._inline_rows, self._build_later = ann != "exact", inline_build_rows, build_in_background
-        self.circuit = circuit(dsn)  # before the pool: its first connection may start a build that needs it
-        self._pool = CircuitPool(dsn, name="thoth_episodic", kwargs=self._connect_options, ready=self._migrate)
+        self._opened, self._build_due = False, False
+        self.database = PostgresDatabase(dsn, NAME, (), in_schema=schema is not None, ready=self._migrate)
+        self._opened = True
+        if self._build_due:  # the tables were made as the store opened
+            self._start_build()
 
     def _migrate(self, conn: Any) -> None:
         """Make or update the tables (at opening, or before the first statement once a server found down answers)."""
@@ -96,15 +92,25 @@ class PostgresStore(FullTextSearch):
         if self._indexed and not unbuilt:
             self.dense.index_built()
         elif unbuilt and self._build_later:
-            self._builder = threading.Thread(target=self._build_quietly, name="episodic-hnsw-build", daemon=True)
-            self._builder.start()
+            self._build_due = True
+            if self._opened:  # else once `database` is there (the build connects through it)
+                self._start_build()
+
+    def _start_build(self) -> None:
+        self._builder = threading.Thread(target=self._build_quietly, name="episodic-hnsw-build", daemon=True)
+        self._builder.start()
+
+    @property
+    def circuit(self) -> Any:
+        """The server's circuit (`thoth_core.database.Circuit`)."""
+        return self.database.circuit
 
     def build_index(self, *, memory: str = BUILD_MEMORY) -> bool:
         """Build the HNSW index if it is missing, without blocking writes; False when another worker is at it.
 
         `memory` is the build's maintenance_work_mem: a graph that outgrows it builds several times slower.
         """
-        with self.circuit.connect(**self._connect_options) as conn:
+        with self.database.connect() as conn:
             built = build_hnsw(conn, memory=memory)
         if built:
             self.dense.index_built()
@@ -131,35 +137,15 @@ class PostgresStore(FullTextSearch):
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        """This thread's transaction's connection, or one from the pool."""
-        bound = getattr(self._bound, "conn", None)
-        if bound is not None:
-            yield bound
-            return
-        with self._pool.connection() as conn:
+        """This thread's transaction's psycopg connection, or a pooled one (statements in psycopg's syntax)."""
+        with self.database.connection() as conn:
             yield conn
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        """A transaction on one pooled connection; statements of this thread run in it until it ends."""
-        if getattr(self._bound, "conn", None) is not None:
-            yield self._bound.conn
-            return
-        with self._pool.connection() as conn, conn.transaction():
-            self._bound.conn = conn
-            try:
-                yield conn
-            finally:
-                self._bound.conn = None
-
     def _rows(self, sql: str, params: dict[str, Any] | Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one statement in psycopg's syntax (`%(name)s`), on `_connection`."""
         with self._connection() as conn:
             cursor = conn.execute(sql, params)
             return cursor.fetchall() if cursor.description is not None else []
-
-    def _run(self, sql: str, params: dict[str, Any] | Sequence[Any] | None = None) -> None:
-        with self._connection() as conn:
-            conn.execute(sql, params)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -172,7 +158,7 @@ class PostgresStore(FullTextSearch):
         """
         stored = []
         now = time.time()
-        with self._transaction():
+        with self.database.transaction():
             for i, episode in enumerate(episodes):
                 vector = None if vectors is None else _vector(vectors[i])
                 outcome = self._add_one(episode, vector, now)
@@ -186,172 +172,47 @@ class PostgresStore(FullTextSearch):
         """Store one episode in the open transaction: True if stored, False if not, None on a conflicting turn."""
         if not self._takes_turn(episode):
             return False
-        old = self._select("id = %(id)s AND superseded_at IS NULL", {"id": episode.id})
-        if old and old[0].same_content(episode):
+        old = self._current(episode.id)
+        if old is not None and old.same_content(episode):
             return False
-        if old:
-            self._run(
-                "UPDATE thoth_episodes SET superseded_at = %s WHERE id = %s AND superseded_at IS NULL",
-                (now, episode.id),
+        execute = self.database.execute
+        if old is not None:
+            execute(
+                "UPDATE thoth_episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL", (now, episode.id)
             )
             episode.recorded_at = max(episode.recorded_at, now)
         values = [getattr(episode, f) for f in FIELDS]
-        inserted = self._rows(
+        inserted = execute(
             f"INSERT INTO thoth_episodes ({COLUMNS}, body, dates, embedding) "
-            f"VALUES ({', '.join(['%s'] * 20)}::vector) ON CONFLICT DO NOTHING RETURNING rowid",
+            f"VALUES ({marks(19)}, ?::vector) ON CONFLICT DO NOTHING RETURNING rowid",
             [*values, index_text(episode), date_words(episode.occurred_at), vector],
-        )
+        ).fetchall()
         if inserted:
             return True
-        if old:  # another process wrote this turn meanwhile: the old version stays current
-            self._run(
-                "UPDATE thoth_episodes SET superseded_at = NULL WHERE id = %s AND superseded_at = %s",
-                (episode.id, now),
+        if old is not None:  # another process wrote this turn meanwhile: the old version stays current
+            execute(
+                "UPDATE thoth_episodes SET superseded_at = NULL WHERE id = ? AND superseded_at = ?", (episode.id, now)
             )
             return False
         return None
 
-    def _takes_turn(self, episode: Episode) -> bool:
-        """Whether the episode may be its turn's current one; one replacing a cut-short version takes its id.
-
-        False when another episode is the turn's current one and stays (a replayed post-turn write).
-        The kept row is locked, so two processes replacing it at once replace it once.
-        """
-        if not episode.turn_id:
-            return True
-        found = self._rows(
-            f"SELECT {COLUMNS} FROM thoth_episodes WHERE workspace = %s AND peer = %s AND turn_id = %s "
-            "AND superseded_at IS NULL AND id <> %s LIMIT 1 FOR UPDATE",
-            (episode.workspace, episode.peer, episode.turn_id, episode.id),
-        )
-        if not found:
-            return True
-        kept = _episode(found[0])
-        if not episode.replaces(kept):
-            return False
-        episode.id, episode.context = kept.id, kept.context
-        return True
-
     def set_context(self, episode_id: str, context: str) -> None:
         """Replace the indexed neighbour context of the current version."""
-        self._run(
-            "UPDATE thoth_episodes SET context = %s WHERE id = %s AND superseded_at IS NULL", (context, episode_id)
+        self.database.execute(
+            "UPDATE thoth_episodes SET context = ? WHERE id = ? AND superseded_at IS NULL", (context, episode_id)
         )
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the embeddings of the current versions."""
-        with self._transaction():
-            for episode_id, vector in zip(ids, vectors, strict=True):
-                self._run(
-                    "UPDATE thoth_episodes SET embedding = %s::vector WHERE id = %s AND superseded_at IS NULL",
-                    (_vector(vector), episode_id),
-                )
-
-    def delete(
-        self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
-    ) -> int:
-        """Delete every version of the matching episodes; returns how many episodes."""
-        where, params = (
-            ["workspace = %(workspace)s"],
-            {"workspace": workspace, "peer": peer, "thread": thread, "ids": list(ids or [])},
+        self.database.executemany(
+            "UPDATE thoth_episodes SET embedding = ?::vector WHERE id = ? AND superseded_at IS NULL",
+            [(_vector(vector), episode_id) for episode_id, vector in zip(ids, vectors, strict=True)],
         )
-        where += ["peer = %(peer)s"] if peer is not None else []
-        where += ["thread = %(thread)s"] if thread is not None else []
-        where += ["id = ANY(%(ids)s)"] if ids is not None else []
-        return self._delete_where(" AND ".join(where), params)
 
-    def _delete_where(self, where: str, params: dict[str, Any]) -> int:
-        rows = self._rows(f"DELETE FROM thoth_episodes WHERE {where} RETURNING id", params)
+    def _delete_where(self, where: str, params: Sequence[Any], *, forget: bool) -> int:
+        rows = self.database.fetch(f"DELETE FROM thoth_episodes WHERE {where} RETURNING id", params)
         self.dense.forget_estimates()
         return len({r[0] for r in rows})
-
-    def mark_consolidated(self, ids: Sequence[str]) -> None:
-        """Flag episodes as absorbed by the nightly job."""
-        self._run("UPDATE thoth_episodes SET consolidated = TRUE WHERE id = ANY(%s)", (list(ids),))
-
-    def purge(self, before: float, *, consolidated_only: bool) -> int:
-        """Delete episodes that happened before `before`."""
-        return self._delete_where(
-            "occurred_at < %(before)s" + (" AND consolidated" if consolidated_only else ""), {"before": before}
-        )
-
-    # --- reading ----------------------------------------------------------------------
-
-    def _select(self, where: str, params: dict[str, Any], tail: str = "") -> list[Episode]:
-        return [_episode(r) for r in self._rows(f"SELECT {COLUMNS} FROM thoth_episodes WHERE {where} {tail}", params)]
-
-    def get(self, episode_id: str, *, as_of: float | None = None) -> Episode | None:
-        """The current (or as-of) version of one episode."""
-        where = "id = %(id)s AND " + (AS_OF if as_of is not None else "superseded_at IS NULL")
-        found = self._select(where, {"id": episode_id, "as_of": as_of})
-        return found[0] if found else None
-
-    def episodes(
-        self,
-        *,
-        workspace: str | None = None,
-        peer: str | None = None,
-        as_of: float | None = None,
-        agent: str | None = None,
-    ) -> Iterator[Episode]:
-        """Episodes oldest first (agent None: every agent's), in pages."""
-        where = [AS_OF if as_of is not None else "superseded_at IS NULL"]
-        where += ["workspace = %(workspace)s"] if workspace is not None else []
-        where += ["peer = %(peer)s"] if peer is not None else []
-        where += ["agent = %(agent)s"] if agent is not None else []
-        last: tuple[float, int] = (float("-inf"), 0)
-        while True:
-            rows = self._rows(
-                f"SELECT occurred_at, rowid, {COLUMNS} FROM thoth_episodes "
-                f"WHERE (occurred_at, rowid) > (%(at)s, %(last)s) "
-                f"AND {' AND '.join(where)} ORDER BY occurred_at, rowid LIMIT 1000",
-                {"at": last[0], "last": last[1], "workspace": workspace, "peer": peer, "agent": agent, "as_of": as_of},
-            )
-            if not rows:
-                return
-            last = (rows[-1][0], rows[-1][1])
-            yield from (_episode(r[2:]) for r in rows)
-
-    def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
-        """The newest current episode of an agent's thread."""
-        found = self._select(
-            "workspace = %(w)s AND peer = %(p)s AND thread = %(t)s AND agent = %(a)s AND superseded_at IS NULL",
-            {"w": workspace, "p": peer, "t": thread, "a": agent},
-            "ORDER BY occurred_at DESC, rowid DESC LIMIT 1",
-        )
-        return found[0] if found else None
-
-    def find_turn(self, turn_id: str) -> Episode | None:
-        """The current episode of a turn."""
-        found = self._select("turn_id = %(t)s AND superseded_at IS NULL", {"t": turn_id})
-        return found[0] if found else None
-
-    def unembedded(self, *, limit: int, recorded_before: float | None = None) -> list[Episode]:
-        """Current episodes stored without a vector (recorded before a moment, if given), oldest first."""
-        return self._select(
-            "embedding IS NULL AND superseded_at IS NULL AND recorded_at < %(before)s",
-            {"n": limit, "before": float("inf") if recorded_before is None else recorded_before},
-            "ORDER BY occurred_at LIMIT %(n)s",
-        )
-
-    def expiring(self, before: float) -> list[Episode]:
-        """Current, unconsolidated episodes that happened before `before`."""
-        return self._select(
-            "occurred_at < %(b)s AND NOT consolidated AND superseded_at IS NULL", {"b": before}, "ORDER BY occurred_at"
-        )
-
-    def count(self, *, workspace: str | None = None, peer: str | None = None, agent: str | None = None) -> int:
-        """How many current episodes (agent None: every agent's)."""
-        where = ["superseded_at IS NULL"]
-        where += ["workspace = %(workspace)s"] if workspace is not None else []
-        where += ["peer = %(peer)s"] if peer is not None else []
-        where += ["agent = %(agent)s"] if agent is not None else []
-        return int(
-            self._rows(
-                f"SELECT count(*) FROM thoth_episodes WHERE {' AND '.join(where)}",
-                {"workspace": workspace, "peer": peer, "agent": agent},
-            )[0][0]
-        )
 
     # --- search -----------------------------------------------------------------------
 
@@ -374,7 +235,7 @@ class PostgresStore(FullTextSearch):
             "n": candidate_count(query.k),
         }
         lexical: Future[list[tuple[int, float, float]]] = Future()
-        if getattr(self._bound, "conn", None) is None:
+        if not self.database.in_transaction:
             lexical = _LEXICAL_POOL.submit(self._lexical, query.text, scope, params)  # its own connection, meanwhile
         else:  # in this thread's transaction: on its connection, which sees what the transaction wrote
             lexical.set_result(self._lexical(query.text, scope, params))
@@ -386,13 +247,9 @@ class PostgresStore(FullTextSearch):
                 dense = self.dense.search(conn, scope=scope, params=asked, n=params["n"])
         return rank(query, dense, lexical.result(), self._load_rows)
 
-    def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
-        rows = self._rows(f"SELECT rowid, {COLUMNS} FROM thoth_episodes WHERE rowid = ANY(%(ids)s)", {"ids": rowids})
-        return {r[0]: _episode(r[1:]) for r in rows}
-
     def close(self) -> None:
         """Close the pool (an index build under way goes on on its own connection, or stops with the process)."""
-        self._pool.close()
+        self.database.close()
 
 
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-fts")

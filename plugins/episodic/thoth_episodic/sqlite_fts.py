@@ -12,11 +12,10 @@ import numpy as np
 
 from thoth_core.storage import connect
 
+from .episode_table import AS_OF
 from .records import Query
 from .scoring import PAIRED_ROWS, candidate_count, fts_any, fts_pairs, large_store_matches, query_terms
 from .sqlite_schema import newest_rowid
-
-AS_OF = "recorded_at <= ? AND (superseded_at IS NULL OR superseded_at > ?) AND occurred_at <= ?"
 
 # In a large store a word held by many rows costs BM25 a score for each of them, and, paired, makes most pairs
 # match. LoCoMo questions over 1M rows of conversation text (bench/lexical_scale.py): 58-88 ms median (p90 214-424)

@@ -33,15 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from thoth_core.storage import connect, migrate, scrub
-from thoth_core.types import DEFAULT_AGENT
+from thoth_core.database import SqliteDatabase
+from thoth_core.storage import scrub
 
 from .ann_index import AnnIndex
+from .episode_table import CHUNK_IDS, FIELDS, EpisodeTable, columns, marks
 from .memory import LIMIT, STORE_OPTIONS
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, index_text, rank
 from .sqlite_ann import IndexedSearch
-from .sqlite_fts import AS_OF, FullTextSearch
+from .sqlite_fts import FullTextSearch
 from .sqlite_rowids import writers_held
 from .sqlite_schema import MIGRATIONS
 from .vector_cache import VectorCache
@@ -55,26 +56,16 @@ ANN_MIN_ROWS = 20_000  # `ann = "auto"` indexes stores from this many rows (see 
 # FTS5's `rank` column computes bm25 once per match and lets the table sort (about 2x faster
 # than calling bm25() in SELECT and ORDER BY). Weights: body, context (neighbour turns), dates.
 RANK = "INSERT INTO episodes_fts (episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 0.4, 0.5)')"
-COLUMNS = (
-    "id, workspace, peer, thread, session_id, turn_id, user, assistant, summary, context, "
-    "occurred_at, recorded_at, superseded_at, cost_usd, model, consolidated, agent"
-)
+COLUMNS = columns("user")
 SCOPE = "workspace || char(0) || peer || char(0) || agent"  # a vector cache scope: one agent's view of a peer
 
 
-NAMES = [c.strip() for c in COLUMNS.split(",")]
-
-
-def _episode(row: sqlite3.Row | tuple[Any, ...]) -> Episode:
-    values = list(row)
-    values[15] = bool(values[15])
-    return Episode(**dict(zip(NAMES, values, strict=True)))
-
-
-class SQLiteStore(IndexedSearch, FullTextSearch):
-    """Episodes in one SQLite file; see the module docstring."""
+class SQLiteStore(EpisodeTable, IndexedSearch, FullTextSearch):
+    """Episodes in one SQLite file (a `thoth_core.database.SqliteDatabase`); see the module docstring."""
 
     embeds_late = True  # `search` embeds the query while its full-text stage runs
+    TABLE, COLUMNS = "episodes", COLUMNS
+    database: SqliteDatabase
 
     def __init__(
         self,
@@ -89,11 +80,14 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
         self.path = Path(path)
         self.ann, self.ann_min_rows = ann, ann_min_rows
         self.dim = dim
-        self._lock = threading.RLock()
-        self._db = connect(self.path, synchronous=synchronous)
-        migrating = self._db.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS)
-        with self._lock, writers_held(self.path, migrating=migrating):
-            migrate(self._db, MIGRATIONS)
+        self.database = SqliteDatabase(
+            self.path,
+            MIGRATIONS,
+            synchronous=synchronous,
+            while_migrating=lambda: writers_held(self.path, migrating=True),
+        )
+        self._db, self._lock = self.database.db, self.database.guard  # the dialect's own statements (FTS5, ANN files)
+        with self._lock:
             if self._db.execute("SELECT count(*) FROM episodes_fts_config WHERE k = 'rank'").fetchone()[0] == 0:
                 self._db.execute(RANK)
         self._cache = VectorCache(dim)
@@ -103,7 +97,7 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             else AnnIndex(self.path, dim, expansion=ann_expansion, min_rows=self.ann_scope_rows())
         )
         self._index_ready = self._index is not None and self._index.open()
-        if self._index_ready and self._index.generation != self._counter("generation"):
+        if self._index is not None and self._index_ready and self._index.generation != self._counter("generation"):
             self._index.compact_soon(force=True)  # rows deleted since the save leave the file
         self._building: threading.Thread | None = None
         self._stop_building = threading.Event()
@@ -133,59 +127,32 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
         stored: list[Episode] = []
         superseded: list[tuple[int, tuple[str, str, str]]] = []
         now = time.time()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for i, episode in enumerate(episodes):
-                    if not self._takes_turn(episode):
-                        continue
-                    old = self._current(episode.id)
-                    if old is not None and old.same_content(episode):
-                        continue
-                    if old is not None:
-                        gone = self._db.execute(
-                            "UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL "
-                            "RETURNING rowid",
-                            (now, episode.id),
-                        ).fetchall()
-                        if self._index is not None:
-                            self._index.remove([r[0] for r in gone])
-                        superseded.append((self._bump(), (old.workspace, old.peer, old.agent)))
-                        episode.recorded_at = max(episode.recorded_at, now)
-                    blob = None if vectors is None else np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()
-                    if self._insert(episode, blob):
-                        stored.append(episode)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self.database.transaction():
+            for i, episode in enumerate(episodes):
+                if not self._takes_turn(episode):
+                    continue
+                old = self._current(episode.id)
+                if old is not None and old.same_content(episode):
+                    continue
+                if old is not None:
+                    gone = self._db.execute(
+                        "UPDATE episodes SET superseded_at = ? WHERE id = ? AND superseded_at IS NULL RETURNING rowid",
+                        (now, episode.id),
+                    ).fetchall()
+                    if self._index is not None:
+                        self._index.remove([r[0] for r in gone])
+                    superseded.append((self._bump(), (old.workspace, old.peer, old.agent)))
+                    episode.recorded_at = max(episode.recorded_at, now)
+                blob = None if vectors is None else np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()
+                if self._insert(episode, blob):
+                    stored.append(episode)
         if self._index is not None:
             for generation, scope in superseded:  # the next compaction looks at these scopes only
                 self._index.note(generation, {scope})
         return stored
 
-    def _takes_turn(self, episode: Episode) -> bool:
-        """Whether the episode may be its turn's current one; one replacing a cut-short version takes its id.
-
-        False when another episode is the turn's current one and stays (a replayed post-turn write).
-        """
-        if not episode.turn_id:
-            return True
-        found = self._db.execute(
-            f"SELECT {COLUMNS} FROM episodes WHERE workspace = ? AND peer = ? AND turn_id = ? "
-            "AND superseded_at IS NULL AND id != ? LIMIT 1",
-            (episode.workspace, episode.peer, episode.turn_id, episode.id),
-        ).fetchone()
-        if found is None:
-            return True
-        kept = _episode(found)
-        if not episode.replaces(kept):
-            return False
-        episode.id, episode.context = kept.id, kept.context
-        return True
-
     def _insert(self, episode: Episode, blob: bytes | None) -> bool:
-        values = [getattr(episode, name) for name in NAMES]
+        values = [getattr(episode, name) for name in FIELDS]
         cursor = self._db.execute(  # `_takes_turn` ran in this transaction: the conflict clause is a safety net
             f"INSERT INTO episodes ({COLUMNS}, embedding) VALUES ({', '.join('?' * 18)}) ON CONFLICT DO NOTHING",
             [*values, blob],
@@ -211,15 +178,13 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             ).fetchone()
             if row is None:
                 return
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("UPDATE episodes SET context = ? WHERE rowid = ?", (context, row[0]))
-            self._db.execute("UPDATE episodes_fts SET context = ? WHERE rowid = ?", (context, row[0]))
-            self._db.execute("COMMIT")
+            with self.database.transaction():
+                self._db.execute("UPDATE episodes SET context = ? WHERE rowid = ?", (context, row[0]))
+                self._db.execute("UPDATE episodes_fts SET context = ? WHERE rowid = ?", (context, row[0]))
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the embeddings of the current versions of these episodes (caches reload only those)."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self.database.transaction():
             version = self._db.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vectors' RETURNING value"
             ).fetchone()[0]
@@ -230,27 +195,6 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
                     for episode_id, vector in zip(ids, vectors, strict=True)
                 ],
             )
-            self._db.execute("COMMIT")
-
-    def delete(
-        self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
-    ) -> int:
-        """Delete every version of the matching episodes; returns how many episodes."""
-        where, params = ["workspace = ?"], [workspace]
-        if peer is not None:
-            where.append("peer = ?")
-            params.append(peer)
-        if thread is not None:
-            where.append("thread = ?")
-            params.append(thread)
-        if ids is not None:
-            where.append(f"id IN ({', '.join('?' * len(ids))})")
-            params += list(ids)
-        with self._lock, self._delete_cache():
-            deleted = self._delete_where(" AND ".join(where), params)
-            if deleted:  # the text must not survive in FTS5 segments, free pages or the WAL
-                scrub(self._db, fts=["episodes_fts"])
-        return deleted
 
     @contextmanager
     def _delete_cache(self) -> Iterator[None]:
@@ -263,120 +207,22 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             finally:
                 self._db.execute(f"PRAGMA cache_size = {int(usual)}")
 
-    def _delete_where(self, where: str, params: Sequence[Any]) -> int:
-        with self._lock, self._delete_cache():
-            self._db.execute("BEGIN IMMEDIATE")
-            rows = self._db.execute(
-                f"SELECT rowid, id, workspace, peer, agent FROM episodes WHERE {where}", list(params)
-            ).fetchall()
-            for start in range(0, len(rows), 500):
-                chunk = [r[0] for r in rows[start : start + 500]]
-                marks = ", ".join("?" * len(chunk))
-                self._db.execute(f"DELETE FROM episodes_fts WHERE rowid IN ({marks})", chunk)
-                self._db.execute(f"DELETE FROM episodes WHERE rowid IN ({marks})", chunk)
-            deleted = self._bump() if rows else 0
-            self._db.execute("COMMIT")
-        if rows:  # forget: out of the index files before this returns
-            self._erase_from_index([(r[0], r[2], r[3], r[4]) for r in rows], deleted)
-        return len({r[1] for r in rows})
-
-    def mark_consolidated(self, ids: Sequence[str]) -> None:
-        """Flag episodes as absorbed by the nightly job."""
-        with self._lock:
-            self._db.executemany("UPDATE episodes SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
-
-    def purge(self, before: float, *, consolidated_only: bool) -> int:
-        """Delete episodes that happened before `before`."""
-        return self._delete_where("occurred_at < ?" + (" AND consolidated = 1" if consolidated_only else ""), [before])
-
-    # --- reading ----------------------------------------------------------------------
-
-    def _select(self, where: str, params: Sequence[Any], tail: str = "") -> list[Episode]:
-        with self._lock:
-            rows = self._db.execute(f"SELECT {COLUMNS} FROM episodes WHERE {where} {tail}", list(params)).fetchall()
-        return [_episode(r) for r in rows]
-
-    def _current(self, episode_id: str) -> Episode | None:
-        found = self._select("id = ? AND superseded_at IS NULL", [episode_id])
-        return found[0] if found else None
-
-    def get(self, episode_id: str, *, as_of: float | None = None) -> Episode | None:
-        """The current (or as-of) version of one episode."""
-        if as_of is None:
-            return self._current(episode_id)
-        found = self._select("id = ? AND " + AS_OF, [episode_id, as_of, as_of, as_of])
-        return found[0] if found else None
-
-    def episodes(
-        self,
-        *,
-        workspace: str | None = None,
-        peer: str | None = None,
-        as_of: float | None = None,
-        agent: str | None = None,
-    ) -> Iterator[Episode]:
-        """Episodes oldest first (agent None: every agent's), in pages so a big store streams."""
-        where, params = (
-            [AS_OF if as_of is not None else "superseded_at IS NULL"],
-            [as_of] * 3 if as_of is not None else [],
-        )
-        for column, value in (("workspace", workspace), ("peer", peer), ("agent", agent)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        last: tuple[float, int] = (float("-inf"), 0)
-        while True:
-            with self._lock:
+    def _delete_where(self, where: str, params: Sequence[Any], *, forget: bool) -> int:
+        with self._delete_cache():
+            with self.database.transaction():
                 rows = self._db.execute(
-                    f"SELECT occurred_at, rowid, {COLUMNS} FROM episodes "
-                    f"WHERE (occurred_at, rowid) > (?, ?) AND {' AND '.join(where)} "
-                    "ORDER BY occurred_at, rowid LIMIT 1000",
-                    [*last, *params],
+                    f"SELECT rowid, id, workspace, peer, agent FROM episodes WHERE {where}", list(params)
                 ).fetchall()
-            if not rows:
-                return
-            last = (rows[-1][0], rows[-1][1])
-            yield from (_episode(r[2:]) for r in rows)
-
-    def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
-        """The newest current episode of an agent's thread."""
-        found = self._select(
-            "workspace = ? AND peer = ? AND thread = ? AND agent = ? AND superseded_at IS NULL",
-            [workspace, peer, thread, agent],
-            "ORDER BY occurred_at DESC, rowid DESC LIMIT 1",
-        )
-        return found[0] if found else None
-
-    def find_turn(self, turn_id: str) -> Episode | None:
-        """The current episode of a turn."""
-        found = self._select("turn_id = ? AND superseded_at IS NULL", [turn_id])
-        return found[0] if found else None
-
-    def unembedded(self, *, limit: int, recorded_before: float | None = None) -> list[Episode]:
-        """Current episodes stored without a vector (recorded before a moment, if given), oldest first."""
-        return self._select(
-            "embedding IS NULL AND superseded_at IS NULL AND recorded_at < ?",
-            [float("inf") if recorded_before is None else recorded_before],
-            f"ORDER BY occurred_at LIMIT {int(limit)}",
-        )
-
-    def expiring(self, before: float) -> list[Episode]:
-        """Current, unconsolidated episodes that happened before `before`."""
-        return self._select(
-            "occurred_at < ? AND consolidated = 0 AND superseded_at IS NULL", [before], "ORDER BY occurred_at"
-        )
-
-    def count(self, *, workspace: str | None = None, peer: str | None = None, agent: str | None = None) -> int:
-        """How many current episodes (agent None: every agent's)."""
-        where, params = ["superseded_at IS NULL"], []
-        for column, value in (("workspace", workspace), ("peer", peer), ("agent", agent)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        with self._lock:
-            return int(
-                self._db.execute(f"SELECT count(*) FROM episodes WHERE {' AND '.join(where)}", params).fetchone()[0]
-            )
+                for start in range(0, len(rows), CHUNK_IDS):
+                    chunk = [r[0] for r in rows[start : start + CHUNK_IDS]]
+                    self._db.execute(f"DELETE FROM episodes_fts WHERE rowid IN ({marks(len(chunk))})", chunk)
+                    self._db.execute(f"DELETE FROM episodes WHERE rowid IN ({marks(len(chunk))})", chunk)
+                deleted = self._bump() if rows else 0
+            if rows:  # out of the index files before this returns
+                self._erase_from_index([(r[0], r[2], r[3], r[4]) for r in rows], deleted)
+            if rows and forget:  # the text must not survive in FTS5 segments, free pages or the WAL
+                scrub(self._db, fts=["episodes_fts"])
+        return len({r[1] for r in rows})
 
     # --- search -----------------------------------------------------------------------
 
@@ -449,15 +295,6 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             dense = self._dense(cache, query, self._visible(cache, query, allowed))
         return rank(query, dense, lexical.result(), self._load_rows)
 
-    def _load_rows(self, rowids: list[int]) -> dict[int, Episode]:
-        if not rowids:
-            return {}
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT rowid, {COLUMNS} FROM episodes WHERE rowid IN ({', '.join('?' * len(rowids))})", rowids
-            ).fetchall()
-        return {r[0]: _episode(r[1:]) for r in rows}
-
     def close(self) -> None:
         """Save the index when it holds forgotten rows (waiting for background work), close the connection."""
         if self._building is not None:  # a build still running is abandoned (at most one batch): the next open builds
@@ -471,8 +308,7 @@ class SQLiteStore(IndexedSearch, FullTextSearch):
             idle, self._idle_readers = self._idle_readers or [], None
         for reader in idle:  # one in use is closed when its search returns it
             reader.close()
-        with self._lock:
-            self._db.close()
+        self.database.close()
 
 
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-bm25")
