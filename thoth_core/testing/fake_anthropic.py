@@ -148,6 +148,10 @@ class FakeAnthropic:
         ).start()
         return self
 
+    def stopped_within(self, seconds: float) -> bool:
+        """Wait up to `seconds` (a slow or stalled answer); whether the fake was stopped meanwhile."""
+        return self._stopping.wait(seconds)
+
     def stop(self) -> None:
         """Shut the server down, waking any slow handler."""
         self._stopping.set()
@@ -347,7 +351,7 @@ class _Handler(BaseHTTPRequestHandler):
         recorded = RecordedRequest("POST", path, {k.lower(): v for k, v in self.headers.items()}, body)
         fake = self.state
         fake.requests.append(recorded)
-        if fake.slow and fake._stopping.wait(fake.slow):
+        if fake.slow and fake.stopped_within(fake.slow):
             return
         if path not in ("/v1/messages", "/v1/messages/count_tokens"):
             return self._json(404, error_body(404, f"no route {path}"))
@@ -413,14 +417,14 @@ class _Handler(BaseHTTPRequestHandler):
                 if failure is not None and deltas == 1:
                     self._chunk("error", error_body(failure.status))
                     break
-                if event == "message_delta" and stall and self.state._stopping.wait(stall):
+                if event == "message_delta" and stall and self.state.stopped_within(stall):
                     break
                 self._chunk(event, data)
                 if event == "content_block_delta":
                     deltas += 1
                     if pause is not None and deltas == 1:
                         pause.wait(10)
-                    if delay and self.state._stopping.wait(delay):
+                    if delay and self.state.stopped_within(delay):
                         break
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()

@@ -109,6 +109,10 @@ class FakeOpenAI:
         ).start()
         return self
 
+    def stopped_within(self, seconds: float) -> bool:
+        """Wait up to `seconds` (a slow or stalled answer); whether the fake was stopped meanwhile."""
+        return self._stopping.wait(seconds)
+
     def stop(self) -> None:
         """Shut the server down, waking any slow handler."""
         self._stopping.set()
@@ -238,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
         recorded = RecordedRequest(self.command, path, {k.lower(): v for k, v in self.headers.items()}, body)
         fake = self.state
         fake.requests.append(recorded)
-        if fake.slow and fake._stopping.wait(fake.slow):
+        if fake.slow and fake.stopped_within(fake.slow):
             return None
         if fake.api_key is not None and recorded.api_key != fake.api_key:
             message = f"Incorrect API key provided: {str(recorded.api_key)[:6]}***."
@@ -311,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if pause is not None and texts == 1:
                     pause.wait(10)
                     pause = None
-                if delay and self.state._stopping.wait(delay):
+                if delay and self.state.stopped_within(delay):
                     break
             self._send("data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
