@@ -9,7 +9,7 @@ from .board import Board
 from .roster import agent_ids
 
 BACKENDS = ("sqlite", "memory", "redis")
-CONFIG_DEFAULTS = {  # every key of [plugins.blackboard]; None: no default in the file
+CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {  # every key of [plugins.blackboard]; None: no default in the file
     "plugins.blackboard": {
         "backend": "sqlite",
         "url": None,
