@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -30,12 +31,23 @@ def hard_exits(thoth_env, monkeypatch) -> list[int]:
     return exits
 
 
+INITIALIZED: dict[str | None, Path] = {}  # per plugin allow-list: a home `thoth init` made in this test process
+
+
 @pytest.fixture
-def agent(tmp_path, monkeypatch) -> Path:
-    """An agent home made by `thoth init` (data in its .thoth/), named by THOTH_CONFIG, peer `ann`."""
+def agent(tmp_path, tmp_path_factory, monkeypatch) -> Path:
+    """An agent home made by `thoth init` (data in its .thoth/), named by THOTH_CONFIG, peer `ann`.
+
+    `thoth init` runs once per test process (it holds no absolute path); each test gets a copy of that home.
+    """
+    loaded = os.environ.get("THOTH_LOAD_PLUGINS")
+    if loaded not in INITIALIZED:
+        made_home = tmp_path_factory.mktemp("initialized") / "agent"
+        made = run_thoth("init", str(made_home), cwd=made_home.parent, env={"THOTH_HOME": None})
+        assert made.returncode == 0, made.stderr
+        INITIALIZED[loaded] = made_home
     home = tmp_path / "agent"
-    made = run_thoth("init", str(home), cwd=tmp_path, env={"THOTH_HOME": None})
-    assert made.returncode == 0, made.stderr
+    shutil.copytree(INITIALIZED[loaded], home, symlinks=True)
     with (home / "thoth.toml").open("a", encoding="utf-8") as toml:
         toml.write(f'\n[plugins.claude-code]\npeer = "{PEER}"\n')
     monkeypatch.delenv("THOTH_HOME", raising=False)
