@@ -21,6 +21,8 @@ import pytest
 
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 PROBE = """
 import asyncio, json, os
 from pathlib import Path

@@ -19,6 +19,8 @@ from thoth_core import ThothError
 from thoth_core.bundle import MB, Limits, open_bundle
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 ZEROS = bytes(8 * MB)  # inflates ~1000 times (a member's ratio is measured to within 32 KiB of its compressed size)
 
 

@@ -23,6 +23,8 @@ from thoth_identity.honcho_real import CONTEXT_THEN_FINALIZE, ExitSignal
 
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 RUNS = 6
 COMMANDS = [
     ("ask", "/remember I like green tea", "--peer", "ann"),

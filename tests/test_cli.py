@@ -13,6 +13,8 @@ from thoth_core.budget import block_tokens
 from thoth_core.cli import cli
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 BUILTIN = set(cli.commands)
 SUBCOMMANDS = [[name] for name in sorted(BUILTIN) if name != "config"] + [
     ["config"],

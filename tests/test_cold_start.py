@@ -19,6 +19,8 @@ import pytest
 
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 # Libraries a cold command must not import before it needs them (numpy is not here: the episodic
 # store computes with it on every turn).
 HEAVY = (

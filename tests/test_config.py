@@ -13,6 +13,8 @@ from thoth_core.config import Config, load_config, resolve_secrets
 from thoth_core.plugins import ENV_SWITCHES, make_plugin_manager
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 NO_PLUGINS = {"THOTH_LOAD_PLUGINS": ""}
 
 

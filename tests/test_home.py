@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from thoth_core.testing import run_thoth
+
+pytestmark = pytest.mark.slow  # spawns thoth processes
 
 PLUGINS = {"THOTH_LOAD_PLUGINS": "working,procedural", "THOTH_HOME": None}
 

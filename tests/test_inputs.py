@@ -22,6 +22,8 @@ from thoth_core.errors import InputError
 from thoth_core.inputs import NAME_MAX, check_name, check_text
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 REPLAY = '[thoth]\nmodel = "replay"\n\n[models.replay]\nrules = [{ reply = "the model answered" }]\n'
 PLUGINS = "working,procedural,episodic"
 

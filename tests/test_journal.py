@@ -14,6 +14,8 @@ from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime, run_thoth
 from thoth_core.types import CUT_SHORT, Reply, Session, Turn
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 
 class Recorder:
     """A layer that records each post-turn write, and can be made to fail or to wait."""

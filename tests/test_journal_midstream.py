@@ -26,6 +26,8 @@ from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime, run_thoth
 from thoth_core.types import CUT_SHORT
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 pytest.importorskip("thoth_working")
 pytest.importorskip("thoth_episodic")
 pytest.importorskip("thoth_identity")

@@ -27,6 +27,8 @@ from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime, run_thoth
 from thoth_core.writes import unsaved_message
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 pytest.importorskip("thoth_working")
 
 

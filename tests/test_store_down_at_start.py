@@ -19,6 +19,8 @@ from thoth_core.journal import TurnJournal
 from thoth_core.testing import make_test_runtime, run_thoth
 from thoth_core.testing.postgres import outage, start_server, stop_server
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 KEPT_LOCALLY = "turns are kept locally until it answers"
 LAYERS = "working,identity,episodic,procedural,reflection,blackboard,mcp"
 DEADLINE = 2.0

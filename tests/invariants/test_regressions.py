@@ -17,6 +17,8 @@ from inv_harness import remove_root
 
 from thoth_core.testing.postgres import fresh_database
 
+pytestmark = pytest.mark.slow  # spawns thoth processes and kills them mid-turn
+
 
 def make_machine(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A state machine on a fresh home, every promise checked whatever the CI switches say."""

@@ -22,6 +22,8 @@ from inv_harness import RUNS, Summary, remove_root
 
 from thoth_core.testing.postgres import fresh_database
 
+pytestmark = pytest.mark.slow  # long Hypothesis state machine on every backend
+
 # Read at import: the suite's autouse fixture clears THOTH_* variables before each test runs.
 BUDGET = os.environ.get("THOTH_INVARIANTS_BUDGET", "")
 SHRINK = os.environ.get("THOTH_INVARIANTS_SHRINK", "1") != "0"

@@ -13,6 +13,8 @@ from click.testing import CliRunner
 from thoth_core.cli import cli
 from thoth_core.runtime import Runtime
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 for layer in ("thoth_working", "thoth_episodic", "thoth_identity"):  # recall needs the layers installed
     pytest.importorskip(layer)
 

@@ -24,6 +24,8 @@ from thoth_episodic.sqlite_store import SQLiteStore
 
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 DIM = 32
 
 

@@ -17,6 +17,8 @@ from thoth_episodic.sqlite_store import SQLiteStore
 
 from thoth_core.testing import make_test_runtime
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 

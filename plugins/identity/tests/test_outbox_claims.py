@@ -19,6 +19,8 @@ from thoth_identity.store import IdentityStore
 
 from thoth_core.config import Config
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 CLAIMER = """
 import sys, time
 from thoth_core.config import Config

@@ -19,6 +19,8 @@ from thoth_core.config import load_config
 from thoth_core.runtime import Runtime
 from thoth_core.testing import context_for, run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 RESULT = {
     "run_id": "run-7",
     "session_id": "sess-1",

@@ -16,6 +16,8 @@ from thoth_reflection.store import Store
 
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 RUNS = 5
 OBSERVATIONS = ["Lead with the command, then explain.", "Ask which environment first.", "Keep answers short."]
 

@@ -8,6 +8,8 @@ import pytest
 
 from thoth_core.testing import run_thoth
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 RECORD = {
     "slug": "provider-overloaded",
     "task": "Answer a chat turn",

@@ -14,6 +14,8 @@ import urllib.request
 import pytest
 from thoth_slack.testing import event_body, mention, signed
 
+pytestmark = pytest.mark.slow  # spawns thoth processes
+
 pytest.importorskip("uvicorn")
 
 

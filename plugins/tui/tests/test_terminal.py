@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux); the real-terminal test needs it"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("tmux") is None,
+        reason="tmux is not installed (apt-get install tmux); the real-terminal test needs it",
+    ),
+    pytest.mark.slow,  # spawns thoth in a real terminal
+]
 
 
 class Terminal:
