@@ -3,14 +3,17 @@ per call style, and hooks a plugin declares (`add_hookspecs`) load and run with 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thoth_core import ConfigError, HookPolicy, PluginInfo, ThothError, hookimpl, hookspec, hookspecs
-from thoth_core._calls import deadline_of
+from thoth_core._calls import call, call_here, deadline_of
 from thoth_core.config import Config
 from thoth_core.manager import ThothPluginManager
 from thoth_core.plugins import check_pending, make_plugin_manager
@@ -70,6 +73,41 @@ async def test_a_failing_or_late_first_answerer_is_isolated_and_the_next_one_ans
         ("blocker", None, status),
         ("owner", {"message": "approve a:1"}, "ok"),
     ]
+
+
+class Answerer:
+    """Answers `decide` with a value, None, or by raising; records that it was asked."""
+
+    def __init__(self, answer: object, asked: list[int], index: int) -> None:
+        self.answer, self.asked, self.index = answer, asked, index
+
+    @hookimpl
+    def decide(self, item_id):
+        self.asked.append(self.index)
+        if self.answer == "raise":
+            raise RuntimeError("no store")
+        return self.answer
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([None, "raise", 1, 2]), max_size=6), st.booleans())
+def test_a_first_hook_asks_in_pluggys_order_until_the_first_answer(answers, on_a_thread):
+    pm = ThothPluginManager()
+    pm.add_hookspecs(hookspecs)
+    asked: list[int] = []
+    for index, answer in enumerate(answers):
+        pm.register(Answerer(answer, asked, index), name=f"p{index}")
+    kwargs = {"item_id": "x"}
+    outcomes = call_here(pm, "decide", kwargs) if on_a_thread else asyncio.run(call(pm, "decide", kwargs))
+    order = list(range(len(answers)))[::-1]  # pluggy: the last registered first
+    answering = [i for i in order if answers[i] not in (None, "raise")]
+    expected = order[: order.index(answering[0]) + 1] if answering else order
+    assert asked == expected  # nobody after the first answer is asked
+    assert [plugin for plugin, _, _ in outcomes] == [f"p{i}" for i in expected]
+    statuses = ["error" if answers[i] == "raise" else "ok" for i in expected]
+    assert [record.status for _, _, record in outcomes] == statuses
+    final = outcomes[-1][1] if outcomes else None
+    assert final == (answers[answering[0]] if answering else None)
 
 
 # --- historic: replayed for a plugin registered later -------------------------------------
@@ -174,6 +212,17 @@ def test_sync_calls_run_on_the_callers_thread_isolated_but_config_errors_stop(ma
     assert "help" in runtime.commands  # the built-in commands are still there
     assert seen == [threading.current_thread().name]
     assert "plugin registers: register_commands failed" in caplog.text
+
+
+def test_a_config_error_from_a_sync_hook_stops_the_caller(make_runtime):
+    class Refuses:
+        @hookimpl
+        def register_commands(self, register):
+            raise ConfigError("thoth.toml: plugins.refuses.x: bad")
+
+    runtime = make_runtime({"refuses": Refuses()})
+    with pytest.raises(ConfigError, match="plugins.refuses.x"):
+        runtime.commands  # noqa: B018 - the registry is built on first use
 
 
 def test_a_bundle_export_failure_is_not_isolated(make_runtime):

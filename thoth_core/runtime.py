@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import _calls
 from ._calls import Outcome, hook_loop, in_loop_thread
@@ -22,6 +22,7 @@ from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, agent_of, load_config
 from .database import reachable
 from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
+from .fallback import FallbackJournal
 from .home import default_home
 from .inputs import check_scope, check_text
 from .journal import TurnJournal
@@ -338,7 +339,7 @@ class Runtime:
         await self.writes.start(kept_turn, kept_reply, session)
 
     @property
-    def journal(self) -> TurnJournal:
+    def journal(self) -> TurnJournal | FallbackJournal:
         """The turn journal of this home."""
         return self.writes.journal
 
@@ -419,7 +420,8 @@ class Runtime:
         """Each layer's counts for status displays."""
         workspace = workspace or self.config.get("thoth.workspace")
         outcomes = await self.call("layer_status", workspace=workspace, peer=peer, runtime=self)
-        return [LayerStatus(**result, plugin=plugin) for plugin, result, _ in outcomes if isinstance(result, dict)]
+        found = [(plugin, result) for plugin, result, _ in outcomes if isinstance(result, dict)]
+        return [cast(LayerStatus, dict(result, plugin=plugin)) for plugin, result in found]
 
     async def last_thread(self, *, peer: str, workspace: str | None = None) -> str | None:
         """The thread this peer was most recently active in, as the layers remember it; None if none."""

@@ -24,13 +24,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _calls, held
 from .fallback import FallbackJournal, open_journal
 from .journal import Entry, TurnJournal
 from .streaming import PROGRESS_EVERY, SYNC_WAIT, StreamedReply
 from .types import Reply, Session, Turn
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class Owed:
 class TurnWriter:
     """The journaled writes of one runtime's turns, and the retries of those that failed."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.unsaved: list[dict[str, Any]] = []  # replied turns some layer could not write (yet)
         self.running: dict[asyncio.Task[Any], Turn] = {}

@@ -4,13 +4,16 @@ and nightly's snapshot weights and archive (files, or rows of the shared store: 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ThothError, hookimpl
 
 from .documents import documents
 from .importance import ARCHIVE_FILE, WEIGHTS_FILE
 from .settings import State, state
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 SECTION = "reflection"
 VERSION = 1
@@ -49,7 +52,7 @@ def _columns(st: State, table: str) -> list[str]:
 
 
 @hookimpl
-def bundle_export(runtime: Any) -> dict[str, Any]:
+def bundle_export(runtime: Runtime) -> dict[str, Any]:
     """Every row of every table (`{"table", "row"}`), then every transient record (`{"transient", "text"}`)."""
     st = state(runtime)
 
@@ -69,7 +72,7 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
 
 
 @hookimpl
-def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
+def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add the rows (those whose key is held already are skipped) and the transient records not yet here."""
     from thoth_core.bundle import own_section
 

@@ -21,7 +21,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, count_tokens
 from thoth_core.answers import ask_for
@@ -49,6 +49,9 @@ from .importance import (
 from .reflect import records
 from .schema import Consolidation, utc_day
 from .settings import State, state
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ def removed_approved(st: State, before: dict[str, Entry], outcome: Outcome, day:
     return lost
 
 
-def transcript_of(runtime: Any, session_id: str) -> list[dict[str, Any]]:
+def transcript_of(runtime: Runtime, session_id: str) -> list[dict[str, Any]]:
     """A stored session's transcript entries, from the working layer (files or the shared store)."""
     answers = runtime.call_sync("transcript", session_id=session_id, runtime=runtime)  # firstresult: the keeper's
     rows = next((found for _, found, _ in answers if found is not None), None)
@@ -349,7 +352,7 @@ async def _rewrite(st: State, model: Any, inputs: list[Entry], day: str) -> tupl
     return lines, [e for n, e in enumerate(inputs, 1) if n not in used]
 
 
-async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, Any]:
+async def run_nightly(runtime: Runtime, *, now: float | None = None) -> dict[str, Any]:
     """Run the nightly job once; returns a summary (`changed` False when there was nothing new).
 
     One worker at a time: another worker's run in progress makes this one a no-op (`skipped` says so).
@@ -363,7 +366,7 @@ async def run_nightly(runtime: Any, *, now: float | None = None) -> dict[str, An
         return await _nightly(st, runtime, now)
 
 
-async def _nightly(st: State, runtime: Any, now: float) -> dict[str, Any]:
+async def _nightly(st: State, runtime: Runtime, now: float) -> dict[str, Any]:
     """The nightly job, while this worker holds its claim."""
     day = utc_day(now)
     memory = st.memory()

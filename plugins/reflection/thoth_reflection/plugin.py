@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import Command, Session, ThothPluginManager, hookimpl
 
@@ -17,6 +17,9 @@ from .importance import ARCHIVE_FILE
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .settings import state
 from .transient import records_of
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ def add_hookspecs(pluginmanager: ThothPluginManager) -> None:
 
 
 @hookimpl
-def configure(runtime: Any) -> None:
+def configure(runtime: Runtime) -> None:
     state(runtime)
 
 
@@ -49,14 +52,14 @@ def reflection_result(result: dict[str, Any], session: Session) -> None:
 
 
 @hookimpl
-def approvals(runtime: Any) -> list[dict[str, Any]]:
+def approvals(runtime: Runtime) -> list[dict[str, Any]]:
     from . import queue
 
     return queue.pending_items(state(runtime))
 
 
 @hookimpl
-def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
+def doctor_checks(runtime: Runtime) -> list[tuple[bool | None, str]] | None:
     """With a shared store (`[storage] url`): the queue and MEMORY.md's sections are shared; each kind of file an
     approval writes on the approving host only is one warning."""
     if not state(runtime).store.shared:
@@ -75,7 +78,7 @@ def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
 
 @hookimpl
 async def decide(
-    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any
+    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Runtime
 ) -> dict[str, Any] | None:
     from . import queue
 
@@ -83,7 +86,7 @@ async def decide(
 
 
 @hookimpl
-def due_check_ins(now: float, runtime: Any, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+def due_check_ins(now: float, runtime: Runtime, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     st = state(runtime)
     due = st.store.take_due_check_ins(now, accept)  # the others wait for the frontend they belong to
     for check_in in due:
@@ -97,7 +100,7 @@ def due_check_ins(now: float, runtime: Any, accept: Callable[[dict[str, Any]], b
 
 
 @hookimpl
-def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
     store = state(runtime).store
     runs = store.query("SELECT COUNT(*) AS n FROM runs WHERE workspace = ? AND peer = ?", workspace, peer)[0]["n"]
     check_ins = store.query(
@@ -107,7 +110,7 @@ def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
 
 
 @hookimpl
-def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
     from . import queue
     from .reflect import records
 
@@ -116,13 +119,15 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
     scope = "workspace = ? AND peer = ?" + (" AND thread = ?" if thread else "")
     args = [workspace, peer] + ([thread] if thread else [])
     sessions = {r["session_id"] for r in store.query(f"SELECT session_id FROM runs WHERE {scope}", *args)}
-    doomed = [i for i in store.all_items() if _concerns(i, workspace=workspace, peer=peer, thread=thread, sessions=sessions)]
+    doomed = [
+        i for i in store.all_items() if _concerns(i, workspace=workspace, peer=peer, thread=thread, sessions=sessions)
+    ]
     items = [i["id"] for i in doomed]
     to_edit = queue.approved_lines(st, [i for i in doomed if i["status"] == "approved"])
     for path, line in to_edit:  # the humans approved these files: a person edits them, forget does not
         logger.warning("%s:%d: approved text derived from forgotten peer %s; edit it by hand", path, line, peer)
-    scope = {"workspace": workspace, "peer": peer, **({"thread": thread} if thread else {})}
-    check_ins, blanked = store.forget_rows(scope, sessions=sessions, items=items, whole_peer=thread is None)
+    whose = {"workspace": workspace, "peer": peer, **({"thread": thread} if thread else {})}
+    check_ins, blanked = store.forget_rows(whose, sessions=sessions, items=items, whole_peer=thread is None)
     store.audit("forget", {"sessions": len(sessions), "items": len(items), "check_ins": check_ins, "at": time.time()})
     archived = documents(st).forget(ARCHIVE_FILE, (peer, workspace))
     transient = records(st).delete_sessions(sessions)

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session, count_tokens
 from thoth_core.answers import Attempt, InvalidAnswer, ask_for
@@ -33,6 +33,9 @@ from . import firewall, policy, queue, reflexion, schema, spans, tiers
 from .claims import claimed
 from .settings import State, state
 from .transient import StoredRecords, TransientRecords
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def build_prompt(session: Session, reason: str, *, max_tokens: int, earlier: int
     )
 
 
-async def reflect(session: Session, reason: str, *, runtime: Any, again: bool = False) -> dict[str, Any] | None:
+async def reflect(session: Session, reason: str, *, runtime: Runtime, again: bool = False) -> dict[str, Any] | None:
     """Run reflection on the turns of an ended session not reflected yet (all with `again`); the result, or None."""
     st = state(runtime)
     await reflexion.at_session_end(st, session)  # failed turns get known-issue drafts, turns or not
@@ -138,9 +141,7 @@ async def _reflect_claimed(st: State, session: Session, reason: str, *, again: b
         result = await _ask(st, model, session, reason, run_id, earlier)
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded, never raised into the session end
         error = redactor_of(st).redact(f"{type(exc).__name__}: {exc}")
-        logger.error(
-            "reflection: run %s for session %s failed: %s; nothing written", run_id, session.id, error[:300]
-        )
+        logger.error("reflection: run %s for session %s failed: %s; nothing written", run_id, session.id, error[:300])
         st.store.finish_run(run_id, "failed", error[:1000])
         st.store.audit("run_failed", {"error": error[:1000]}, run_id=run_id, session_id=session.id)
         return None

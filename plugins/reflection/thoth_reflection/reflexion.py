@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, Message, ModelNotConfigured, ModelRequest, Session, ThothError
 from thoth_core.answers import InvalidAnswer, ask_for
@@ -31,6 +31,9 @@ from thoth_core.types import new_id, quoted
 from . import reflexion_files
 from .settings import State, state
 from .spans import turns_in
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +227,7 @@ async def at_session_end(st: State, session: Session) -> list[Drafted]:
     return done
 
 
-async def command(args: str, session: Session, runtime: Any, **_: Any) -> str:
+async def command(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
     """`/reflexion [what went wrong]`: draft a record about the last failed turn (or the described problem)."""
     st = state(runtime)
     note = args.strip()

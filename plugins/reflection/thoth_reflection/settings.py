@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import Model
 from thoth_core.config import declared_keys, unknown
@@ -14,6 +14,9 @@ from thoth_core.sections import home_sections
 from .memory import MemoryFile
 from .policy import DEFAULT_AUTO_APPLY, check_policy  # not .tiers: its word tables compile in ~20 ms
 from .store import Store
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ class Settings:
     third_party: str = "hold"  # proposals about other people: "hold" them for review or "drop" them
 
     @classmethod
-    def from_runtime(cls, runtime: Any) -> Settings:
+    def from_runtime(cls, runtime: Runtime) -> Settings:
         """Read and check the table; raises ConfigError naming the bad key."""
         table = runtime.config.plugin(NAME)
         known = {f.name for f in fields(cls)}
@@ -83,14 +86,14 @@ class Settings:
             values[key] = values.get(key) or str(default)
         return cls(**values)
 
-    def expiry_before(self, runtime: Any, now: float) -> float:
+    def expiry_before(self, runtime: Runtime, now: float) -> float:
         """The `before` passed to `expiring_records`: now minus episodic retention, or now (the owner decides)."""
         days = runtime.config.get("plugins.episodic.retention_days")
         numeric = isinstance(days, (int, float)) and not isinstance(days, bool) and days > 0
         return now - float(days) * 86400 if numeric else now
 
 
-def _check_model_options(runtime: Any, provider: str | None, options: dict[str, Any]) -> None:
+def _check_model_options(runtime: Runtime, provider: str | None, options: dict[str, Any]) -> None:
     """Refuse a model_options key the provider does not declare, as the core does in its `[models.NAME]`."""
     known = declared_keys(runtime.pm.get_plugins()).get(f"models.{provider}")
     strange = sorted(options.keys() - known) if known is not None else []
@@ -117,7 +120,7 @@ CONFIG_DEFAULTS = {f"plugins.{NAME}": _declared()}  # the core refuses any other
 class State:
     """What reflection keeps per runtime: settings, database, the reflection model."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = Settings.from_runtime(runtime)
         self.dir = Path(runtime.home) / NAME
@@ -159,6 +162,6 @@ class State:
         self.store.close()
 
 
-def state(runtime: Any) -> State:
+def state(runtime: Runtime) -> State:
     """Reflection's state for this runtime."""
     return runtime.plugin_state(NAME, lambda: State(runtime))  # type: ignore[no-any-return]
