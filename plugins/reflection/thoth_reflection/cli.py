@@ -215,7 +215,6 @@ def reflect_promote(record_id: str, topic: str | None, text: str | None, actor: 
     from . import queue
     from .reflect import records
 
-
     async def go() -> str:
         st = state(runtime())
         reflexion = reflexion_files.locate(st.path(st.settings.reflexion_dir), record_id)
@@ -248,5 +247,6 @@ def reflect_audit(run_id: str | None, as_json: bool) -> None:
     for entry in entries:
         when = datetime.fromtimestamp(entry["at"]).isoformat(timespec="seconds")
         click.echo(
-            f"{when} {entry['event']:<20} run {entry['run_id'] or '-'} session {entry['session_id'] or '-'} {entry['actor'] or ''} {json.dumps(entry['payload'])[:200]}"
+            f"{when} {entry['event']:<20} run {entry['run_id'] or '-'} session {entry['session_id'] or '-'} "
+            f"{entry['actor'] or ''} {json.dumps(entry['payload'])[:200]}"
         )

@@ -83,7 +83,8 @@ def build_prompt(session: Session, reason: str, *, max_tokens: int, earlier: int
         f"Its first {earlier} turns were reflected on before; only the turns since then are shown.\n" if earlier else ""
     )
     return (
-        f"Session {session.id} with peer {session.peer!r} in thread {session.thread!r} (workspace {session.workspace!r}), "
+        f"Session {session.id} with peer {session.peer!r} in thread {session.thread!r} "
+        f"(workspace {session.workspace!r}), "
         f"started {started}, ended ({reason}); it is now {now}.\n{before}\n<transcript>\n"
         + "\n".join(reversed(kept))
         + "\n</transcript>\n\nReturn the JSON object now."
@@ -118,7 +119,8 @@ async def _reflect_claimed(st: State, session: Session, reason: str, *, again: b
         model = st.model()
     except ModelNotConfigured:
         logger.warning(
-            "reflection: no model is configured, so session %s was not reflected on (set thoth.model or [plugins.reflection] model)",
+            "reflection: no model is configured, so session %s was not reflected on"
+            " (set thoth.model or [plugins.reflection] model)",
             session.id,
         )
         st.store.audit("run_skipped", {"reason": "no model configured", "end_reason": reason}, session_id=session.id)
