@@ -201,6 +201,7 @@ def session_closed(session: Session) -> bool | None:
     """Whether another process sharing the store ended this open session (the runtime then opens a fresh one).
 
     An implementation may also raise `session.last_active` to when another process last answered in it.
+    Stops at first non-None result.
     """
 
 
@@ -389,8 +390,8 @@ def bundle_export(runtime: Runtime) -> BundleSection | None:
 def bundle_import(section: BundleSection, runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add a bundle section's records to this plugin's store, skipping what it holds already.
 
-    Only the plugin whose section `name` it is answers (None otherwise); it calls `progress(n)` as
-    records are stored and raises ThothError on a `version` newer than it reads.
+    Only the plugin whose section `name` it is answers (None otherwise; stops at first non-None result);
+    it calls `progress(n)` as records are stored and raises ThothError on a `version` newer than it reads.
 
     Returns:
         Counts of what was added, e.g. `{"episodes": 12}`.
