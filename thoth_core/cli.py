@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import Config, config_path, load_config, set_value, with_plugin_defaults
+from .config import Config, config_path, load_config, set_value
 from .errors import ThothError
 from .terminal import PrintableFormatter, guard, printable
 
@@ -246,7 +246,8 @@ def config_get(key: str) -> None:
     from .plugins import make_plugin_manager
 
     loaded = load_config()
-    value = Config(data=with_plugin_defaults(loaded, make_plugin_manager(loaded).get_plugins())).get(key)
+    loaded.declare(make_plugin_manager(loaded).get_plugins())
+    value = loaded.get(key)
     if value is None:
         raise ThothError(f"{config_path()}: {key}: not set, and no default")
     click.echo(json.dumps(value) if not isinstance(value, str) else value)
@@ -266,8 +267,31 @@ def config_set(key: str, value: str) -> None:
         from .home import no_home_hint
 
         raise ThothError(no_home_hint(running=False))
-    stored = set_value(path, key, value)
+    stored = set_value(path, key, value, check=lambda candidate: check_as_start_up(candidate, key))
     click.echo(f"{path}: {key} = {json.dumps(stored)}")
+
+
+def check_as_start_up(candidate: Config, key: str) -> None:
+    """Refuse what start-up would refuse: a table of no installed plugin, a key or value the plugins refuse."""
+    import difflib
+    from importlib.metadata import entry_points
+
+    from .manager import GROUP
+    from .plugins import DEFAULT_PLUGINS, make_plugin_manager
+    from .runtime import Runtime
+
+    section, *rest = key.split(".")
+    if section == "plugins" and rest and rest[0] != "disabled":
+        installed = sorted({entry.name for entry in entry_points(group=GROUP)} | set(DEFAULT_PLUGINS))
+        if rest[0] not in installed:
+            close = difflib.get_close_matches(rest[0], installed, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise candidate.error(
+                f"plugins.{rest[0]}",
+                f"no installed plugin is named {rest[0]!r}; {hint}installed: {', '.join(installed)}",
+            )
+    made = Runtime(candidate, pm=make_plugin_manager(candidate))  # each plugin's configure checks its table
+    asyncio.run(made.aclose())
 
 
 @cli.command()

@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -133,6 +133,7 @@ class Config:
     path: Path | None = None
     text: str = ""
     fallback_root: Path | None = None  # the project folder when there is no file (the runtime sets its home)
+    declared: dict[str, dict[str, Any]] = field(default_factory=dict)  # table -> the loaded plugins' defaults
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value at a dotted key such as `budget.total`, or default."""
@@ -145,8 +146,13 @@ class Config:
 
     @cached_property
     def merged(self) -> dict[str, Any]:
-        """The file's values over the defaults."""
-        return _merged(DEFAULTS, self.data)
+        """The file's values over the plugins' declared defaults over the core's."""
+        return _merged(_merged(DEFAULTS, _nested(self.declared)), self.data)
+
+    def declare(self, plugins: Iterable[object]) -> None:
+        """Take the plugins' `CONFIG_DEFAULTS` as defaults of their tables (`get`, `plugin`, `section` merge them)."""
+        self.declared = _merged(self.declared, declared_defaults(plugins))
+        self.__dict__.pop("merged", None)  # the cached_property, read again with the new defaults
 
     @property
     def root(self) -> Path:
@@ -156,12 +162,11 @@ class Config:
         return self.fallback_root or Path.cwd()
 
     def plugin(self, name: str) -> dict[str, Any]:
-        """A plugin's own `[plugins.NAME]` table, secrets resolved."""
-        table = self.get(f"plugins.{name}", {})
-        return resolve_secrets(table, where=f"plugins.{name}", source=self.source)
+        """A plugin's own `[plugins.NAME]` table over its declared defaults, secrets resolved."""
+        return self.section(f"plugins.{name}")
 
     def section(self, key: str) -> dict[str, Any]:
-        """Any table, e.g. `models.anthropic`, secrets resolved."""
+        """Any table, e.g. `models.anthropic`, over its declared defaults, secrets resolved."""
         return resolve_secrets(self.get(key, {}), where=key, source=self.source)
 
     @property
@@ -335,16 +340,18 @@ def validate(config: Config) -> None:
                 )
 
 
-def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any]:
-    """The file's values over each plugin module's `CONFIG_DEFAULTS` (a `Config` of it adds the core's)."""
-    defaults: dict[str, Any] = {}
+def declared_defaults(plugins: Iterable[object]) -> dict[str, dict[str, Any]]:
+    """Table (`plugins.NAME`, `models.NAME`) -> the defaults the plugins' `CONFIG_DEFAULTS` give (None: no default)."""
+    defaults: dict[str, dict[str, Any]] = {}
     for plugin in plugins:
         for table, values in (getattr(plugin, "CONFIG_DEFAULTS", None) or {}).items():
-            node = defaults
-            for part in table.split("."):
-                node = node.setdefault(part, {})
-            node.update({key: value for key, value in values.items() if value is not None})
-    return _merged(defaults, config.data)
+            defaults.setdefault(table, {}).update({key: value for key, value in values.items() if value is not None})
+    return defaults
+
+
+def with_plugin_defaults(config: Config, plugins: list[object]) -> dict[str, Any]:
+    """The file's values over each plugin module's `CONFIG_DEFAULTS` (a `Config` of it adds the core's)."""
+    return _merged(_nested(declared_defaults(plugins)), config.data)
 
 
 # Keys every `[plugins.NAME]` table accepts; the core reads and checks them (`validate`).
@@ -361,7 +368,12 @@ def declared_keys(plugins: Iterable[object]) -> dict[str, set[str]]:
 
 
 def check_plugin_tables(config: Config, plugins: Iterable[object]) -> None:
-    """Refuse a key of a declared `[plugins.NAME]` or `[models.NAME]` table that no loaded plugin declares."""
+    """Refuse a key of a declared `[plugins.NAME]` or `[models.NAME]` table that no loaded plugin declares.
+
+    The plugins' defaults are then the config's (`Config.declare`): each plugin reads its table without repeating them.
+    """
+    plugins = list(plugins)
+    config.declare(plugins)
     declared = declared_keys(plugins)
     for section in ("plugins", "models"):
         for name, table in (config.data.get(section) or {}).items():
@@ -435,6 +447,17 @@ def line_of(text: str, key: str) -> int | None:
     return None
 
 
+def _nested(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`{"plugins.x": {...}}` as `{"plugins": {"x": {...}}}`."""
+    nested: dict[str, Any] = {}
+    for table, values in tables.items():
+        node = nested
+        for part in table.split("."):
+            node = node.setdefault(part, {})
+        node.update(values)
+    return nested
+
+
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in over.items():
@@ -445,10 +468,11 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def set_value(path: Path, key: str, raw: str, *, check: Callable[[Config], None] | None = None) -> Any:
+    """Set a dotted key in the file (creating it), parsing raw as TOML when it parses; comments and layout stay.
 
-
-def set_value(path: Path, key: str, raw: str) -> Any:
-    """Set a dotted key in the file (creating it), parsing raw as TOML when it parses; comments and layout stay."""
+    The file is written only when the new config passes `validate` and check (e.g. the plugins' checks at start-up).
+    """
     import tomlkit
     from tomlkit.exceptions import ParseError
 
@@ -471,7 +495,9 @@ def set_value(path: Path, key: str, raw: str) -> Any:
     if SECRET_KEY.search(leaf) and not (isinstance(plain, dict) and set(plain) <= {"$env", "$file"}):
         raise ConfigError(f'{path}: {key}: secrets are references, not values: {key} = {{ "$env" = "VARIABLE" }}')
     node[leaf] = value
-    candidate = Config(data=document.unwrap(), path=path, text=tomlkit.dumps(document).rstrip("\n") + "\n")
+    candidate = Config(data=document.unwrap(), path=path, text=text)  # errors name the lines of the file as it is
     validate(candidate)
-    path.write_text(candidate.text, encoding="utf-8")
+    if check is not None:
+        check(candidate)
+    path.write_text(tomlkit.dumps(document).rstrip("\n") + "\n", encoding="utf-8")
     return plain

@@ -124,8 +124,11 @@ def check_plugin_values(config: Config, plugins: Iterable[object], *, declared_o
     """Check every value the file sets in a plugin's table against its rule; the first bad one raises ConfigError.
 
     The plugin manager checks the declared rules as it loads; the runtime checks the rest (default types)
-    after the plugins' `configure`, whose own messages (with their ranges) come first.
+    after the plugins' `configure`, whose own messages (with their ranges) come first. Their `CONFIG_DEFAULTS`
+    become the config's defaults (`Config.declare`), a plugin registered late included.
     """
+    plugins = list(plugins)
+    config.declare(plugins)
     rules = rules_of(plugins, declared_only=declared_only)
     for section in ("plugins", "models"):
         for name, table in (config.data.get(section) or {}).items():

@@ -26,7 +26,8 @@ LAYER = "episodic"
 RETIRE_EVERY = 3600.0
 # Every key of [plugins.episodic] the layer, its backends and its embedder read (the core refuses others).
 # A third-party backend or embedder declares its own keys the same way: {"plugins.episodic": {...}}.
-CONFIG_DEFAULTS = {f"plugins.{NAME}": {**vars(Settings()), **STORE_OPTIONS, **MINILM_OPTIONS}}
+# backend: None (no fixed default): sqlite, or postgres with `[storage] url` (Settings.from_config).
+CONFIG_DEFAULTS = {f"plugins.{NAME}": {**vars(Settings()), **STORE_OPTIONS, **MINILM_OPTIONS, "backend": None}}
 
 
 class _AnnMode:
