@@ -98,17 +98,52 @@ def test_the_tutorial_files_are_the_example_files(path):
     )
 
 
-def test_the_example_passes_its_own_tests():
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(EXAMPLE / "tests")],
-        cwd=EXAMPLE,
-        env={**_clean_env(), "PYTHONPATH": str(EXAMPLE)},
+def installed(site: Path, module: str, name: str) -> Path:
+    """A dist-info in site declaring a `thoth` entry point, so site on PYTHONPATH installs the plugin for `thoth`."""
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[thoth]\n{name} = {module}\n")
+    return site
+
+
+def run_pytest(folder: Path, *args: str, pythonpath: list[Path]) -> subprocess.CompletedProcess[str]:
+    """pytest in folder (its ini options apply), writing nothing there: no cache, no bytecode."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+        cwd=folder,
+        env={**_clean_env(), "PYTHONPATH": ":".join(map(str, pythonpath)), "PYTHONDONTWRITEBYTECODE": "1"},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
+
+
+@pytest.mark.slow  # runs pytest, which runs thoth
+def test_the_example_passes_its_own_tests_as_installed_without_a_warning(tmp_path):
+    site = installed(tmp_path / "site", "thoth_hello", "hello")
+    result = run_pytest(EXAMPLE, str(EXAMPLE / "tests"), pythonpath=[site, EXAMPLE])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "6 passed" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
+
+
+def test_the_test_kit_section_names_each_part_and_quotes_the_example_ini_options():
+    kit = TUTORIAL.split("## 6. Test it with the conformance kit")[1].split("\n## ")[0]
+    for part in ("thoth_env", "thoth_plugins", "run_thoth", "check_layer_plugin", "make_runtime", "StoreContract"):
+        assert re.search(rf"`[\w.]*{part}\b", kit), f"the test-kit section does not name `{part}`"
+    [ini] = re.findall(r"```toml\n(.*?)```", kit, flags=re.DOTALL)
+    assert ini in (EXAMPLE / "pyproject.toml").read_text()
+    assert "pytestmark = pytest.mark.asyncio" not in "".join(tutorial_files().values())
+
+
+@pytest.mark.slow  # the whole contract suite on SQLite
+def test_the_contract_suite_example_runs_and_passes(tmp_path):
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", TUTORIAL, flags=re.DOTALL) if "StoreContract" in b]
+    name = block.splitlines()[0].removeprefix("# tests/")
+    (tmp_path / name).write_text(block)
+    result = run_pytest(tmp_path, name, pythonpath=[])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"\b(\d{2,}) passed", result.stdout) and "failed" not in result.stdout, result.stdout
 
 
 def _clean_env() -> dict[str, str]:
