@@ -128,3 +128,22 @@ def test_config_set_writes_a_good_value_and_get_shows_the_declared_default(weath
     result = run_thoth("config", "set", "plugins.weather.forecast", "5", cwd=home, env=env)
     assert result.returncode == 0, result.stderr
     assert run_thoth("config", "get", "plugins.weather.forecast", cwd=home, env=env).stdout == "5\n"
+
+
+class Checker:
+    """A plugin whose configure reads its declared default, as a start-up check would."""
+
+    CONFIG_DEFAULTS = {"plugins.checker": {"limit": 7}}
+
+    def __init__(self) -> None:
+        self.seen: object = None
+
+    @hookimpl
+    def configure(self, runtime):
+        self.seen = runtime.config.plugin("checker")["limit"]
+
+
+def test_a_plugin_registered_by_make_runtime_sees_its_defaults_in_configure(make_runtime):
+    checker = Checker()
+    make_runtime({"checker": checker})
+    assert checker.seen == 7

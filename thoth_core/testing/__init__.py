@@ -1,8 +1,11 @@
 """The conformance kit for plugin authors: a pytest plugin (entry point `pytest11`).
 
-Fixtures: `thoth_home` (an empty data dir, also set as `$THOTH_HOME`) and `make_runtime`
-(a runtime with only the plugins you name and the `replay` model, or the installed provider
-that `thoth.model` names). Checks: call
+Fixtures: `thoth_home` (an empty data dir, also set as `$THOTH_HOME`), `thoth_env` (a clean
+environment and working directory for tests that run `thoth`; the ini option `thoth_plugins`
+names the installed plugins it loads) and `make_runtime` (a runtime with only the plugins you
+name and the `replay` model, or the installed provider that `thoth.model` names). Async tests
+need `asyncio_mode = "auto"` or a mark on each (a module-level `pytestmark` warns on sync tests);
+docs/writing-plugins.md section 6 has an example of each part. Checks: call
 `await check_layer_plugin(runtime, "NAME")` from an async test; it writes turns for one
 peer and asserts nothing of them reaches another peer's context (any plugin's block), the
 plugin stays inside its layer budget (nothing of it cut) and deadline, and that after `forget`
@@ -67,6 +70,7 @@ def make_test_runtime(
     path = (root / "thoth.toml") if root else None
     runtime = Runtime(Config(data=data, path=path), autoload=False, home=home)
     for name, plugin in (plugins or {}).items():
+        runtime.config.declare([plugin])  # its configure reads its declared defaults, as at start-up
         runtime.register(plugin, name=name)
     model = runtime.model_name()
     if model is not None and model not in runtime.models:  # a provider of another distribution, e.g. thoth-models
