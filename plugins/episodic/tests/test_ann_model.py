@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -20,6 +21,8 @@ from thoth_episodic import ann_search
 from thoth_episodic.contract import episode, query
 from thoth_episodic.scoring import candidate_count
 from thoth_episodic.sqlite_store import SQLiteStore
+
+pytestmark = pytest.mark.slow  # model-based run; each index write is an ann_writer process
 
 DIM = 16
 PEERS = ("ann", "bob", "cy")
