@@ -4,9 +4,9 @@ Measured, each as median and p90 over `--runs` fresh processes (and as a ratio t
 - `python_floor`: `python -c pass`, the interpreter's own start-up;
 - `import_anthropic` and `import_openai`: `python -c "import anthropic; print()"` (or openai), each
   provider SDK alone: the first byte comes once it is imported, the exit after the interpreter
-  has torn its modules down; the `_deferred` kinds import it as a runtime does, its `types` package
-  name by name (`thoth_core.lazy_reexports`);
+  has torn its modules down;
 - `thoth_help`: `thoth --help` (plugin discovery included, since plugins add commands);
+  `bench/cold_start_compare.py` sets this environment against an earlier commit's, interleaved;
 - `ask_replay`, `ask_anthropic` and `ask_openai`: `thoth ask` in an agent home made by `thoth init`,
   answering from the replay model, from the `anthropic` provider talking to the local fake Messages
   API (thoth_core.testing.fake_anthropic), or from the `openai` provider talking to a local
@@ -41,7 +41,6 @@ from thoth_core.testing.fake_anthropic import FakeAnthropic
 from thoth_core.testing.fake_openai import FakeOpenAI
 
 REPLY = "The quick brown fox jumps over the lazy dog."
-DEFERRED = "from thoth_core.lazy_reexports import defer_reexports; defer_reexports('{sdk}.types'); import {sdk}; print()"
 THOTH = Path(sys.executable).with_name("thoth")
 
 
@@ -97,8 +96,6 @@ def measure(runs: int) -> dict[str, Any]:
                 "python_floor": ([sys.executable, "-c", "pass"], env, root),
                 "import_anthropic": ([sys.executable, "-c", "import anthropic; print()"], env, root),
                 "import_openai": ([sys.executable, "-c", "import openai; print()"], env, root),
-                "import_anthropic_deferred": ([sys.executable, "-c", DEFERRED.format(sdk="anthropic")], env, root),
-                "import_openai_deferred": ([sys.executable, "-c", DEFERRED.format(sdk="openai")], env, root),
                 "thoth_help": ([str(THOTH), "--help"], env, root),
                 "ask_replay": ([str(THOTH), "ask", "hello"], env, replay_home),
                 "ask_anthropic": ([str(THOTH), "ask", "hello"], claude_env, claude_home),

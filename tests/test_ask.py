@@ -69,7 +69,7 @@ def env(site: Path, tmp_path: Path, fake_anthropic) -> dict[str, str]:
     probe.mkdir()
     return {
         "PYTHONPATH": str(site),
-        "THOTH_LOAD_PLUGINS": "probe",
+        "THOTH_LOAD_PLUGINS": "probe,anthropic",  # the provider is a plugin too (thoth-models)
         "THOTH_HOME": str(tmp_path / "home"),
         "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ANTHROPIC_API_KEY": "test-key",

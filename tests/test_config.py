@@ -100,7 +100,9 @@ def test_a_plugin_named_but_not_installed_is_a_warning_and_a_doctor_finding(tmp_
 def test_config_get_includes_the_core_and_plugin_defaults_under_the_file(tmp_path):
     (tmp_path / "thoth.toml").write_text('[models.anthropic]\ntimeout = 5\n')
     assert run_thoth("config", "get", "budget.total", cwd=tmp_path, env=NO_PLUGINS).stdout == "6000\n"
-    assert run_thoth("config", "get", "models.anthropic.model", cwd=tmp_path, env=NO_PLUGINS).stdout == "claude-sonnet-4-6\n"
+    provider = {"THOTH_LOAD_PLUGINS": "anthropic"}  # the provider plugin declares its defaults
+    model = run_thoth("config", "get", "models.anthropic.model", cwd=tmp_path, env=provider)
+    assert model.stdout == "claude-sonnet-4-6\n"
     assert run_thoth("config", "get", "models.anthropic.timeout", cwd=tmp_path, env=NO_PLUGINS).stdout == "5\n"
     line = one_error_line(run_thoth("config", "get", "plugins.nothing.here", cwd=tmp_path, env=NO_PLUGINS))
     assert line.endswith("thoth.toml: plugins.nothing.here: not set, and no default")

@@ -25,7 +25,7 @@ from thoth_core.testing import run_thoth
 pytestmark = pytest.mark.slow  # spawns thoth processes
 
 REPLAY = '[thoth]\nmodel = "replay"\n\n[models.replay]\nrules = [{ reply = "the model answered" }]\n'
-PLUGINS = "working,procedural,episodic"
+PLUGINS = "working,procedural,episodic,anthropic,openai"
 
 
 def home_with(tmp_path: Path, extra: str = "") -> tuple[Path, dict[str, str | None]]:

@@ -45,7 +45,7 @@ def agent(tmp_path, fake_anthropic):
         "[plugins.identity]\nderive = false\n"
     )
     env = {name: None for name in os.environ if name.startswith(("ANTHROPIC_", "OPENAI_", "HONCHO_", "THOTH_"))}
-    env |= {"THOTH_LOAD_PLUGINS": LAYERS, "ANTHROPIC_API_KEY": "test-key"}
+    env |= {"THOTH_LOAD_PLUGINS": LAYERS + ",anthropic", "ANTHROPIC_API_KEY": "test-key"}
     return tmp_path, home, env
 
 
