@@ -45,7 +45,8 @@ async def test_results_that_are_not_blocks_are_logged_and_skipped(make_runtime, 
     with caplog.at_level(logging.ERROR):
         assembly = await context(make_runtime({"sloppy": Sloppy()}))
     assert [(b.plugin, b.tag) for b in assembly.blocks] == [("sloppy", "fine")]
-    assert "plugin sloppy: pre_spawn_context returned 'str', not a ContextBlock" in caplog.text
+    assert "plugin sloppy: pre_spawn_context returned a list holding str (1 of 2 items)" in caplog.text
+    assert [(c.plugin, c.status) for c in assembly.calls] == [("sloppy", "bad-result")]
 
 
 class Declared:
@@ -263,5 +264,5 @@ async def test_a_call_that_gave_nothing_past_its_deadline_is_a_timeout_though_th
     kwargs = {"workspace": "default", "peer": "ann", "runtime": runtime}
     outcomes = await call_each(runtime.pm, "layer_status", kwargs, deadline_for=lambda _name: 0.2)
     status = {plugin: (result, call.status) for plugin, result, call in outcomes}
-    assert status["late"] == (None, "timeout")  # counted as missing context, not "ok"
-    assert status["hog"] == ({"layer": "working"}, "ok")  # a result that came is used, late or not
+    assert status["late"] == (None, "timeout")  # counted as missing context, not "ok": its thread ran past 0.2 s
+    assert status["hog"] == (None, "blocked-loop")  # it held the loop 0.5 s in one step, past its deadline

@@ -218,8 +218,12 @@ def test_a_plugin_that_cannot_be_imported_is_reported_not_fatal(site, tmp_path):
 def test_a_plugin_with_a_misspelt_hook_or_argument_is_reported_not_fatal(site, tmp_path):
     load = "hello,typo-hook,typo-arg"
     rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load=load).stdout)}
-    assert rows["typo-hook"]["enabled"] is False and "unknown hook 'pre_spawn_contxt'" in rows["typo-hook"]["error"]
-    assert rows["typo-arg"]["enabled"] is False and "{'turnn'}" in rows["typo-arg"]["error"]
+    assert rows["typo-hook"]["error"] == "wrong signature: unknown hook 'pre_spawn_contxt'; did you mean 'pre_spawn_context'?"
+    assert rows["typo-arg"]["error"] == (
+        "wrong signature: pre_spawn_context(turnn): no argument 'turnn' (the hook passes turn, session);"
+        " did you mean 'turn'?"
+    )
+    assert rows["typo-hook"]["enabled"] is rows["typo-arg"]["enabled"] is False
     assert [b["plugin"] for b in context_json(site, tmp_path, load=load)["blocks"]] == ["hello"]
 
 

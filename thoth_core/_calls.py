@@ -15,6 +15,16 @@ pluggy stops at the first exception and cannot await, so the dispatcher iterates
 itself. An isolated failure is logged with the plugin's name and its result counts as None; a
 ConfigError from a call on the caller's thread is raised (a bad thoth.toml stops the command). The
 workers are daemon threads: a plugin stuck past its deadline must not keep `thoth` from exiting.
+
+An `async def` implementation that blocks (a `time.sleep` between two awaits) stalls every other
+call on the loop, and their deadlines fire late. Each coroutine implementation is driven through
+`_Timed`, which times every step it runs on the loop (two clock reads a step, nothing else): the
+plugin whose step held the loop past its own deadline gets `blocked-loop`, and the time a step of
+another plugin held the loop is added to each waiting call's deadline, so the innocent plugin stalled
+behind it is not blamed. Timing each step catches a block after the first `await` too, which timing
+only the first step would miss, and costs no thread or loop-lag probe. A result of the wrong type
+(`results.check`) is `bad-result`. Each verdict is one line; the traceback only with
+`THOTH_TRACE_PLUGINS`, `--debug` or debug logging (`tracebacks()`).
 """
 
 from __future__ import annotations
@@ -27,8 +37,10 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections import deque
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pluggy
@@ -36,6 +48,7 @@ import pluggy
 from .errors import ConfigError
 from .hookspecs import HookPolicy
 from .manager import ThothPluginManager
+from .results import check
 from .types import PluginCall
 
 logger = logging.getLogger(__name__)
@@ -118,6 +131,101 @@ def _in_worker(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> Callab
     return run
 
 
+STALL_RECORDED = 0.02  # seconds: a step holding the loop longer is remembered, to excuse the calls it delayed
+_stalls: deque[tuple[int, str, float, float]] = deque(maxlen=256)  # (loop id, plugin, start, end), perf_counter
+_debug = [False]
+
+
+def show_tracebacks(on: bool = True) -> None:
+    """Let one-line plugin failures carry their traceback (`thoth --debug`)."""
+    _debug[0] = on
+
+
+def tracing() -> bool:
+    """Whether `THOTH_TRACE_PLUGINS` is set."""
+    return os.environ.get("THOTH_TRACE_PLUGINS", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def tracebacks() -> bool:
+    """Whether a plugin's failure is shown with its traceback: `--debug`, `THOTH_TRACE_PLUGINS` or debug logging."""
+    return _debug[0] or tracing() or logger.isEnabledFor(logging.DEBUG)
+
+
+class _Timed:
+    """Drives one coroutine step by step, timing how long each step held the event loop."""
+
+    def __init__(self, coro: Any, plugin: str) -> None:
+        self.coro, self.plugin, self.longest = coro, plugin, 0.0
+
+    def _held(self, start: float) -> None:
+        end = time.perf_counter()
+        self.longest = max(self.longest, end - start)
+        if end - start >= STALL_RECORDED:
+            _stalls.append((id(asyncio.get_running_loop()), self.plugin, start, end))
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            start = time.perf_counter()
+            try:
+                step = self.coro.throw(thrown) if thrown is not None else self.coro.send(sent)
+            except StopIteration as stop:
+                self._held(start)
+                return stop.value
+            except BaseException:
+                self._held(start)
+                raise
+            self._held(start)
+            try:
+                sent, thrown = (yield step), None
+            except GeneratorExit:
+                self.coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - handed on to the coroutine (a cancellation)
+                sent, thrown = None, exc
+
+
+def stalled_by_others(plugin: str, since: float) -> float:
+    """Seconds since `since` (perf_counter) that steps of other plugins held this event loop."""
+    now, loop = time.perf_counter(), id(asyncio.get_running_loop())
+    return sum(
+        max(0.0, min(end, now) - max(start, since))
+        for where, who, start, end in list(_stalls)
+        if where == loop and who != plugin and end > since
+    )
+
+
+def _stallers(plugin: str, since: float) -> list[str]:
+    loop = id(asyncio.get_running_loop())
+    return sorted({who for where, who, _, end in list(_stalls) if where == loop and who != plugin and end > since})
+
+
+async def _within(awaitable: Awaitable[Any], deadline: float | None, plugin: str, started: float) -> Any:
+    """Await within `deadline` seconds from `started`, plus the time other plugins held the loop meanwhile."""
+    if not deadline:  # None or 0: no deadline
+        return await awaitable
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while True:
+            left = deadline + stalled_by_others(plugin, started) - (time.perf_counter() - started)
+            if left <= 0:
+                break
+            done, _ = await asyncio.wait({task}, timeout=left)
+            if done:
+                return task.result()
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    task.cancel()
+    raise TimeoutError
+
+
+def _finished(result: Any) -> tuple[Any, float]:
+    """A worker's result and when it came (perf_counter)."""
+    return result, time.perf_counter()
+
+
 def _arguments(impl: pluggy.HookImpl, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {name: kwargs[name] for name in impl.argnames if name in kwargs}
 
@@ -159,29 +267,56 @@ async def _call_one(
     impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any], deadline: float | None, isolated: bool = True
 ) -> tuple[Any, PluginCall]:
     started = time.perf_counter()
+    plugin = impl.plugin_name
+    timed: _Timed | None = None
     awaitable: Awaitable[Any]
     try:
         if inspect.iscoroutinefunction(impl.function):
-            awaitable = impl.function(**_arguments(impl, kwargs))
+            awaitable = timed = _Timed(impl.function(**_arguments(impl, kwargs)), plugin)
         else:
-            work = _in_worker(asyncio.get_running_loop(), lambda: impl.function(**_arguments(impl, kwargs)))
+            work = _in_worker(asyncio.get_running_loop(), lambda: _finished(impl.function(**_arguments(impl, kwargs))))
             awaitable = asyncio.wrap_future(_workers.submit(work))
-        result = await asyncio.wait_for(awaitable, deadline) if deadline else await awaitable
+        result = await _within(awaitable, deadline, plugin, started)
+        # a thread's own time counts (a stalled loop only saw its result late); a coroutine's, less the stalls
+        seconds = result[1] - started if timed is None else None
+        result = result[0] if timed is None else result
         if inspect.isawaitable(result):
-            left = max(deadline - (time.perf_counter() - started), 0.0) if deadline else None
-            result = await asyncio.wait_for(result, left) if left is not None else await result
-        seconds = time.perf_counter() - started
-        if result is None and deadline and seconds > deadline:  # gave up at its deadline, seen late (a busy loop)
+            timed = _Timed(result, plugin) if inspect.iscoroutine(result) else None
+            result = await _within(timed or result, deadline, plugin, started)
+            seconds = None
+        if seconds is None:
+            seconds = time.perf_counter() - started - stalled_by_others(plugin, started)
+        if timed is not None and deadline and timed.longest > deadline:
             raise TimeoutError
-        return result, PluginCall(impl.plugin_name, hook, seconds, "ok")
+        if result is None and deadline and seconds > deadline:
+            raise TimeoutError  # gave up at its deadline, seen late (a busy loop)
+        return _checked(result, PluginCall(plugin, hook, seconds, "ok"))
     except TimeoutError:
         seconds = time.perf_counter() - started
-        logger.warning("plugin %s: %s timed out after %.2fs; skipped", impl.plugin_name, hook, seconds)
-        return None, PluginCall(impl.plugin_name, hook, seconds, "timeout", f"timed out after {deadline}s")
+        if timed is not None and deadline and timed.longest > deadline:
+            error = (
+                f"blocked the event loop for {timed.longest:.2f}s in one step (deadline {deadline}s):"
+                " an async def hook must await, not block (or be a plain def, run in a thread)"
+            )
+            logger.error("plugin %s: %s %s; skipped", plugin, hook, error)
+            return None, PluginCall(plugin, hook, seconds, "blocked-loop", error)
+        stalled = _stallers(plugin, started)
+        blame = f"; the event loop was blocked by {', '.join(stalled)}" if stalled else ""
+        logger.warning("plugin %s: %s timed out after %.2fs%s; skipped", plugin, hook, seconds, blame)
+        return None, PluginCall(plugin, hook, seconds, "timeout", f"timed out after {deadline}s{blame}")
     except Exception as exc:
         if not isolated:
             raise
         return None, _failed(impl, hook, exc, time.perf_counter() - started)
+
+
+def _checked(result: Any, record: PluginCall) -> tuple[Any, PluginCall]:
+    """The usable part of a result; a result of the wrong type makes the call `bad-result`, logged in one line."""
+    kept, problem = check(record.hook, result)
+    if problem is None:
+        return result, record
+    logger.error("plugin %s: %s %s; skipped", record.plugin, record.hook, problem)
+    return kept, replace(record, status="bad-result", error=problem)
 
 
 def _failed(impl: pluggy.HookImpl, hook: str, exc: Exception, seconds: float) -> PluginCall:
@@ -191,7 +326,7 @@ def _failed(impl: pluggy.HookImpl, hook: str, exc: Exception, seconds: float) ->
         hook,
         type(exc).__name__,
         exc,
-        exc_info=logger.isEnabledFor(logging.DEBUG),
+        exc_info=exc if tracebacks() else None,
     )
     return PluginCall(impl.plugin_name, hook, seconds, "error", f"{type(exc).__name__}: {exc}")
 
@@ -206,7 +341,7 @@ def _call_one_here(
         if inspect.iscoroutine(result):
             result.close()
             raise TypeError(f"{hook} is called on the caller's thread: it must be a plain function, not async def")
-        return result, PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "ok")
+        return _checked(result, PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "ok"))
     except ConfigError as exc:
         trace(PluginCall(impl.plugin_name, hook, time.perf_counter() - started, "error", str(exc)))
         raise
@@ -316,7 +451,7 @@ def call_sync(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> list[tuple[
 
 def trace(record: PluginCall) -> None:
     """With `THOTH_TRACE_PLUGINS` set, one stderr line per hook call: plugin.hook, outcome, time."""
-    if os.environ.get("THOTH_TRACE_PLUGINS", "").strip().lower() not in ("", "0", "false", "no", "off"):
+    if tracing():
         error = f" ({record.error})" if record.error else ""
         took = f"{record.seconds * 1000:.1f} ms"
         print(f"thoth trace: {record.plugin}.{record.hook} {record.status} {took}{error}", file=sys.stderr)

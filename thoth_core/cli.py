@@ -31,15 +31,18 @@ class ThothGroup(click.Group):
     def plugin_commands(self, ctx: click.Context) -> dict[str, click.Command]:
         """Subcommands the installed plugins add, for this invocation's config and environment."""
         if "thoth.plugin_commands" not in ctx.meta:
-            from ._calls import call_sync
+            from ._calls import call_here
             from .plugins import make_plugin_manager
 
             group = click.Group()
             ctx.meta["thoth.plugin_commands"] = group.commands
+            owners: dict[str, str] = ctx.meta.setdefault("thoth.command_owners", {})
             config = load_config()
             pm = make_plugin_manager(config)
             ctx.meta["thoth.loaded"] = (config, pm)  # runtime() reuses them instead of loading again
-            call_sync(pm, "register_cli_commands", cli=group)
+            for plugin in dict.fromkeys(pm.implementers("register_cli_commands")):
+                call_here(pm, "register_cli_commands", {"cli": group}, only={plugin})
+                owners.update({name: plugin for name in group.commands if name not in owners})
         return ctx.meta["thoth.plugin_commands"]  # type: ignore[no-any-return]
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -58,6 +61,21 @@ class ThothGroup(click.Group):
         except ThothError as exc:
             click.echo(f"thoth: error: {printable(str(exc))}", err=True)
             ctx.exit(2)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # a plugin's subcommand failed: one line naming it (the traceback with --debug)
+            from ._calls import tracebacks
+
+            owner = ctx.meta.get("thoth.command_owners", {}).get(ctx.invoked_subcommand or "")
+            if owner is None or tracebacks():
+                raise
+            line = " ".join(f"{type(exc).__name__}: {exc}".split())
+            click.echo(
+                f"thoth: error: plugin {owner}: `thoth {ctx.invoked_subcommand}` failed: {printable(line)}"
+                " (--debug shows the traceback)",
+                err=True,
+            )
+            ctx.exit(1)
 
 
 class HelpGroup(click.Group):
@@ -118,13 +136,18 @@ workspace_option = click.option("--workspace", default=None, help="Workspace (de
 @click.group(cls=ThothGroup)
 @click.version_option(package_name="thoth-core")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
-def cli(verbose: int) -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of a failing plugin or command.")
+def cli(verbose: int, debug: bool) -> None:
     """Thoth: a chat agent with five layers of memory.
 
     Configuration is the agent home's thoth.toml (the nearest one upwards, or $THOTH_CONFIG); `thoth init DIR`
     makes an agent home. Data lives in the home's .thoth/ folder (or $THOTH_HOME).
     """
     logging.getLogger().setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
+    if debug:
+        from ._calls import show_tracebacks
+
+        show_tracebacks()
     sys.stdout = guard(sys.stdout)  # what every command shows: no escape sequences from the model or memory
 
 
@@ -157,15 +180,23 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     if not message.strip():
         raise ThothError("thoth ask: the message is empty; nothing was sent")
 
+    failed_command: list[str] = []
+
     async def turn() -> None:
         result = await runtime().turn(
             message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False)
         )
         if result.reply.model == "command":  # slash commands answer at once, without streaming
+            if result.reply.error:
+                failed_command.append(result.reply.error)
+                return
             click.echo(result.reply.text, nl=False)
         click.echo()
 
     run(turn())
+    if failed_command:
+        click.echo(f"thoth: error: {printable(failed_command[0])}", err=True)
+        sys.exit(1)
     failed = {plugin: error for unsaved in runtime().unsaved for plugin, error in unsaved["failed"].items()}
     if failed:
         from .writes import unsaved_message
@@ -229,9 +260,15 @@ def plugins(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
+    table = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS (or what is wrong)")]
     for row in rows:
-        state = "enabled" if row["enabled"] else f"disabled{' (' + row['error'] + ')' if row['error'] else ''}"
-        click.echo(f"{row['name']:<12} {row['distribution']} {row['version']:<8} {state:<9} {', '.join(row['hooks'])}")
+        status = "enabled" if row["enabled"] else "disabled" if not row["error"] else "failed"
+        status = "missing" if (row["error"] or "").startswith("not installed") else status
+        last = row["error"] or ", ".join(row["hooks"])
+        table.append((row["name"], row["distribution"], row["version"], status, last))
+    widths = [max(len(line[column]) for line in table) for column in range(4)]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)) + f"  {line[4]}")
 
 
 @cli.group(cls=HelpGroup)
@@ -301,7 +338,9 @@ def check_as_start_up(candidate: Config, key: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
 @click.option("--wait", is_flag=True, help="Wait until remote queues (Honcho) have deleted it all; final counts.")
 @click.option("--wait-timeout", default=120.0, show_default=True, help="Seconds --wait waits at most.")
-def forget(peer: str, thread: str | None, workspace: str | None, as_json: bool, wait: bool, wait_timeout: float) -> None:
+def forget(
+    peer: str, thread: str | None, workspace: str | None, as_json: bool, wait: bool, wait_timeout: float
+) -> None:
     """Delete what every layer holds about a peer, and print a receipt."""
     receipt = run(runtime().forget(peer=peer, thread=thread, workspace=workspace, wait=wait_timeout if wait else 0.0))
     if as_json:

@@ -7,8 +7,10 @@ every plugin is in, and fails only the plugin that has one (a misspelt hook name
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
+import inspect
 import logging
 import os
 from importlib.metadata import entry_points
@@ -124,16 +126,48 @@ def check_pending(pm: ThothPluginManager) -> None:
             name = pm.get_name(exc.plugin)
             info = pm.info.get(name or "")
             if name is None or info is None or info.distribution == "thoth-core":
-                raise ConfigError(f"plugin {exc.plugin!r}: {exc}") from exc
+                problem = signature_problem(pm, exc.plugin) or " ".join(str(exc).split())
+                raise ConfigError(f"built-in plugin {name or exc.plugin!r}: wrong signature: {problem}") from exc
             _fail(pm, info, exc)
 
 
 def _fail(pm: ThothPluginManager, info: PluginInfo, exc: Exception) -> None:
-    """Take a plugin that could not load out of the manager; `thoth plugins` shows why."""
+    """Take a plugin that could not load out of the manager; `thoth plugins` shows why, in one line."""
     if pm.get_plugin(info.name) is not None:
         pm.unregister(name=info.name)
-    info.enabled, info.error = False, f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, pluggy.PluginValidationError):
+        info.error = f"wrong signature: {signature_problem(pm, exc.plugin) or ' '.join(str(exc).split())}"
+    else:
+        info.error = " ".join(f"{type(exc).__name__}: {exc}".split())
+    info.enabled = False
     logger.error("plugin %s failed to load: %s", info.name, info.error)
+
+
+def signature_problem(pm: pluggy.PluginManager, plugin: object) -> str | None:
+    """What is wrong with a plugin's hook implementations, in one line with a did-you-mean; None: nothing found."""
+    specs = {name: caller.spec for name, caller in vars(pm.hook).items() if getattr(caller, "spec", None)}
+    for attribute in dir(plugin):
+        opts = pm.parse_hookimpl_opts(plugin, attribute)
+        if opts is None:
+            continue
+        hook = opts.get("specname") or attribute
+        spec = specs.get(hook)
+        if spec is None:
+            if opts.get("optionalhook"):
+                continue
+            close = difflib.get_close_matches(hook, list(specs), n=1)
+            return f"unknown hook {hook!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+        try:
+            names = list(inspect.signature(getattr(plugin, attribute)).parameters)
+        except (TypeError, ValueError):
+            continue
+        allowed = [*spec.argnames, *spec.kwargnames]
+        for name in names:
+            if name not in allowed:
+                close = difflib.get_close_matches(name, allowed, n=1)
+                mean = f"; did you mean {close[0]!r}?" if close else ""
+                return f"{hook}({', '.join(names)}): no argument {name!r} (the hook passes {', '.join(allowed)}){mean}"
+    return None
 
 
 @functools.cache

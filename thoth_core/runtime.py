@@ -30,6 +30,7 @@ from .manager import ThothPluginManager
 from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model
 from .plugins import make_plugin_manager
 from .redact import Redactor
+from .results import command_output, handler_problem
 from .schema import check_plugin_values
 from .tools import recorded
 from .types import (
@@ -87,6 +88,8 @@ class Runtime:
         self._models: dict[str, Callable[..., Model]] | None = None
         self._model: Model | None = None
         self._commands: dict[str, Command] | None = None
+        self._registrants: dict[tuple[str, str], str] = {}  # (register_* hook, name) -> the plugin that registered it
+        self.command_problems: dict[str, str] = {}  # "plugin: /name" -> why its command was refused
         self.writes = TurnWriter(self)
         self._recovered = False
         _calls.call_here(self.pm, "configure", {"runtime": self})  # historic: replayed for plugins registered later
@@ -139,8 +142,14 @@ class Runtime:
         def register(name: str, value: Any) -> None:
             found[name] = value
 
-        _calls.call_here(self.pm, hook, {"register": register})
+        for plugin in dict.fromkeys(self.pm.implementers(hook)):  # in pluggy's order: a later one replaces
+            _calls.call_here(self.pm, hook, {"register": register}, only={plugin})
+            self._registrants.update({(hook, name): plugin for name in found if (hook, name) not in self._registrants})
         return found
+
+    def registrant(self, hook: str, name: str) -> str | None:
+        """The plugin that registered `name` through a `register_*` hook (asked of the registry before), or None."""
+        return self._registrants.get((hook, name))
 
     @property
     def models(self) -> dict[str, Callable[..., Model]]:
@@ -154,7 +163,20 @@ class Runtime:
         """Slash commands by name."""
         if self._commands is None:
             found: dict[str, Command] = {}
-            _calls.call_here(self.pm, "register_commands", {"register": lambda c: found.__setitem__(c.name, c)})
+            for plugin in dict.fromkeys(self.pm.implementers("register_commands")):
+
+                def register(command: Command, plugin: str = plugin) -> None:
+                    problem = handler_problem(getattr(command, "handler", None))
+                    if problem is not None:
+                        logger.error(
+                            "plugin %s: command /%s refused: %s", plugin, getattr(command, "name", "?"), problem
+                        )
+                        self.command_problems[f"{plugin}: /{command.name}"] = problem
+                        return
+                    found[command.name] = command
+                    self._registrants[("register_commands", command.name)] = plugin
+
+                _calls.call_here(self.pm, "register_commands", {"register": register}, only={plugin})
             self._commands = found
         return self._commands
 
@@ -304,6 +326,13 @@ class Runtime:
                 return TurnResult(
                     await self.run_command(name, args.strip(), turn, session), Assembly([]), session, turn
                 )
+            refused = [
+                f"/{name} ({key.split(':')[0]}) was refused: {why}"
+                for key, why in self.command_problems.items()
+                if key.endswith(f": /{name}")
+            ]
+            if refused:
+                return TurnResult(Reply(refused[0], model="command", error=refused[0]), Assembly([]), session, turn)
         self.writes.retry_now()  # what this process could not write yet is retried as a new turn comes
         model = self.model()  # no model configured: the turn is refused before anything is accepted
         # the message is journaled (synced) while the context gathers, before the model is called
@@ -380,19 +409,28 @@ class Runtime:
         return Reply(text=streamed.text, model=model.name, usage=usage)
 
     async def run_command(self, name: str, args: str, turn: Turn, session: Session) -> Reply:
-        """Run a slash command; its errors come back as the reply text."""
+        """Run a slash command; a failure (raised, or a result not a str or None) is the reply's one-line `error`."""
         command = self.commands[name]
+        owner = self._registrants.get(("register_commands", name), "?")
+        error = None
         try:
             check_text(args, what="the text")  # callers other than `turn` (MCP's tools) come straight here
             output = command.handler(args=args, turn=turn, session=session, runtime=self)
             if inspect.isawaitable(output):
                 output = await output
+            text, problem = command_output(output)
+            if problem is not None:
+                error = f"/{name} (plugin {owner}) {problem}"
         except ThothError as exc:
-            output = f"/{name}: {exc}"
+            error = f"/{name}: {exc}"
         except Exception as exc:  # noqa: BLE001 - a broken command must not end the chat
-            logger.exception("command /%s failed", name)
-            output = f"/{name} failed: {type(exc).__name__}: {exc}"
-        return Reply(text=str(output or ""), model="command")
+            error = f"/{name} (plugin {owner}) failed: {type(exc).__name__}: {exc}"
+            if _calls.tracebacks():
+                logger.error("command /%s failed", name, exc_info=exc)
+        if error is not None:
+            error = " ".join(error.split())
+            return Reply(text=error, model="command", error=error)
+        return Reply(text=text, model="command")
 
     async def forget(
         self, *, peer: str, thread: str | None = None, workspace: str | None = None, wait: float = 0.0

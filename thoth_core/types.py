@@ -221,7 +221,7 @@ class PluginCall:
     plugin: str
     hook: str
     seconds: float
-    status: Literal["ok", "error", "timeout"]
+    status: Literal["ok", "error", "timeout", "bad-result", "blocked-loop"]
     error: str | None = None
 
 

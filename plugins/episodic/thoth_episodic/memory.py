@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.database import storage_url
+from thoth_core.errors import PluginError, ThothError
 
 from .embedder import Embedder, EmbedderUnavailable
 from .embedding_queue import EmbeddingQueue, batches, pipelined
@@ -153,8 +154,19 @@ class EpisodicMemory:
                     )
                 embedder = self.embedder
                 dim = embedder.dim if embedder is not None else 384
-                self._store = backends[self.settings.backend](self.runtime, {**self.options, "dim": dim})
+                try:
+                    self._store = backends[self.settings.backend](self.runtime, {**self.options, "dim": dim})
+                except ThothError:
+                    raise
+                except Exception as exc:
+                    raise self.backend_error(f"failed to open: {type(exc).__name__}: {exc}") from exc
             return self._store
+
+    def backend_error(self, problem: str) -> PluginError:
+        """One line naming the configured backend, the plugin that registered it and what went wrong."""
+        backend = self.settings.backend
+        owner = self.runtime.registrant("register_episodic_backends", backend) or NAME
+        return PluginError(owner, " ".join(f"episodic backend {backend!r} {problem}".split()))
 
     @property
     def embedder(self) -> Embedder | None:
@@ -349,7 +361,25 @@ class EpisodicMemory:
             signals=self.settings.signals,
             agent=self.runtime.agent,  # one agent's episodes (`[thoth] agent`)
         )
-        return self.store.search(query if getattr(self.store, "embeds_late", False) else query.with_vector())
+        return self.search(query)
+
+    def check_backend(self) -> None:
+        """Open the configured backend and run one search without the embedder; raises a one-line ThothError."""
+        self.search(Query(text="thoth doctor", workspace="thoth-doctor", peer="thoth-doctor", k=1))
+
+    def search(self, query: Query) -> list[Hit]:
+        """The backend's answer to a query; a backend that fails or answers other than Hits raises PluginError."""
+        store = self.store
+        try:
+            hits = store.search(query if getattr(store, "embeds_late", False) else query.with_vector())
+        except ThothError:
+            raise
+        except Exception as exc:
+            raise self.backend_error(f"search failed: {type(exc).__name__}: {exc}") from exc
+        wrong = next((hit for hit in hits if not isinstance(hit, Hit)), None) if isinstance(hits, list) else hits
+        if wrong is not None:
+            raise self.backend_error(f"search returned {type(wrong).__name__}, expected a list of Hit")
+        return hits
 
     def _query_vector(self, text: str) -> np.ndarray | None:
         """The query's embedding; None (BM25 alone) when the embedder fails or is still loading at process start."""

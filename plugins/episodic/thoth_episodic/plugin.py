@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import Command, ContextBlock, hookimpl
+from thoth_core import Command, ContextBlock, ThothError, hookimpl
 from thoth_core.schema import Choice, Number, Text
 
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
@@ -177,16 +177,23 @@ def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
     memory = memory_for(runtime)
     return {
         "layer": LAYER,
+        "backend": memory.settings.backend,
         "episodes": memory.store.count(workspace=workspace, peer=peer, agent=runtime.agent),
         "embedder": memory.embedder_name,
     }
 
 
 @hookimpl
-def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]] | None:
-    """The store's own checks, where its backend has some (SQLite: its ANN index file is readable and agrees)."""
-    checks = getattr(memory_for(runtime).store, "index_checks", None)
-    return checks() if checks is not None else None
+def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]]:
+    """The configured backend opens and answers a search; then its own checks (SQLite: its ANN index file)."""
+    memory = memory_for(runtime)
+    try:
+        memory.check_backend()
+    except ThothError as exc:
+        return [(False, f"episodic: {exc}")]
+    found = [(True, f"episodic: backend {memory.settings.backend!r} opens and answers a search")]
+    checks = getattr(memory.store, "index_checks", None)
+    return found + (checks() if checks is not None else [])
 
 
 @hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
