@@ -93,7 +93,8 @@ def test_trace_plugins_prints_one_line_per_hook_call(tmp_path):
 def test_the_plain_chat_reopens_the_peers_last_thread(tmp_path):
     (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "hi" }]\n')
     env = {**PLUGINS, "THOTH_HOME": str(tmp_path / "data")}
-    first = run_thoth("chat", "--frontend", "repl", "--peer", "ann", "--thread", "t1", cwd=tmp_path, env=env, input="hello\n")
+    chat = ("chat", "--frontend", "repl", "--peer", "ann", "--thread", "t1")
+    first = run_thoth(*chat, cwd=tmp_path, env=env, input="hello\n")
     assert first.returncode == 0 and "thread t1." in first.stdout, first.stderr
     again = run_thoth("chat", "--frontend", "repl", "--peer", "ann", cwd=tmp_path, env=env)
     assert "peer ann, thread t1." in again.stdout, again.stderr

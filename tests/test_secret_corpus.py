@@ -190,7 +190,8 @@ def test_the_secret_corpus_is_kept_by_no_store_and_near_misses_are_kept_verbatim
             for session in list(runtime.sessions.values()):  # session end: reflection, its writers, the queue
                 await runtime.end_session(session, "done")
             await runtime.drain()
-            for item in await runtime.approvals(actor="lead"):  # a founder approves: MEMORY.md, persona, identity, skills
+            # a founder approves: MEMORY.md, persona, identity, skills
+            for item in await runtime.approvals(actor="lead"):
                 try:
                     await runtime.decide(item["id"], "approve", actor="lead")
                 except Exception as exc:  # noqa: BLE001 - reported with the table; what was written is scanned

@@ -17,6 +17,7 @@ import string
 import time
 
 import pytest
+
 from thoth_core.redact import find_secrets, redact
 from thoth_core.secret_rules import KINDS
 

@@ -36,7 +36,10 @@ def git_commit(path: Path, message: str, *, only: list[Path] | None = None) -> s
         return None
     relative = [os.path.relpath(p.resolve(), repo.resolve()) for p in (only or [path])]
     identity = () if _git(repo, "config", "user.email").stdout.strip() else FALLBACK_IDENTITY
-    steps = {"add": ("add", "-A", "--", *relative), "commit": (*identity, "commit", "-q", "-m", message, "--", *relative)}
+    steps = {
+        "add": ("add", "-A", "--", *relative),
+        "commit": (*identity, "commit", "-q", "-m", message, "--", *relative),
+    }
     for name, args in steps.items():
         if name == "commit" and _git(repo, "diff", "--cached", "--quiet", "--", *relative).returncode == 0:
             return None  # already committed as it is (an apply done again)
