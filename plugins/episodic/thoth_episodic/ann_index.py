@@ -154,7 +154,7 @@ class AnnIndex:
         index = usearch_index().restore(str(path), view=True)
         if index is None or index.ndim != self.dim or len(index) != int(meta["count"]):
             raise ValueError(f"the index file {path} does not match its sidecar")
-        index.expansion_search = search_beam(len(index), self.expansion)
+        index.expansion_search = search_beam(len(index), self.expansion)  # type: ignore[misc]  # setter apart
         self.mapped[scope] = (index, identity)
         return index
 

@@ -168,7 +168,7 @@ class Writer:
         index = Index.restore(str(scope_paths(self.db_path, scope)[0]))
         if index is None:
             raise ValueError("unreadable")
-        index.expansion_add = EXPANSION_ADD
+        index.expansion_add = EXPANSION_ADD  # type: ignore[misc]  # usearch's setter sits apart from its getter
         keys = np.asarray(index.keys, dtype=np.int64)
         fillers, keys = keys[keys >= FILLER_KEYS], keys[keys < FILLER_KEYS]
         alive = self.rowids(scope, f"rowid <= ? AND {CURRENT}", (newest,))
@@ -189,7 +189,7 @@ class Writer:
             start = int(fillers.max()) + 1 if len(fillers) else FILLER_KEYS
             filler = np.random.default_rng().standard_normal((holes, self.dim)).astype(np.float32)
             filler /= np.linalg.norm(filler, axis=1, keepdims=True)
-            index.expansion_add = FILLER_EXPANSION_ADD
+            index.expansion_add = FILLER_EXPANSION_ADD  # type: ignore[misc]
             index.add(np.arange(start, start + holes, dtype=np.int64), filler, threads=ADD_THREADS)
         return index, left
 
@@ -264,7 +264,7 @@ class Writer:
         manifest = read_manifest(self.db_path)
         if manifest is None or int(manifest.get("dim", 0)) != self.dim:
             return {"problem": "no manifest vouches for the files (missing, older layout, another dimension)"}
-        found = {"files": 0, "keys": 0, "fillers": 0, "forgotten": 0, "missing": 0}
+        found: dict[str, Any] = {"files": 0, "keys": 0, "fillers": 0, "forgotten": 0, "missing": 0}
         metas = sidecars(self.db_path)
         strays = len(scope_files(self.db_path)) - len(metas)
         for scope, meta in metas.items():

@@ -146,7 +146,7 @@ def import_episodes(source: IO[str]) -> None:
         store = memory.store
         if stored and getattr(store, "index_due", bool)():  # SQLite builds its ANN index in the process that asks
             with _progress(store.count(), "indexing") as bar:
-                store.index_now(progress=bar.update)
+                getattr(store, "index_now")(progress=bar.update)  # SQLite's, like `index_due`
             click.echo("built the ANN index")
 
     run(go())

@@ -50,6 +50,12 @@ def episode(
     return Episode(workspace=workspace, peer=peer, thread=thread, user=text, occurred_at=at, recorded_at=at, **extra)
 
 
+def found(episode: Episode | None) -> Episode:
+    """The episode a lookup must have found."""
+    assert episode is not None
+    return episode
+
+
 def query(text: str, vector: np.ndarray | None = None, **kwargs: Any) -> Query:
     """A query for peer ann in workspace w at NOW."""
     values: dict[str, Any] = {"workspace": "w", "peer": "ann", "k": 5, "now": NOW, "vector": vector}
@@ -110,7 +116,8 @@ class StoreContract:
         assert len(store.add(others)) == 4
         changed = Episode.from_dict(dict(first.to_dict(), user="my cat is called Mochi"))
         assert store.add([changed]) == [changed]  # a new version of the turn's own episode still supersedes it
-        assert store.get(first.id).user == "my cat is called Mochi" and store.count(workspace="w", peer="ann") == 4
+        assert found(store.get(first.id)).user == "my cat is called Mochi"
+        assert store.count(workspace="w", peer="ann") == 4
 
     def test_a_whole_reply_replaces_the_turns_cut_short_episode_in_place(self, store: EpisodeStore) -> None:
         cut = episode("plan my trip", assistant=f"Day one: Oslo\n{CUT_SHORT}", turn_id="turn1", context="before")
@@ -123,11 +130,11 @@ class StoreContract:
         kept = store.find_turn("turn1")
         assert kept is not None and (kept.id, kept.assistant) == (cut.id, "Day one: Oslo. Day two: Bergen.")
         assert store.count(workspace="w", peer="ann") == 1
-        assert store.get(cut.id, as_of=kept.recorded_at - 1e-3).assistant.endswith(CUT_SHORT)  # the old version
+        assert found(store.get(cut.id, as_of=kept.recorded_at - 1e-3)).assistant.endswith(CUT_SHORT)  # the old version
         assert [h.episode.assistant for h in store.search(query("Bergen", unit(2), k=5))] == [whole.assistant]
         for later in (episode("plan my trip", assistant="Another whole reply.", turn_id="turn1"), shorter):
             assert store.add([later]) == []  # the first whole version stays
-        assert store.find_turn("turn1").assistant == whole.assistant
+        assert found(store.find_turn("turn1")).assistant == whole.assistant
 
     def test_dense_search_finds_the_nearest_vector(self, store: EpisodeStore) -> None:
         items = [episode(f"note {i}") for i in range(20)]
@@ -142,7 +149,12 @@ class StoreContract:
         items = [episode(f"note {i}") for i in range(5)]
         store.add(items, np.stack([unit(i) for i in range(5)]))
         calls: list[int] = []
-        hits = store.search(replace(query("zzz", k=1, tau_days=0), embed=lambda: calls.append(1) or unit(3)))
+
+        def embed() -> np.ndarray:
+            calls.append(1)
+            return unit(3)
+
+        hits = store.search(replace(query("zzz", k=1, tau_days=0), embed=embed))
         assert calls == [1] and hits[0].episode.id == items[3].id and hits[0].dense_rank == 1
 
     def test_lexical_search_finds_a_keyword_without_vectors(self, store: EpisodeStore) -> None:
@@ -205,8 +217,8 @@ class StoreContract:
         time.sleep(0.01)
         changed = Episode.from_dict(dict(first.to_dict(), user="I live in Lyon", recorded_at=time.time()))
         store.add([changed], np.stack([unit(2)]))
-        assert store.get(first.id).user == "I live in Lyon"
-        assert store.get(first.id, as_of=between).user == "I live in Porto"
+        assert found(store.get(first.id)).user == "I live in Lyon"
+        assert found(store.get(first.id, as_of=between)).user == "I live in Porto"
         assert [e.user for e in store.episodes(as_of=between)] == ["I live in Porto"]
         assert [e.user for e in store.episodes()] == ["I live in Lyon"]
         assert store.count() == 1
@@ -284,11 +296,11 @@ class StoreContract:
     def test_latest_and_neighbour_context_are_searchable(self, store: EpisodeStore) -> None:
         first, second = episode("What did you do at the weekend?", days_ago=2), episode("Went hiking", days_ago=1)
         store.add([first, second], np.stack([unit(1), unit(2)]))
-        assert store.latest(workspace="w", peer="ann", thread="t1").id == second.id
+        assert found(store.latest(workspace="w", peer="ann", thread="t1")).id == second.id
         store.set_context(second.id, "weekend plans")
         hits = store.search(query("weekend", k=2))
         assert second.id in {h.episode.id for h in hits}
-        assert store.get(second.id).context == "weekend plans"
+        assert found(store.get(second.id)).context == "weekend plans"
 
     def test_a_second_handle_sees_the_first_ones_writes(
         self, store: EpisodeStore, open_store: Callable[[], EpisodeStore]
@@ -309,16 +321,16 @@ class StoreContract:
         theirs = episode("my locker code is 2291", agent="b", days_ago=1)
         unnamed = episode("my locker code is 2291", days_ago=3)  # written before agents, or by the default one
         store.add([mine, theirs, unnamed], np.stack([unit(1), unit(1), unit(1)]))
-        assert store.get(theirs.id).agent == "b" and unnamed.agent == "default"
+        assert found(store.get(theirs.id)).agent == "b" and unnamed.agent == "default"
         for agent, expected in (("a", mine), ("b", theirs), ("default", unnamed)):
             assert [h.episode.id for h in store.search(query("locker code", unit(1), agent=agent))] == [expected.id]
             assert [h.episode.id for h in store.search(query("locker", agent=agent))] == [expected.id]  # BM25 only
             assert [h.episode.id for h in store.search(query("zz", unit(1), agent=agent, newest=5))] == [expected.id]
-            assert store.latest(workspace="w", peer="ann", thread="t1", agent=agent).id == expected.id
+            assert found(store.latest(workspace="w", peer="ann", thread="t1", agent=agent)).id == expected.id
             assert [e.id for e in store.episodes(workspace="w", peer="ann", agent=agent)] == [expected.id]
             assert store.count(workspace="w", peer="ann", agent=agent) == 1
         assert store.search(query("locker", unit(1), agent="c")) == [] and store.count(agent="c") == 0
-        assert store.latest(workspace="w", peer="ann", thread="t1").id == unnamed.id
+        assert found(store.latest(workspace="w", peer="ann", thread="t1")).id == unnamed.id
         assert [e.id for e in store.episodes(peer="ann")] == [unnamed.id, mine.id, theirs.id]
         assert store.count(workspace="w", peer="ann") == 3
         assert store.delete(workspace="w", peer="ann") == 3 and store.count() == 0

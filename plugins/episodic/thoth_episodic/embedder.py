@@ -24,6 +24,8 @@ from thoth_core import ThothError
 if TYPE_CHECKING:
     import numpy as np
 
+    from thoth_core import Runtime
+
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = Path(__file__).parent / "minilm" / "model.onnx"
@@ -133,7 +135,7 @@ MINILM_OPTIONS: dict[str, int] = {"batch_size": 1, "batch_tokens": 512, "max_tok
 MINILM_LIMITS = {"batch_size": 4096, "batch_tokens": 1_000_000, "max_tokens": 512, "threads": 1024}
 
 
-def minilm(runtime: Any, options: dict[str, Any]) -> MiniLMEmbedder:
+def minilm(runtime: Runtime, options: dict[str, Any]) -> MiniLMEmbedder:
     """Factory registered as `minilm`: one loaded model per process and settings."""
     settings = dict(MINILM_OPTIONS)
     for name in settings.keys() & options.keys():

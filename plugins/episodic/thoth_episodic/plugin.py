@@ -86,6 +86,7 @@ def session_start(session: Session) -> None:
     loading the model then would only compete with the provider's SDK import and delay a one-shot
     `thoth ask` (by ~0.3 s here). Its turns are embedded after the reply.
     """
+    assert session.runtime is not None  # the runtime calls session hooks with its own sessions
     memory_for(session.runtime).warm_up(session)
 
 
@@ -94,6 +95,7 @@ def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
     """Store the answered turn as an episode (runs after the reply was sent)."""
     if reply.error or turn.error:
         return
+    assert session.runtime is not None
     memory = memory_for(session.runtime)
     memory.write(memory.episode_of(turn, reply, session))
     if time.time() - memory.last_retire > RETIRE_EVERY:
@@ -103,6 +105,7 @@ def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
 @hookimpl
 def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
     """The top related past episodes of this peer and workspace: on a thread's first turn, or every turn."""
+    assert session.runtime is not None
     return related_block(memory_for(session.runtime), turn, session)
 
 
@@ -163,6 +166,7 @@ def feedback(kind: str, turn_id: str, session: Session) -> dict[str, Any] | None
     """A `forget` reaction deletes that turn's episode."""
     if kind != "forget":
         return None
+    assert session.runtime is not None
     store = memory_for(session.runtime).store
     episode = store.find_turn(turn_id)
     if episode is None or episode.workspace != session.workspace:

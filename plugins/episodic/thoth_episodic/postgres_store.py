@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from .postgres_fts import FullTextSearch
 from .postgres_schema import BUILD_MEMORY, INLINE_BUILD_ROWS, build_hnsw, migrate
 from .records import Episode, Hit, Query
 from .scoring import candidate_count, date_words, index_text, rank
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -255,7 +258,7 @@ class PostgresStore(EpisodeTable, FullTextSearch):
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-fts")
 
 
-def postgres_backend(runtime: Any, options: dict[str, Any]) -> PostgresStore:
+def postgres_backend(runtime: Runtime, options: dict[str, Any]) -> PostgresStore:
     """Factory registered as `postgres`: `[plugins.episodic] dsn`, else the `[storage] url` database; `ann` keys."""
     from thoth_core.database import storage_url
 

@@ -67,8 +67,8 @@ class Episode:
 
     def same_content(self, other: Episode) -> bool:
         """True when both versions say the same thing (ignoring record times and index context)."""
-        keys = ("agent", "workspace", "peer", "thread", "user", "assistant", "summary", "occurred_at", "cost_usd")
-        keys += ("model",)
+        keys: tuple[str, ...] = ("agent", "workspace", "peer", "thread", "user", "assistant", "summary", "occurred_at")
+        keys += ("cost_usd", "model")
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
     @property

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from .sqlite_fts import FullTextSearch
 from .sqlite_rowids import writers_held
 from .sqlite_schema import MIGRATIONS
 from .vector_cache import VectorCache
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 ANN_MODES = ("auto", "exact", "usearch")
 # A forget's delete touches pages all over the file (a peer's rows are interleaved with the others'): with the
@@ -314,7 +317,7 @@ class SQLiteStore(EpisodeTable, IndexedSearch, FullTextSearch):
 _LEXICAL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episodic-bm25")
 
 
-def sqlite_backend(runtime: Any, options: dict[str, Any]) -> SQLiteStore:
+def sqlite_backend(runtime: Runtime, options: dict[str, Any]) -> SQLiteStore:
     """Factory registered as `sqlite`: `[plugins.episodic] path` (relative to $THOTH_HOME), `synchronous`, `ann`."""
     options = {**STORE_OPTIONS, **options}
     path = Path(runtime.home) / str(options["path"] or STORE_OPTIONS["path"])  # an absolute path stays as it is

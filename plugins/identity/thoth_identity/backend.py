@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 from thoth_core.redact import redactor_of
@@ -21,6 +21,9 @@ from .policy import screen_answer, shown_facts, visible
 from .render import TAG, user_model_block
 from .settings import IdentitySettings
 from .store import IdentityStore
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class IdentityBackend:
     last_kind = "live"  # `live`, or `fallback` when the last block was the stale one
     keeps_unsent_as_messages = True  # an import's messages Honcho had not taken become this backend's own
 
-    def __init__(self, runtime: Any, settings: IdentitySettings, store: IdentityStore) -> None:
+    def __init__(self, runtime: Runtime, settings: IdentitySettings, store: IdentityStore) -> None:
         self.runtime = runtime
         self.settings = settings
         self.store = store

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ThothError, hookimpl
 
 from .backend import IdentityBackend
 from .layer import backend_for
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 SECTION = "identity"
 VERSION = 1
@@ -20,7 +23,7 @@ def held_peers(backend: IdentityBackend) -> list[tuple[str, str]]:
 
 
 @hookimpl
-def bundle_export(runtime: Any) -> dict[str, Any]:
+def bundle_export(runtime: Runtime) -> dict[str, Any]:
     """Each peer's export document (facts with history, observations, messages; Honcho's data too)."""
     backend = backend_for(runtime)
     peers = held_peers(backend)
@@ -33,7 +36,7 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
 
 
 @hookimpl
-def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
+def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add each peer's document (rows already held are skipped); counts added, summed over the peers that gained any."""
     from thoth_core.bundle import own_section
 

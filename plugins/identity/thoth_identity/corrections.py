@@ -14,13 +14,16 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ThothError
 from thoth_core.redact import redactor_of
 
 from .render import fact_label
 from .store import IdentityStore
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 ITEM = re.compile(r"^([fo])(\d+)$")
 LISTED = 50
@@ -39,7 +42,7 @@ def held_items(store: IdentityStore, workspace: str, peer: str) -> list[dict[str
 
 
 def correct(
-    store: IdentityStore, runtime: Any, *, workspace: str, peer: str, item: str, text: str | None, actor: str
+    store: IdentityStore, runtime: Runtime, *, workspace: str, peer: str, item: str, text: str | None, actor: str
 ) -> str:
     """Edit (`text`) or delete (`text` None) one of the peer's items; returns what was done, in one line."""
     match = ITEM.match(item.strip())
@@ -83,7 +86,7 @@ def _observation(store: IdentityStore, workspace: str, peer: str, row_id: int, t
     return f"Corrected {peer}'s observation o{row_id}: {text}"
 
 
-def _audit(store: IdentityStore, runtime: Any, **entry: Any) -> None:
+def _audit(store: IdentityStore, runtime: Runtime, **entry: Any) -> None:
     """One line in the home's audit file; with a shared store, one row of its `corrections` table (every worker's)."""
     if store.db.dialect == "postgres":
         store.db.execute(

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
@@ -27,6 +27,9 @@ from thoth_core.answers import ask_for
 
 from .facts import ParsedFact, canonical_predicate
 from .graph import MAX_OBJECT, MAX_SUBJECT, PREDICATE, SELF_NAMES, check_triple
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +113,7 @@ def reading_of(answer: RememberedFacts) -> Reading:
     return Reading(list(dict.fromkeys(facts)), answer.complete)
 
 
-async def _ask(runtime: Any, sentence: str, *, peer: str) -> Reading:
+async def _ask(runtime: Runtime, sentence: str, *, peer: str) -> Reading:
     model = await asyncio.to_thread(runtime.model)  # building a provider may import its SDK
     request = ModelRequest(
         system=[ContextBlock(tag="instructions", text=INSTRUCTIONS.format(peer=peer), stable=True)],
@@ -122,7 +125,7 @@ async def _ask(runtime: Any, sentence: str, *, peer: str) -> Reading:
     return reading_of(answer)
 
 
-async def read_with_model(runtime: Any, sentence: str, *, peer: str, timeout: float) -> Reading | None:
+async def read_with_model(runtime: Runtime, sentence: str, *, peer: str, timeout: float) -> Reading | None:
     """The facts the configured model reads in a sentence; None (read it by rule) without a model,
     on any failure, or when it has not answered within `timeout` seconds."""
     if timeout <= 0 or runtime.model_name() is None:

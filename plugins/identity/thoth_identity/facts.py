@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # Relations a person has one of at a time; the other relations below may hold several people at once.
-ONE_AT_A_TIME = ("mother", "mom", "mum", "father", "dad", "wife", "husband", "partner", "spouse", "boyfriend")
-ONE_AT_A_TIME += ("girlfriend", "fiance", "fiancee", "boss", "manager", "therapist", "mentor")
-MANY_AT_A_TIME = ("sister", "brother", "son", "daughter", "child", "kid", "friend", "best friend", "cousin", "aunt")
-MANY_AT_A_TIME += ("uncle", "niece", "nephew", "grandmother", "grandfather", "grandma", "grandpa", "grandson")
-MANY_AT_A_TIME += ("granddaughter", "colleague", "coworker", "co-worker", "roommate", "flatmate", "neighbour")
-MANY_AT_A_TIME += ("neighbor", "dog", "cat", "teacher", "doctor")
+ONE_AT_A_TIME: tuple[str, ...] = ("mother", "mom", "mum", "father", "dad", "wife", "husband", "partner", "spouse")
+ONE_AT_A_TIME += ("boyfriend", "girlfriend", "fiance", "fiancee", "boss", "manager", "therapist", "mentor")
+MANY_AT_A_TIME: tuple[str, ...] = ("sister", "brother", "son", "daughter", "child", "kid", "friend", "best friend")
+MANY_AT_A_TIME += ("cousin", "aunt", "uncle", "niece", "nephew", "grandmother", "grandfather", "grandma", "grandpa")
+MANY_AT_A_TIME += ("grandson", "granddaughter", "colleague", "coworker", "co-worker", "roommate", "flatmate")
+MANY_AT_A_TIME += ("neighbour", "neighbor", "dog", "cat", "teacher", "doctor")
 # Predicates that may hold several values at once; every other predicate has one current value.
 MULTI_VALUED = frozenset(
     {"preference", "likes", "dislikes", "language", *(r.replace(" ", "_").replace("-", "_") for r in MANY_AT_A_TIME)}

@@ -221,8 +221,9 @@ class HonchoBackend(IdentityBackend):
         self.last_kind = "live"
         if answer:
             await asyncio.to_thread(self.store.cache_put, turn.workspace, turn.peer, "dialectic", answer)
-            answer, _ = await asyncio.to_thread(screen_answer, answer, turn.peer)  # the server's word, judged
-        return user_model_block(turn.peer, facts=facts, answer=answer or None, budget=self.budget)
+            screened, _ = await asyncio.to_thread(screen_answer, answer, turn.peer)  # the server's word, judged
+            return user_model_block(turn.peer, facts=facts, answer=screened or None, budget=self.budget)
+        return user_model_block(turn.peer, facts=facts, answer=None, budget=self.budget)
 
     def _shown_facts(self, workspace: str, peer: str) -> list[dict[str, Any]]:
         """The peer's current facts the write policy shows (derived ones judged; blocking)."""

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, Session, Turn, write_policy
 
@@ -28,13 +28,16 @@ from .policy import visible
 from .settings import IdentitySettings, load_settings
 from .store import IdentityStore
 
+if TYPE_CHECKING:
+    from thoth_core import Runtime
+
 logger = logging.getLogger(__name__)
 
 SAFETY_MARGIN = 0.15  # seconds between the layer's own deadline and the core's
 FALLBACK_RESERVE = 0.15  # seconds kept for reading the fallback from the local store
 
 
-def make_backend(runtime: Any, settings: IdentitySettings, store: IdentityStore) -> IdentityBackend:
+def make_backend(runtime: Runtime, settings: IdentitySettings, store: IdentityStore) -> IdentityBackend:
     """The configured backend over a store."""
     logger.info("identity: %s backend, store %s", settings.backend, store.where)
     if settings.backend == "honcho":
@@ -46,7 +49,7 @@ def make_backend(runtime: Any, settings: IdentitySettings, store: IdentityStore)
     return EmbeddedBackend(runtime, settings, store)
 
 
-def _warm_up(runtime: Any, settings: IdentitySettings) -> None:
+def _warm_up(runtime: Runtime, settings: IdentitySettings) -> None:
     """Load the write policy, import the backend's modules and build the model, so the first turn does not pay."""
     started = time.perf_counter()
     try:
@@ -73,7 +76,7 @@ def _seen(future: asyncio.Future[Any]) -> None:
 class IdentityLayer:
     """Per-runtime state: settings, the store and backend (made once, off the loop), the deadline-bound block."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = load_settings(runtime)
         self._lock = threading.Lock()
@@ -178,16 +181,16 @@ class IdentityLayer:
             self._store.close()
 
 
-def layer_for(runtime: Any) -> IdentityLayer:
+def layer_for(runtime: Runtime) -> IdentityLayer:
     """This runtime's identity layer (settings checked, warm-up started), made on first use."""
     return runtime.plugin_state("identity", lambda: IdentityLayer(runtime))  # type: ignore[no-any-return]
 
 
-def backend_for(runtime: Any) -> IdentityBackend:
+def backend_for(runtime: Runtime) -> IdentityBackend:
     """This runtime's identity backend, made on first use (blocking: not on the event loop)."""
     return layer_for(runtime).backend()
 
 
-async def backend_async(runtime: Any) -> IdentityBackend:
+async def backend_async(runtime: Runtime) -> IdentityBackend:
     """This runtime's identity backend, made in a worker thread on first use."""
     return await layer_for(runtime).backend_async()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from thoth_core import Command, ContextBlock, Reply, Session, Turn, hookimpl
 
@@ -20,6 +20,11 @@ from .layer import backend_for as backend_for  # this runtime's backend, for fro
 from .recall import recall_items
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads it here: the table's keys
 
+if TYPE_CHECKING:
+    from thoth_core import Runtime
+
+    from .honcho_backend import HonchoBackend
+
 LAYER = "identity"
 DEADLINE = 1.5
 
@@ -27,18 +32,20 @@ logger = logging.getLogger(__name__)
 
 
 @hookimpl
-def configure(runtime: Any) -> None:
+def configure(runtime: Runtime) -> None:
     """Check `[plugins.identity]` and start the warm-up (imports, model) in a thread; the store opens on first use."""
     logger.debug("identity: %s backend", layer_for(runtime).settings.backend)
 
 
 @hookimpl
 async def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
+    assert session.runtime is not None  # the runtime calls session hooks with its own sessions
     return await layer_for(session.runtime).context(turn, session)
 
 
 @hookimpl
 async def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
+    assert session.runtime is not None
     await (await backend_async(session.runtime)).ingest(turn, reply, session)
 
 
@@ -46,6 +53,7 @@ async def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
 async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -> dict[str, Any] | None:
     if kind not in ("identity", "remember") or not text.strip():
         return None
+    assert session.runtime is not None
     backend = await backend_async(session.runtime)
     outcome = await asyncio.to_thread(
         backend.note_reaction, session.workspace, session.peer, text, turn_id=turn_id, actor=actor
@@ -55,6 +63,7 @@ async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Sess
 
 @hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
 async def reflection_result(result: dict[str, Any], session: Session) -> None:
+    assert session.runtime is not None
     backend = await backend_async(session.runtime)
     flagged = (result.get("flags") or {}).get("user_model_updates") or {}
     source = f"reflection:{result.get('run_id') or session.id}"
@@ -70,18 +79,18 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
 
 
 @hookimpl
-async def forget(peer: str, thread: str | None, workspace: str, runtime: Any, wait: float) -> dict[str, int] | None:
+async def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime, wait: float) -> dict[str, int] | None:
     backend = await backend_async(runtime)
     receipt = await asyncio.to_thread(backend.forget, workspace, peer, thread, wait=wait)
     return {what: n for what, n in receipt.items() if n or what.endswith("_left")} or None  # 0 left is news
 
 
 @hookimpl
-async def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+async def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
     return await asyncio.to_thread((await backend_async(runtime)).status, workspace, peer)
 
 
-async def _remember(args: str, session: Session, runtime: Any, **_: Any) -> str:
+async def _remember(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
     """Facts (read by the model when one is configured, within `remember_timeout`, else by rule) or a note."""
     if not args.strip():
         return REMEMBER_USAGE
@@ -91,7 +100,7 @@ async def _remember(args: str, session: Session, runtime: Any, **_: Any) -> str:
 
     timeout = layer_for(runtime).settings.remember_timeout
     reading = await read_with_model(runtime, text, peer=session.peer, timeout=timeout)
-    read = {"facts": reading.facts, "complete": reading.complete} if reading else {}
+    read: dict[str, Any] = {"facts": reading.facts, "complete": reading.complete} if reading else {}
     outcome = await asyncio.to_thread(
         backend.remember, session.workspace, session.peer, text, source=f"command:{session.id}", **read
     )
@@ -105,28 +114,28 @@ REMEMBER_USAGE = (
 
 
 @hookimpl
-async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Any) -> list[dict[str, Any]]:
+async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[dict[str, Any]]:
     """The peer's facts and observations matching a query."""
     store = (await backend_async(runtime)).store
     return await asyncio.to_thread(recall_items, store, workspace=workspace, peer=peer, query=query, limit=limit)
 
 
 @hookimpl
-def doctor_checks(runtime: Any) -> list[tuple[bool, str]] | None:
+def doctor_checks(runtime: Runtime) -> list[tuple[bool, str]] | None:
     """Honcho reachable, the key accepted, the server's version one this SDK speaks (the honcho backend only)."""
     layer = layer_for(runtime)
     if layer.settings.backend != "honcho":
         return None
     from .checks import honcho_checks
 
-    return honcho_checks(layer.settings, layer.backend())
+    return honcho_checks(layer.settings, cast("HonchoBackend", layer.backend()))  # the honcho backend, checked above
 
 
-async def _correct(args: str, session: Session, runtime: Any, **_: Any) -> str:
+async def _correct(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
     from .corrections import correct, held_items
 
     store = (await backend_async(runtime)).store
-    item, _, text = args.strip().partition(" ")
+    item, _sep, text = args.strip().partition(" ")
     if not item:
         held = await asyncio.to_thread(held_items, store, session.workspace, session.peer)
         lines = [f"{i['id']}  {i['text']}" for i in held] or ["Nothing is held about you."]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ConfigError
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 BACKENDS = ("embedded", "honcho")
 
@@ -30,7 +33,7 @@ class IdentitySettings:
     remember_timeout: float = 4.0  # seconds /remember waits for the model's reading (SDK import included); 0: rules
 
 
-def load_settings(runtime: Any) -> IdentitySettings:
+def load_settings(runtime: Runtime) -> IdentitySettings:
     """Read and check `[plugins.identity]`; raises ConfigError naming the bad key."""
     config = runtime.config
     raw = config.get("plugins.identity", {}) or {}
