@@ -52,7 +52,8 @@ def matches(key: str, pattern: str) -> bool:
 class Subscription(Protocol):
     """Signals for a key or prefix, in publish order, from where the subscriber left off."""
 
-    last_id: str
+    @property
+    def last_id(self) -> str: ...
 
     def __aiter__(self) -> AsyncIterator[Signal]: ...
 

@@ -10,9 +10,9 @@ agent watches, e.g. ["task:*", "index:*"]; `agent:{id}:*` is always included).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from thoth_core import Command, ContextBlock, hookimpl
+from thoth_core import Command, ContextBlock, DoctorLine, hookimpl
 from thoth_core.database import shared
 from thoth_core.redact import redactor_of
 
@@ -21,9 +21,12 @@ from .roster import agent_ids
 from .state import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .state import board_for, settings_of
 
+if TYPE_CHECKING:
+    from thoth_core import Runtime
+
 LAYER = "working"
 @hookimpl
-def configure(runtime: Any) -> None:
+def configure(runtime: Runtime) -> None:
     """Check `[plugins.blackboard]` at start-up; the board itself opens on first use."""
     settings_of(runtime)
 
@@ -43,7 +46,7 @@ async def pre_spawn_context(session):  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
+def doctor_checks(runtime: Runtime) -> list[DoctorLine] | None:
     """A warning when the home shares a store (`[storage] url`) but the board is this host's own (no Redis)."""
     if not shared(runtime.config):
         return None
@@ -60,8 +63,8 @@ def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
     ]
 
 
-async def _board_command(args: str, runtime: Any, session: Any, **_: Any) -> str:
-    verb, _, rest = args.strip().partition(" ")
+async def _board_command(args: str, runtime: Runtime, session: Any, **_: Any) -> str:
+    verb, _sep, rest = args.strip().partition(" ")
     board = board_for(runtime, session.workspace)
     if verb in ("", "ls"):
         signals = await board.list(rest.strip())
@@ -70,7 +73,7 @@ async def _board_command(args: str, runtime: Any, session: Any, **_: Any) -> str
         signal = await board.get(rest.strip())
         return f"{signal.key} = {signal.value}" if signal else f"{rest.strip()} is not set"
     if verb == "put":
-        key, _, value = rest.strip().partition(" ")
+        key, _sep, value = rest.strip().partition(" ")
         value = redactor_of(runtime).redact(value)  # a signal is kept and shared: the runtime's `[privacy]` applies
         signal = await board.publish(key, value, publisher=session.peer)
         return f"published {signal.key} = {signal.value}"

@@ -14,14 +14,15 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from .board import BoardError, Signal, check, matches
 
 logger = logging.getLogger(__name__)
 
 _PUBLISH = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*', 'key', ARGV[1], 'value', ARGV[2], 'publisher', ARGV[3])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*',
+  'key', ARGV[1], 'value', ARGV[2], 'publisher', ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], cjson.encode({key=ARGV[1], value=ARGV[2], publisher=ARGV[3], id=id, at=ARGV[4]}))
 if tonumber(ARGV[6]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[6])
@@ -57,7 +58,7 @@ class RedisBoard:
         """Append to the log and set the current value, atomically, in one round trip."""
         check(key, value)
         at = time.time()
-        args = [key, value, publisher or "", at, self.keep, self.ttl or 0]
+        args: list[str | float] = [key, value, publisher or "", at, self.keep, self.ttl or 0]
         signal_id = await self._call("publish", self._publish(keys=[self.stream, self.hash], args=args))
         return Signal(key, value, publisher, signal_id, at)
 
@@ -112,7 +113,8 @@ class RedisSubscription:
         delay = 0.05
         while not self.closed:
             try:
-                batches = await self.board.client.xread({self.board.stream: self.last_id}, block=200, count=500)
+                reply = await self.board.client.xread({self.board.stream: self.last_id}, block=200, count=500)
+                batches = cast("list[Any]", reply)  # RESP2, the client's protocol: [[stream, entries]]
                 delay = 0.05
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 logger.warning("blackboard subscription %s: %s; reconnecting from %s", self.pattern, exc, self.last_id)

@@ -14,6 +14,7 @@ worker thread, so a busy file never stalls the event loop.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -149,7 +150,7 @@ class SqliteBoard:
             after = str(last[0] if last else 0)
         return SqliteSubscription(self, pattern, int(after))
 
-    async def read_after(self, cursor: int) -> list[Signal]:
+    async def read_after(self, cursor: int) -> builtins.list[Signal]:  # `list` here is the method
         """Up to one batch of this board's log entries with ids above cursor, in order."""
         rows = await self._call(
             lambda db: db.execute(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .board import Board
 from .roster import agent_ids
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 BACKENDS = ("sqlite", "memory", "redis")
 CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {  # every key of [plugins.blackboard]; None: no default in the file
@@ -33,12 +36,12 @@ class Settings:
     patterns: tuple[str, ...]
 
 
-def settings_of(runtime: Any) -> Settings:
+def settings_of(runtime: Runtime) -> Settings:
     """This runtime's blackboard settings; a bad value is a one-line config error."""
     return runtime.plugin_state("blackboard.settings", lambda: _settings(runtime))  # type: ignore[no-any-return]
 
 
-def _settings(runtime: Any) -> Settings:
+def _settings(runtime: Runtime) -> Settings:
     options = {**CONFIG_DEFAULTS["plugins.blackboard"], **runtime.config.plugin("blackboard")}
     backend = options["backend"]
     if backend not in BACKENDS:
@@ -64,13 +67,13 @@ def _settings(runtime: Any) -> Settings:
     )  # fmt: skip
 
 
-def board_for(runtime: Any, workspace: str | None = None) -> Board:
+def board_for(runtime: Runtime, workspace: str | None = None) -> Board:
     """The board of one workspace (default: the configured one), made on first use."""
     workspace = workspace or runtime.config.get("thoth.workspace")
     return runtime.plugin_state(f"blackboard:{workspace}", lambda: _make_board(runtime, workspace))  # type: ignore[no-any-return]
 
 
-def _make_board(runtime: Any, workspace: str) -> Board:
+def _make_board(runtime: Runtime, workspace: str) -> Board:
     settings = settings_of(runtime)
     if settings.backend == "redis":
         from .redis_board import RedisBoard

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import ThothError, hookimpl
+from thoth_core import BundleSection, ThothError, hookimpl
 
 from .memory import memory_for
 from .records import Episode
@@ -19,7 +19,7 @@ BATCH = 256
 
 
 @hookimpl
-def bundle_export(runtime: Runtime) -> dict[str, Any]:
+def bundle_export(runtime: Runtime) -> BundleSection:
     """Every current episode of every workspace and peer, oldest first (a re-import embeds them again)."""
     store = memory_for(runtime).store
     records = (episode.to_dict() for episode in store.episodes())

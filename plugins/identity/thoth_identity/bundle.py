@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import ThothError, hookimpl
+from thoth_core import BundleSection, ThothError, hookimpl
 
 from .backend import IdentityBackend
 from .layer import backend_for
@@ -23,7 +23,7 @@ def held_peers(backend: IdentityBackend) -> list[tuple[str, str]]:
 
 
 @hookimpl
-def bundle_export(runtime: Runtime) -> dict[str, Any]:
+def bundle_export(runtime: Runtime) -> BundleSection:
     """Each peer's export document (facts with history, observations, messages; Honcho's data too)."""
     backend = backend_for(runtime)
     peers = held_peers(backend)

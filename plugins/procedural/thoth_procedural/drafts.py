@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core.git import git_commit
 
@@ -39,6 +39,9 @@ from .folders import Files, folder_files, staging, swap_in, write_files
 from .settings import Settings
 from .shared import LocalDraft, SharedDrafts, shared_drafts, validate_files
 from .validate import SkillError, check_slug, validate_skill
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 _audit_lock = threading.Lock()
 logger = logging.getLogger(__name__)
@@ -171,7 +174,7 @@ def _write(
 
 
 def write_draft(
-    runtime: Any, *, name: str, description: str, body: str, source: dict[str, Any] | None, flags: list[str] | None
+    runtime: Runtime, *, name: str, description: str, body: str, source: dict[str, Any] | None, flags: list[str] | None
 ) -> Path:
     """Write a pending skill draft (replacing the same peer's older draft of that name); returns its folder
     (with a shared store, the folder it would have: its name is the draft's key either way)."""
@@ -196,7 +199,7 @@ def write_draft(
     return path
 
 
-def shared_of(runtime: Any) -> SharedDrafts | None:
+def shared_of(runtime: Runtime) -> SharedDrafts | None:
     """The shared store's drafts (`[storage] url`), drafts this host kept before taken into it first; else None."""
     shared = shared_drafts(runtime)
     if shared is not None and not shared.adopted:
@@ -253,7 +256,8 @@ def _stored_draft(settings: Settings, shared: SharedDrafts, key: str, files: Fil
     """A draft of the shared store, with `error` set if it is not valid as it is."""
     source = meta.get("source")
     source = dict(source) if isinstance(source, dict) else {}
-    common = {"source": source, "flags": [str(f) for f in meta.get("flags") or []], "where": shared.where(key)}
+    flags = [str(f) for f in meta.get("flags") or []]
+    common: dict[str, Any] = {"source": source, "flags": flags, "where": shared.where(key)}
     try:
         doc = validate_files(files, slug=slug_of(key), settings=settings)
     except SkillError as exc:
@@ -271,7 +275,7 @@ def _source_of(folder: Path) -> dict[str, Any]:
     return dict(source) if isinstance(source, dict) else {}
 
 
-def list_drafts(runtime: Any) -> list[Draft]:
+def list_drafts(runtime: Runtime) -> list[Draft]:
     """Every pending draft, by key (hidden staging and archive folders are not drafts)."""
     settings, shared = Settings.of(runtime), shared_of(runtime)
     if shared is not None:
@@ -289,19 +293,19 @@ def list_drafts(runtime: Any) -> list[Draft]:
     return drafts
 
 
-def find_draft(runtime: Any, key: str) -> Draft | None:
+def find_draft(runtime: Runtime, key: str) -> Draft | None:
     """One pending draft by key, or None."""
     slug_of(key)
     return next((draft for draft in list_drafts(runtime) if draft.key == key), None)
 
 
-def drafts_where(runtime: Any) -> str:
+def drafts_where(runtime: Runtime) -> str:
     """Where this home's pending drafts are kept, for people."""
     shared = shared_of(runtime)
     return shared.where() if shared is not None else str(Settings.of(runtime).drafts)
 
 
-def resolve_key(runtime: Any, name: str) -> str:
+def resolve_key(runtime: Runtime, name: str) -> str:
     """The draft key a person means by `name`: the key itself, or a slug only one pending draft has."""
     slug_of(name)  # a name that is neither a slug nor a key stops here, before any path is built
     shared = shared_of(runtime)
@@ -322,7 +326,7 @@ def _draft_folder(settings: Settings, key: str) -> Path:
     return folder
 
 
-def approve_draft(runtime: Any, key: str, *, actor: str) -> Decision:
+def approve_draft(runtime: Runtime, key: str, *, actor: str) -> Decision:
     """Install a validated draft into the skills folder as its slug, commit it, audit it.
 
     With a shared store the draft is decided (once, whichever host asks first) and its skill stored
@@ -358,12 +362,12 @@ def approve_draft(runtime: Any, key: str, *, actor: str) -> Decision:
     return Decision(f"skill:{key}", target, f"approved skill {slug}: installed in {target}, {note}{everywhere}", commit)
 
 
-def approve(runtime: Any, key: str, *, actor: str) -> Path:
+def approve(runtime: Runtime, key: str, *, actor: str) -> Path:
     """Approve a draft; returns the installed skill's folder."""
     return approve_draft(runtime, key, actor=actor).path
 
 
-def reject(runtime: Any, key: str, *, actor: str, reason: str) -> Path | str:
+def reject(runtime: Runtime, key: str, *, actor: str, reason: str) -> Path | str:
     """Archive a draft with the reason; returns the archive folder (with a shared store, where it went)."""
     settings, shared = Settings.of(runtime), shared_of(runtime)
     reason = reason.strip() or "(no reason given)"
@@ -383,7 +387,7 @@ def reject(runtime: Any, key: str, *, actor: str, reason: str) -> Path | str:
     return archive
 
 
-def edit(runtime: Any, key: str, *, actor: str, text: str) -> Path:
+def edit(runtime: Runtime, key: str, *, actor: str, text: str) -> Path:
     """Replace a draft's instructions (the SKILL.md body) with text; it stays pending."""
     settings, shared = Settings.of(runtime), shared_of(runtime)
     if shared is not None:
@@ -437,7 +441,7 @@ def _audit(
         out.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
 
-def read_audit(runtime: Any) -> list[dict[str, Any]]:
+def read_audit(runtime: Runtime) -> list[dict[str, Any]]:
     """Every audit entry, oldest first."""
     shared = shared_of(runtime)
     if shared is not None:
@@ -448,7 +452,7 @@ def read_audit(runtime: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def forget(runtime: Any, *, peer: str, workspace: str, thread: str | None) -> dict[str, int]:
+def forget(runtime: Runtime, *, peer: str, workspace: str, thread: str | None) -> dict[str, int]:
     """Delete the drafts (pending and rejected) reflected from the peer's sessions and blank their
     audit entries, never another peer's. An installed skill drafted from them is the humans' file:
     each is logged (file and line) for a person to edit and counted, never edited here."""

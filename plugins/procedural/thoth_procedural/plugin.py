@@ -12,9 +12,9 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from thoth_core import Command, ContextBlock, Session, ThothError, Turn, hookimpl
+from thoth_core import Command, ContextBlock, DoctorLine, Session, ThothError, Turn, hookimpl
 from thoth_core.redact import redactor_of
 
 from . import drafts, frontmatter
@@ -27,6 +27,9 @@ from .shared import sync_skills
 from .skills import discover, load_skill, skill_block
 from .tools import load_skill_tool, run_load_skill
 from .validate import SkillError
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class SessionContext:
     errors: list[str] = field(default_factory=list)
 
 
-def load_context(runtime: Any) -> SessionContext:
+def load_context(runtime: Runtime) -> SessionContext:
     """Read the persona, knowledge notes, skills index and reflexion records (skills approved on other hosts
     written here first, with a shared store)."""
     settings = Settings.of(runtime)
@@ -71,6 +74,7 @@ def session_context(session: Session) -> SessionContext:
     """The context a session loaded at its start (loaded now if it has not been)."""
     context = session.scratch.get(CONTEXT_KEY)
     if not isinstance(context, SessionContext):
+        assert session.runtime is not None  # the runtime calls session hooks with its own sessions
         context = session.scratch[CONTEXT_KEY] = load_context(session.runtime)
     return context
 
@@ -93,13 +97,14 @@ def failure_of(turn: Turn, session: Session) -> str | None:
 
 
 @hookimpl
-def configure(runtime: Any) -> None:
+def configure(runtime: Runtime) -> None:
     """Check `[plugins.procedural]` at start-up, so a bad value stops every command."""
     Settings.of(runtime)
 
 
 @hookimpl
 def session_start(session: Session) -> None:
+    assert session.runtime is not None
     session.scratch[CONTEXT_KEY] = load_context(session.runtime)
 
 
@@ -109,6 +114,7 @@ def pre_spawn_context(turn: Turn, session: Session) -> list[ContextBlock]:
     blocks = list(context.blocks)
     slug = session.scratch.pop(SKILL_KEY, None)
     if slug:
+        assert session.runtime is not None
         settings = Settings.of(session.runtime)
         try:
             blocks.append(skill_block(load_skill(settings.skills, slug, settings.limits)))
@@ -126,13 +132,14 @@ def pre_spawn_context(turn: Turn, session: Session) -> list[ContextBlock]:
 def turn_tools(session: Session) -> list[dict[str, Any]] | None:
     """`load_skill`, so a tool-calling model can open a skill of the index by itself."""
     runtime = session.runtime
+    assert runtime is not None
     tool = session.scratch.get(TOOL_KEY) or session.scratch.setdefault(TOOL_KEY, load_skill_tool(runtime))
     if not tool["input_schema"]["properties"]["slug"]["enum"]:
         return None
     return [dict(tool, handler=lambda tool_input: run_load_skill(runtime, tool_input))]
 
 
-async def _skills_command(runtime: Any, session: Session, **_: Any) -> str:
+async def _skills_command(runtime: Runtime, session: Session, **_: Any) -> str:
     settings = Settings.of(runtime)
     catalog = discover(settings.skills, settings.limits)
     lines = [f"/skill {s.slug} - {s.description}" for s in catalog.skills] or ["no skills installed"]
@@ -144,7 +151,7 @@ async def _skills_command(runtime: Any, session: Session, **_: Any) -> str:
     return "\n".join(lines)
 
 
-async def _skill_command(args: str, session: Session, runtime: Any, **_: Any) -> str:
+async def _skill_command(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
     slug, _space, message = args.strip().partition(" ")
     if not slug:
         return "usage: /skill SLUG [message]; /skills lists them"
@@ -176,13 +183,13 @@ def register_cli_commands(cli: Any) -> None:
 
 
 @hookimpl
-def approvals(runtime: Any) -> list[dict[str, Any]]:
+def approvals(runtime: Runtime) -> list[dict[str, Any]]:
     return [draft.as_item() for draft in drafts.list_drafts(runtime)]
 
 
 @hookimpl
 def decide(
-    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Any
+    item_id: str, decision: str, actor: str, reason: str, text: str | None, runtime: Runtime
 ) -> dict[str, Any] | None:
     if not item_id.startswith("skill:"):
         return None
@@ -207,6 +214,7 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
     if not skill:
         return
     runtime = session.runtime
+    assert runtime is not None
     flags = list((result.get("flags") or {}).get("skill") or [])
     source = {
         "session_id": result.get("session_id"),
@@ -242,21 +250,21 @@ async def reflection_result(result: dict[str, Any], session: Session) -> None:
 
 
 @hookimpl
-def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
     receipt = drafts.forget(runtime, peer=peer, workspace=workspace, thread=thread)
     frontmatter.forget(runtime.home / NAME)
     return {k: v for k, v in receipt.items() if v} or None
 
 
 @hookimpl
-def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
+def doctor_checks(runtime: Runtime) -> list[DoctorLine] | None:
     """With a shared store: warnings for what this host keeps apart from it (old draft folders, differing skills)."""
     shared = drafts.shared_of(runtime)  # this host's older draft folders taken into the store first
     if shared is None:
         return None
     sync_skills(runtime)
     settings = Settings.of(runtime)
-    lines: list[tuple[bool | None, str]] = [(None, why) for _, why in sorted(shared.conflicts.items())]
+    lines: list[DoctorLine] = [(None, why) for _, why in sorted(shared.conflicts.items())]
     lines += [
         (None, f"procedural: skill draft {settings.drafts / key} is kept on this host only (its key waits in the"
          " shared store with other files); approve or reject that one, then delete this folder")
@@ -266,7 +274,7 @@ def doctor_checks(runtime: Any) -> list[tuple[bool | None, str]] | None:
 
 
 @hookimpl
-def layer_status(runtime: Any) -> dict[str, Any]:
+def layer_status(runtime: Runtime) -> dict[str, Any]:
     settings = Settings.of(runtime)
     catalog = discover(settings.skills, settings.limits)
     notes = len(list(settings.knowledge.glob("*.md"))) if settings.knowledge.is_dir() else 0

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .validate import Limits
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 NAME = "procedural"
 
@@ -52,7 +55,7 @@ class Settings:
         return Limits(self.max_file_bytes, self.max_skill_bytes)
 
     @classmethod
-    def of(cls, runtime: Any) -> Settings:
+    def of(cls, runtime: Runtime) -> Settings:
         """Settings from thoth.toml; a bad value is a one-line error naming its key."""
         table = {**DEFAULTS, **runtime.config.plugin(NAME)}
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core.database import Database, PostgresDatabase, storage_url
 from thoth_core.storage import write_atomic
@@ -36,6 +36,9 @@ from thoth_core.storage import write_atomic
 from .folders import Files, digest, folder_files, staging, swap_in, write_files
 from .settings import NAME, Settings
 from .validate import SkillDoc, SkillError, validate_skill
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +95,7 @@ def draft_row(key: str, slug: str, files: Files, meta: dict[str, Any]) -> tuple[
 class SharedDrafts:
     """The drafts, approved skills and audit log of a shared home (see the module doc)."""
 
-    def __init__(self, runtime: Any, url: str) -> None:
+    def __init__(self, runtime: Runtime, url: str) -> None:
         self.settings = Settings.of(runtime)
         self.written_file = Path(runtime.home) / NAME / WRITTEN_FILE
         self.db: Database = PostgresDatabase(url, NAME, POSTGRES, rows=True)
@@ -304,7 +307,7 @@ class SharedDrafts:
 
         A folder whose key already waits in the store with other files stays (named by `thoth doctor`).
         """
-        taken = []
+        taken: list[str] = []
         if not drafts_folder.is_dir():
             return taken
         for folder in sorted(p for p in drafts_folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
@@ -331,7 +334,7 @@ class SharedDrafts:
         return sorted(p.name for p in drafts_folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def shared_drafts(runtime: Any) -> SharedDrafts | None:
+def shared_drafts(runtime: Runtime) -> SharedDrafts | None:
     """This runtime's shared drafts when the home has a shared store (`[storage] url`), else None (files)."""
     url = storage_url(runtime.config)
     if url is None:
@@ -339,15 +342,16 @@ def shared_drafts(runtime: Any) -> SharedDrafts | None:
     return runtime.plugin_state(STATE_KEY, lambda: SharedDrafts(runtime, url))  # type: ignore[no-any-return]
 
 
-def sync_skills(runtime: Any) -> list[str]:
+def sync_skills(runtime: Runtime) -> list[str]:
     """With a shared store, write the skills approved on any host that this host lacks (`SharedDrafts.sync`);
     a store that does not answer leaves the skills folder as it is (one log line): it never stops a session."""
     shared = shared_drafts(runtime)
     if shared is None:
         return []
+    failures: tuple[type[BaseException], ...] = (*shared.errors, OSError, SkillError)
     try:
         return shared.sync()
-    except (*shared.errors, OSError, SkillError) as exc:
+    except failures as exc:
         logger.warning("procedural: skills approved on other hosts not written here now: %s", exc)
         return []
 

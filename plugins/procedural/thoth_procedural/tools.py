@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .settings import Settings
 from .skills import discover, load_skill
 from .validate import SkillError
 
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
-def load_skill_tool(runtime: Any) -> dict[str, Any]:
+
+def load_skill_tool(runtime: Runtime) -> dict[str, Any]:
     """The tool definition (Anthropic Messages `tools` shape), listing the installed slugs."""
     settings = Settings.of(runtime)
     slugs = [s.slug for s in discover(settings.skills, settings.limits).skills]
@@ -26,7 +29,7 @@ def load_skill_tool(runtime: Any) -> dict[str, Any]:
     }
 
 
-def run_load_skill(runtime: Any, tool_input: dict[str, Any]) -> str:
+def run_load_skill(runtime: Runtime, tool_input: dict[str, Any]) -> str:
     """The tool result: the skill's whole SKILL.md, or a one-line error the model can read."""
     settings = Settings.of(runtime)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import ThothError, hookimpl
+from thoth_core import BundleSection, ThothError, hookimpl
 
 from .documents import documents
 from .importance import ARCHIVE_FILE, WEIGHTS_FILE
@@ -52,7 +52,7 @@ def _columns(st: State, table: str) -> list[str]:
 
 
 @hookimpl
-def bundle_export(runtime: Runtime) -> dict[str, Any]:
+def bundle_export(runtime: Runtime) -> BundleSection:
     """Every row of every table (`{"table", "row"}`), then every transient record (`{"transient", "text"}`)."""
     st = state(runtime)
 

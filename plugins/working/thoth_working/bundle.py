@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from thoth_core import ThothError, hookimpl
+from thoth_core import BundleSection, ThothError, hookimpl
 
 from .state import state
 from .store import FIELDS, StoredSession
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 SECTION = "working"
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # it names the transcript file
@@ -18,7 +21,7 @@ VERSION = 1
 
 
 @hookimpl
-def bundle_export(runtime: Any) -> dict[str, Any]:
+def bundle_export(runtime: Runtime) -> BundleSection:
     """Every session (`{"session": index row, "transcript": [entries]}`), oldest first."""
     store = state(runtime).store
     sessions = store.every()
@@ -31,7 +34,7 @@ def bundle_export(runtime: Any) -> dict[str, Any]:
 
 
 @hookimpl
-def bundle_import(section: dict[str, Any], runtime: Any, progress: Callable[[int], None]) -> dict[str, int] | None:
+def bundle_import(section: dict[str, Any], runtime: Runtime, progress: Callable[[int], None]) -> dict[str, int] | None:
     """Add the sessions not held yet (by id), each with its transcript."""
     from thoth_core.bundle import own_section
 

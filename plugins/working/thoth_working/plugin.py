@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from thoth_core import ContextBlock, Session, ThothError, Turn, count_tokens, hookimpl
+from thoth_core import ContextBlock, DoctorLine, LastThread, Session, ThothError, Turn, count_tokens, hookimpl
 from thoth_core.owners import split_owner
 from thoth_core.runtime import MISSING_CONTEXT
 from thoth_core.sections import HomeSections, home_sections
@@ -35,6 +35,9 @@ from .bundle import bundle_import as bundle_import
 from .state import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .state import state
 from .transcripts import day_of
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ def read_memory(path: Path, sections: HomeSections | None = None) -> str:
 
 def session_memory(session: Session) -> str:
     """The lines of MEMORY.md this session's peer may see."""
+    assert session.runtime is not None  # the runtime calls session hooks with its own sessions
     working = state(session.runtime)
     text = read_memory(working.settings.memory_file, home_sections(session.runtime))
     return visible_memory(text, peer=session.peer, workspace=session.workspace)
@@ -84,7 +88,7 @@ def tail_within(text: str, budget: int) -> str:
     return "\n".join(reversed(kept)).strip()
 
 
-def memory_block(runtime: Any, text: str) -> ContextBlock | None:
+def memory_block(runtime: Runtime, text: str) -> ContextBlock | None:
     """MEMORY.md as a stable block, cut from the top to fit the working layer's budget."""
     budget = runtime.config.layer_budgets.get(LAYER)
     if budget is not None:
@@ -93,13 +97,14 @@ def memory_block(runtime: Any, text: str) -> ContextBlock | None:
 
 
 @hookimpl
-def configure(runtime: Any) -> None:
+def configure(runtime: Runtime) -> None:
     state(runtime)
 
 
 @hookimpl
 def session_start(session: Session) -> None:
     runtime = session.runtime
+    assert runtime is not None
     working = state(runtime)
 
     def ending(session_id: str) -> bool:  # the one this runtime's `session_end` is closing
@@ -107,9 +112,10 @@ def session_start(session: Session) -> None:
         return live is not None and live.ended
 
     idle_seconds = float(runtime.config.get("thoth.idle_minutes")) * 60
+    failures: tuple[type[BaseException], ...] = (ThothError, *working.store.errors)
     try:
         stored = working.store.open(session, idle_seconds=idle_seconds, ending=ending)
-    except (ThothError, *working.store.errors) as exc:  # a full disk, a store that is down
+    except failures as exc:  # a full disk, a store that is down
         logger.error("working: session %s: not indexed now (%s); its first stored turn indexes it", session.id, exc)
         stored = None
     if stored is not None:  # another process (or an earlier one) opened this thread's session: continue it
@@ -125,6 +131,7 @@ def session_start(session: Session) -> None:
 
 @hookimpl
 def session_closed(session: Session) -> bool | None:
+    assert session.runtime is not None
     working = state(session.runtime)
     stored = working.store.get(session.id)
     if stored is None or stored.closed is None:
@@ -138,6 +145,7 @@ def session_closed(session: Session) -> bool | None:
 
 @hookimpl
 def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
+    assert session.runtime is not None
     working = state(session.runtime)
     working.store.flush(session)  # the errors of a failed previous turn reach the transcript now
     working.store.catch_up(session, turns=working.settings.restore_turns)  # turns other workers answered since
@@ -149,6 +157,7 @@ def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
 
 @hookimpl
 def post_turn_write(turn: Turn, session: Session) -> None:
+    assert session.runtime is not None
     store = state(session.runtime).store
     store.flush(session)
     missing = turn.extra.get(MISSING_CONTEXT)
@@ -158,6 +167,7 @@ def post_turn_write(turn: Turn, session: Session) -> None:
 
 @hookimpl
 def session_end(session: Session, reason: str) -> None:
+    assert session.runtime is not None
     working = state(session.runtime)
     working.store.end(session, reason, resumable=reason == "exit")
     working.memory.pop(session.id, None)
@@ -165,7 +175,7 @@ def session_end(session: Session, reason: str) -> None:
 
 
 @hookimpl
-def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[str, int] | None:
+def forget(peer: str, thread: str | None, workspace: str, runtime: Runtime) -> dict[str, int] | None:
     working = state(runtime)
     for session in [s for s in working.live.values() if s.key[:2] == (workspace, peer)]:
         if thread is None or session.thread == thread:
@@ -176,7 +186,7 @@ def forget(peer: str, thread: str | None, workspace: str, runtime: Any) -> dict[
 
 
 @hookimpl
-def idle_sessions(before: float, runtime: Any) -> list[Session]:
+def idle_sessions(before: float, runtime: Runtime) -> list[Session]:
     working = state(runtime)
     found = []
     for stored in working.store.claim_idle(before, held=set(working.live), agent=runtime.agent):
@@ -190,13 +200,13 @@ def idle_sessions(before: float, runtime: Any) -> list[Session]:
 
 
 @hookimpl
-def last_thread(peer: str, workspace: str, runtime: Any) -> dict[str, Any] | None:
+def last_thread(peer: str, workspace: str, runtime: Runtime) -> LastThread | None:
     stored = state(runtime).store.last_active(workspace, peer, agent=runtime.agent)
     return {"thread": stored.thread, "last_active": stored.last_active} if stored is not None else None
 
 
 @hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
-def transcript_index(runtime: Any) -> list[dict[str, Any]]:
+def transcript_index(runtime: Runtime) -> list[dict[str, Any]]:
     return [
         {"session_id": s.session_id, "day": day_of(s.started_at), "started_at": s.started_at}
         for s in state(runtime).store.every()
@@ -204,14 +214,14 @@ def transcript_index(runtime: Any) -> list[dict[str, Any]]:
 
 
 @hookimpl(optionalhook=True)  # declared by reflection (its hookspecs), when it is installed
-def transcript(session_id: str, runtime: Any) -> list[dict[str, Any]] | None:
+def transcript(session_id: str, runtime: Runtime) -> list[dict[str, Any]] | None:
     store = state(runtime).store
     stored = store.get(session_id)
     return None if stored is None else store.entries(session_id, stored.started_at)
 
 
 @hookimpl
-def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
+def layer_status(workspace: str, peer: str, runtime: Runtime) -> dict[str, Any]:
     store = state(runtime).store
     missing = store.context_log.recent(runtime.agent).summary()
     return {"layer": LAYER, **store.counts(workspace, peer, agent=runtime.agent)} | (
@@ -220,7 +230,7 @@ def layer_status(workspace: str, peer: str, runtime: Any) -> dict[str, Any]:
 
 
 @hookimpl
-def doctor_checks(runtime: Any) -> list[tuple[bool, str]]:
+def doctor_checks(runtime: Runtime) -> list[DoctorLine]:
     missing = state(runtime).store.context_log.recent(runtime.agent)
     if not missing.turns:
         return []

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from thoth_core import Session
 
 from .store import SessionStore
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +29,7 @@ class Settings:
     restore_turns: int = 200
 
     @classmethod
-    def of(cls, runtime: Any) -> Settings:
+    def of(cls, runtime: Runtime) -> Settings:
         """The plugin's settings from thoth.toml, with one-line errors naming the key."""
         table = {**CONFIG_DEFAULTS[f"plugins.{NAME}"], **runtime.config.plugin(NAME)}
         memory_file = table["memory_file"]
@@ -57,7 +60,7 @@ class WorkingState:
         self.store.close()
 
 
-def state(runtime: Any) -> WorkingState:
+def state(runtime: Runtime) -> WorkingState:
     """This runtime's working-memory state."""
     return runtime.plugin_state(
         NAME, lambda: WorkingState(Settings.of(runtime), SessionStore(runtime.home / "working", runtime.config))
