@@ -300,7 +300,7 @@ async def _call_one(
             )
             logger.error("plugin %s: %s %s; skipped", plugin, hook, error)
             return None, PluginCall(plugin, hook, seconds, "blocked-loop", error)
-        stalled = _stallers(plugin, started)
+        stalled = _stallers(plugin, started) if timed is not None else []  # a thread ran on meanwhile
         blame = f"; the event loop was blocked by {', '.join(stalled)}" if stalled else ""
         logger.warning("plugin %s: %s timed out after %.2fs%s; skipped", plugin, hook, seconds, blame)
         return None, PluginCall(plugin, hook, seconds, "timeout", f"timed out after {deadline}s{blame}")

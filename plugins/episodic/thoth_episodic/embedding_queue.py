@@ -166,7 +166,13 @@ class EmbeddingQueue:
                         exc,
                     )
                 else:
-                    logger.exception("episodic: embedding %d episodes failed; they stay BM25-only for now", len(batch))
+                    logger.error(  # one line; the traceback with debug logging (-vv)
+                        "episodic: embedding %d episodes failed (%s: %s); they stay BM25-only for now",
+                        len(batch),
+                        type(exc).__name__,
+                        exc,
+                        exc_info=exc if logger.isEnabledFor(logging.DEBUG) else None,
+                    )
                 failed |= batch.keys()
                 scan_over = scan
             with self._changed:
