@@ -228,7 +228,7 @@ class World:
             if not k.startswith(("ANTHROPIC_", "OPENAI_", "HONCHO_", "THOTH_")) and not k.endswith("_DISABLED")
         }
         env.update(ANTHROPIC_BASE_URL=self.anthropic.url, ANTHROPIC_API_KEY="test-key", PYTHONDONTWRITEBYTECODE="1")
-        env["THOTH_LOAD_PLUGINS"] = "working,identity,episodic,procedural,reflection"
+        env["THOTH_LOAD_PLUGINS"] = "working,identity,episodic,procedural,reflection,anthropic"
         env["XDG_STATE_HOME"] = str(self.root / "state")  # turns held at exit (a read-only home): never the user's
         return env
 

@@ -106,7 +106,7 @@ def test_a_thoth_ask_killed_while_honcho_hangs_leaves_its_messages_to_the_next_p
     env = {
         **os.environ,
         "THOTH_CONFIG": str(config),
-        "THOTH_LOAD_PLUGINS": "identity",
+        "THOTH_LOAD_PLUGINS": "identity,anthropic",
         "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ANTHROPIC_API_KEY": "test-key",
         **({"THOTH_STORAGE_URL": storage_url_or_none} if storage_url_or_none else {}),

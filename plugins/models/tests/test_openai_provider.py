@@ -320,7 +320,7 @@ def test_thoth_ask_streams_a_reply_from_an_openai_compatible_server(fake_openai,
     )
     gate = threading.Event()
     fake_openai.replies = [{"match": "weather", "reply": "It is sunny in Cairo today.", "pause": gate}]
-    env = {"THOTH_HOME": str(tmp_path / "home"), "THOTH_LOAD_PLUGINS": "", "THOTH_CONFIG": None}
+    env = {"THOTH_HOME": str(tmp_path / "home"), "THOTH_LOAD_PLUGINS": "openai", "THOTH_CONFIG": None}
     env |= {name: None for name in os.environ if name.startswith(("OPENAI_", "ANTHROPIC_"))}
     process = spawn("ask", "How is the weather?", "--peer", "ann", "--thread", "t1", cwd=tmp_path, env=env)
     chunks: queue.Queue[bytes] = queue.Queue()
@@ -352,7 +352,7 @@ def test_thoth_ask_with_a_rejected_key_fails_with_one_line(fake_openai, tmp_path
         f'[thoth]\nmodel = "openai"\n[models.openai]\nbase_url = "{fake_openai.url}"\n'
         'api_key = { "$env" = "MY_OPENAI_KEY" }\n'
     )
-    env = {"THOTH_HOME": str(tmp_path / "home"), "THOTH_LOAD_PLUGINS": "", "THOTH_CONFIG": None}
+    env = {"THOTH_HOME": str(tmp_path / "home"), "THOTH_LOAD_PLUGINS": "openai", "THOTH_CONFIG": None}
     env["MY_OPENAI_KEY"] = "wrong"
     result = run_thoth("ask", "hi", cwd=tmp_path, env=env)
     assert result.returncode == 2 and result.stdout.strip() == ""

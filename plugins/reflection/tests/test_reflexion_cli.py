@@ -48,7 +48,7 @@ def project(tmp_path, thoth_home, fake_anthropic):
     env = {
         "THOTH_CONFIG": str(tmp_path / "thoth.toml"),
         "THOTH_HOME": str(thoth_home),
-        "THOTH_LOAD_PLUGINS": "reflection,working,procedural",
+        "THOTH_LOAD_PLUGINS": "reflection,working,procedural,anthropic",
         "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ANTHROPIC_API_KEY": "test-key",
     }

@@ -41,7 +41,7 @@ def test_first_turns_started_at_once_share_one_session(thoth_env, thoth_home, fa
     env = {
         **os.environ,
         **storage_env,
-        "THOTH_LOAD_PLUGINS": "working",
+        "THOTH_LOAD_PLUGINS": "working,anthropic",
         "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ANTHROPIC_API_KEY": "test-key",
     }
