@@ -102,6 +102,18 @@ def register_commands(register):
     register(Command("number", "returns an int", number))
     register(Command("fine", "works", fine))
 """,
+    "clicmd": """
+import click
+from thoth_core import hookimpl
+
+@click.command()
+def explode():
+    raise ValueError("the CLI command exploded")
+
+@hookimpl
+def register_cli_commands(cli):
+    cli.add_command(explode)
+""",
     "typo_hook": """
 from thoth_core import hookimpl
 
@@ -304,6 +316,28 @@ def test_a_failing_command_exits_1_with_one_line(site, home, command, line):
 def test_a_working_command_of_the_same_plugin_still_answers(site, home):
     code, out, err = thoth(site, home, "ask", "/fine x", "--peer", "ann", load="cmds")
     assert (code, out) == (0, "fine x\n"), err
+
+
+@pytest.mark.slow
+def test_a_plugin_cli_command_that_raises_is_one_line_naming_the_plugin_and_debug_shows_where(site, home):
+    code, out, err = thoth(site, home, "explode", load="clicmd")
+    assert (code, err.splitlines()) == (
+        1,
+        [
+            "thoth: error: plugin clicmd: `thoth explode` failed: ValueError: the CLI command exploded"
+            " (--debug shows the traceback)"
+        ],
+    )
+    code, _, err = thoth(site, home, "--debug", "explode", load="clicmd")
+    assert code == 1 and "Traceback" in err and 'raise ValueError("the CLI command exploded")' in err
+
+
+@pytest.mark.slow
+def test_debug_shows_where_a_backend_failed(site, home):
+    set_backend(home, "search-raises")
+    code, _, err = thoth(site, home, "--debug", "recall", "hi", "--peer", "ann", load="episodic,backends")
+    assert code == 2 and 'raise RuntimeError("search exploded")' in err
+    assert err.splitlines()[-1].startswith("thoth: error: plugin 'backends': episodic backend 'search-raises'")
 
 
 # --- thoth plugins -------------------------------------------------------------------------------

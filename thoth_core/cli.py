@@ -59,6 +59,10 @@ class ThothGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ThothError as exc:
+            from ._calls import tracebacks
+
+            if exc.__cause__ is not None and tracebacks():  # --debug: where a plugin's failure came from
+                logging.getLogger("thoth").error("what it came from (--debug):", exc_info=exc.__cause__)
             click.echo(f"thoth: error: {printable(str(exc))}", err=True)
             ctx.exit(2)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
