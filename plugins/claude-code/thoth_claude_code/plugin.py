@@ -6,18 +6,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import hookimpl
 
 from .settings import DEFAULTS, NAME, Settings
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 LAYER = "frontend"  # not a memory layer: it contributes no context of its own
 CONFIG_DEFAULTS = {f"plugins.{NAME}": dict(DEFAULTS)}
 
 
 @hookimpl
-def configure(runtime: Any) -> None:
+def configure(runtime: Runtime) -> None:
     Settings.of(runtime.config)
 
 

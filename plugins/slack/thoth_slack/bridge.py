@@ -14,17 +14,17 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from thoth_core import ThothError
+from thoth_core import CheckIn, ThothError
 from thoth_core.redact import redactor_of
 from thoth_core.types import FEEDBACK_KINDS, Session
 from thoth_core.writes import unsaved_message
@@ -36,6 +36,9 @@ from .loop import LoopThread
 from .mrkdwn import escape
 from .outbound import Ledger, Outbox, Posted, Streamer, parse_thread_key, thread_key
 from .settings import SlackSettings
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +89,7 @@ class Inbound:
 class SlackBridge:
     """A Bolt app wired to a runtime: answers, reactions, approval cards, DMs and check-ins."""
 
-    def __init__(self, runtime: Any, settings: SlackSettings) -> None:
+    def __init__(self, runtime: Runtime, settings: SlackSettings) -> None:
         self.runtime = runtime
         self.settings = settings
         self.client = WebClient(token=settings.bot_token, base_url=settings.api_url)
@@ -168,7 +171,7 @@ class SlackBridge:
         for item in await self.runtime.due_check_ins(now, accept=self.accepts_check_in):
             await asyncio.to_thread(self.deliver, "check_in", item)
 
-    def accepts_check_in(self, item: dict[str, Any]) -> bool:
+    def accepts_check_in(self, item: CheckIn) -> bool:
         """A check-in is Slack's if its thread is a Slack thread of an allowed workspace and channel."""
         where = parse_thread_key(str(item.get("thread") or ""))
         return where is not None and self.settings.allows(item.get("workspace"), where[0])
@@ -449,7 +452,7 @@ class SlackBridge:
 
     # --- outbound (called from the runtime's worker threads) -----------------------------
 
-    def deliver(self, event: str, payload: dict[str, Any]) -> None:
+    def deliver(self, event: str, payload: Mapping[str, Any]) -> None:
         """Post a runtime notification: approval cards, founder DMs, check-ins in their thread, unsaved turns."""
         text, item_id = str(payload.get("text", "")), payload.get("item_id")
         safe = escape(text)  # written by other layers, often by a model: no pings
@@ -478,7 +481,7 @@ class SlackBridge:
         elif text and self.settings.approvals_channel:
             self.outbox.post(self.settings.approvals_channel, safe)  # e.g. approval reminders
 
-    def _warn_unsaved(self, payload: dict[str, Any]) -> None:
+    def _warn_unsaved(self, payload: Mapping[str, Any]) -> None:
         """Tell the person, privately in the thread, that layers could not save their turn (kept in the journal)."""
         where = parse_thread_key(str(payload.get("thread") or ""))
         peer = str(payload.get("peer") or "")
@@ -548,6 +551,6 @@ class _Holder:
     bridge: SlackBridge | None = None
 
 
-def running_bridge(runtime: Any) -> SlackBridge | None:
+def running_bridge(runtime: Runtime) -> SlackBridge | None:
     """The bridge serving this runtime, if Slack is running."""
     return runtime.plugin_state("slack", _Holder).bridge  # type: ignore[no-any-return]

@@ -7,7 +7,7 @@ import signal
 import threading
 from collections.abc import Callable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
@@ -16,6 +16,9 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from .bridge import SlackBridge, slack_call
 from .settings import load_settings
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ def socket_mode_handler(bridge: SlackBridge) -> SocketModeHandler:
 
 
 def start(
-    runtime: Any,
+    runtime: Runtime,
     *,
     http_port: int | None = None,
     host: str = "127.0.0.1",

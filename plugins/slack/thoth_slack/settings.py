@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ConfigError
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 SECRETS = {
     "bot_token": ("SLACK_BOT_TOKEN", "xoxb-"),
@@ -57,7 +60,7 @@ class SlackSettings:
         return not self.allowed_channels or channel is None or channel in self.allowed_channels
 
 
-def load_settings(runtime: Any, *, http: bool) -> SlackSettings:
+def load_settings(runtime: Runtime, *, http: bool) -> SlackSettings:
     """Read and check `[plugins.slack]` for Socket Mode (default) or HTTP mode."""
     config = runtime.config
     raw: dict[str, Any] = config.get("plugins.slack", {}) or {}

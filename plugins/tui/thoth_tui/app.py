@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App
@@ -17,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Input, Static
 
-from thoth_core import ModelError, ModelNotConfigured, ThothError
+from thoth_core import CheckIn, ModelError, ModelNotConfigured, ThothError
 from thoth_core.redact import redactor_of
 from thoth_core.terminal import printable
 from thoth_core.types import new_id
@@ -28,6 +29,9 @@ from .chat import REACTIONS, ChatMessage
 from .layers import LayersPanel
 from .palette import Action, ThothCommands, palette_actions
 from .prompt import Completions, History, Prompt, history_path
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ def banner_text(exc: Exception) -> str:
     return f"Model problem: {type(exc).__name__}: {exc}" if not isinstance(exc, ThothError) else f"Model problem: {exc}"
 
 
-def unsaved_text(payload: dict[str, Any], *, current_thread: str) -> str:
+def unsaved_text(payload: Mapping[str, Any], *, current_thread: str) -> str:
     """What the person is told when layers could not save a replied turn (`turn_unsaved`)."""
     where = "" if payload.get("thread") in (None, current_thread) else f" (thread {payload['thread']})"
     return unsaved_message(payload.get("failed") or {}, where=where)
@@ -78,7 +82,7 @@ class ThothApp(App[None]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, runtime: Any, *, peer: str, thread: str | None = None) -> None:
+    def __init__(self, runtime: Runtime, *, peer: str, thread: str | None = None) -> None:
         super().__init__()
         self.runtime = runtime
         self.peer = peer
@@ -286,7 +290,7 @@ class ThothApp(App[None]):
         )
         await self.refresh_layers()
 
-    async def show_notice(self, event: str, payload: dict[str, Any]) -> None:
+    async def show_notice(self, event: str, payload: Mapping[str, Any]) -> None:
         """Show something a plugin told people (`notify` hook)."""
         if event == "turn_unsaved":
             await self.show_unsaved(payload)
@@ -296,7 +300,7 @@ class ThothApp(App[None]):
         self.notify(text or event, title=event, markup=False)
         await self.refresh_layers()
 
-    async def show_unsaved(self, payload: dict[str, Any]) -> None:
+    async def show_unsaved(self, payload: Mapping[str, Any]) -> None:
         """Warn that a layer could not save one of this person's turns (it stays in the journal)."""
         if payload.get("peer") != self.peer:
             return  # another frontend's turn, replayed from the shared journal
@@ -310,7 +314,7 @@ class ThothApp(App[None]):
         for check_in in await self.runtime.due_check_ins(accept=self.accepts_check_in):
             await self.show_notice("check_in", check_in)
 
-    def accepts_check_in(self, item: dict[str, Any]) -> bool:
+    def accepts_check_in(self, item: CheckIn) -> bool:
         """Only this person's check-ins, in this workspace, are shown here."""
         workspace = self.session.workspace if self.session is not None else self.runtime.config.get("thoth.workspace")
         return item.get("peer") == self.peer and item.get("workspace", workspace) == workspace

@@ -7,7 +7,7 @@ a refused action shows the policy's one line in the status bar.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.style import Style
@@ -21,6 +21,9 @@ from textual.widgets.option_list import Option
 
 from thoth_core import ThothError
 from thoth_core.terminal import printable
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 SESSION_KEYS = ("session", "session_id")
 MAX_IDS = 4
@@ -93,7 +96,7 @@ class ApprovalsScreen(Screen[None]):
         Binding("escape", "back", "Back"),
     ]
 
-    def __init__(self, runtime: Any, actor: str) -> None:
+    def __init__(self, runtime: Runtime, actor: str) -> None:
         super().__init__()
         self.runtime = runtime
         self.actor = actor

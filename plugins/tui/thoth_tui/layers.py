@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from thoth_core import LAYERS
+from thoth_core import LAYERS, LayerStatus
 from thoth_core.budget import block_tokens
 from thoth_core.types import layer_label
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 HIDDEN_STATUS_KEYS = {"layer", "plugin"}
 WITHOUT_CONTEXT = "turns without context"  # a status key (the working layer's): what recent turns went without
@@ -35,7 +38,7 @@ class LayerView:
     alerts: list[str] = field(default_factory=list)  # failures of recent turns, shown with or without a last turn
 
 
-def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]:
+def layer_views(runtime: Runtime, statuses: list[LayerStatus]) -> list[LayerView]:
     """The five layers in order, then each other plugin that reported or contributed, under its own name.
 
     Blocks and cuts stay with the layer whose budget they count against; a status belongs to a
@@ -44,7 +47,7 @@ def layer_views(runtime: Any, statuses: list[dict[str, Any]]) -> list[LayerView]
     budgets = runtime.config.layer_budgets
     views = {layer: LayerView(layer, "not installed", budget=budgets.get(layer)) for layer in LAYERS}
     others: dict[str, LayerView] = {}
-    disabled = {name for name, info in runtime.pm.thoth_info.items() if not info.enabled}
+    disabled = {name for name, info in runtime.pm.info.items() if not info.enabled}
     for name in disabled & set(LAYERS):
         views[name].state = "disabled"
     for name, _ in runtime.pm.list_name_plugin():
@@ -125,7 +128,7 @@ class LayersPanel(VerticalScroll):
         yield Static("Layers", classes="title")
         yield Static(id="layers-body")
 
-    async def refresh_from(self, runtime: Any, *, peer: str, workspace: str) -> None:
+    async def refresh_from(self, runtime: Runtime, *, peer: str, workspace: str) -> None:
         """Re-read statuses, approvals and the last turn's assembly."""
         statuses = await runtime.status(peer=peer, workspace=workspace)
         pending = len(await runtime.approvals(actor=peer, workspace=workspace))

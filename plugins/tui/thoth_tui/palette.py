@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -23,13 +24,13 @@ def palette_actions(app: Any) -> list[Action]:
     ]
     for kind, reaction in REACTIONS.items():
         actions.append(
-            (f"React {kind}", f":{reaction}: on the selected message", lambda k=kind: app.action_react_selected(k))
+            (f"React {kind}", f":{reaction}: on the selected message", partial(app.action_react_selected, kind))
         )
     for name, (usage, help_text) in sorted(app.command_table().items()):
         if usage:  # needs arguments: put it in the message box
-            actions.append((f"/{name}", help_text, lambda n=name: app.fill_prompt(f"/{n} ")))
+            actions.append((f"/{name}", help_text, partial(app.fill_prompt, f"/{name} ")))
         else:
-            actions.append((f"/{name}", help_text, lambda n=name: app.run_text(f"/{n}")))
+            actions.append((f"/{name}", help_text, partial(app.run_text, f"/{name}")))
     return actions
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import getpass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import hookimpl
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {"plugins.tui": {}}  # no keys of its own: the core refuses any but its own
 
 
-def start(runtime: Any, *, peer: str | None = None, thread: str | None = None) -> None:
+def start(runtime: Runtime, *, peer: str | None = None, thread: str | None = None) -> None:
     """Run the terminal app until the person quits; without a thread it reopens the peer's last one."""
     from .app import ThothApp
 
@@ -23,7 +26,7 @@ def register_frontends(register):  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-async def forget(peer: str, thread: str | None, runtime: Any) -> dict[str, int] | None:
+async def forget(peer: str, thread: str | None, runtime: Runtime) -> dict[str, int] | None:
     """Delete the peer's input history (all of it: its lines do not say which thread they were in)."""
     from .app import Attached
     from .prompt import History, history_path
@@ -35,7 +38,7 @@ async def forget(peer: str, thread: str | None, runtime: Any) -> dict[str, int] 
 
 
 @hookimpl
-async def notify(event: str, payload: dict[str, Any], runtime: Any) -> None:
+async def notify(event: str, payload: dict[str, Any], runtime: Runtime) -> None:
     from .app import Attached
 
     app = runtime.plugin_state("tui", Attached).app
