@@ -288,6 +288,13 @@ def test_layers_shows_the_active_episodic_backend(site, home):
     assert code == 0, err
     [line] = [line for line in out.splitlines() if line.startswith("L3 episodic")]
     assert "backend sqlite" in line
+    set_backend(home, "factory-raises")
+    code, out, err = thoth(site, home, "ask", "/layers", "--peer", "ann", load="episodic,backends")
+    [line] = [line for line in out.splitlines() if line.startswith("L3 episodic")]
+    assert code == 0 and line.endswith(
+        "error PluginError: plugin 'backends': episodic backend 'factory-raises' failed to open:"
+        " RuntimeError: cannot open the json file"
+    ), out + err
 
 
 # --- commands --------------------------------------------------------------------------------------

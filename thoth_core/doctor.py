@@ -15,9 +15,10 @@ import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .config import ESSENTIAL
 from .errors import ThothError
 from .home import no_home_hint
-from .plugins import ESSENTIAL, install_hint
+from .plugins import install_hint
 from .types import PluginCall, Session, Turn
 
 PROBE = "thoth-doctor"  # the peer and thread of the probe turn

@@ -69,7 +69,11 @@ def layer_lines(runtime: Any, statuses: list[dict[str, Any]], assembly: Assembly
 
 
 async def _layers(runtime: Any, session: Session, **_: Any) -> str:
-    statuses = await runtime.status(peer=session.peer, workspace=session.workspace)
+    outcomes = await runtime.call("layer_status", workspace=session.workspace, peer=session.peer, runtime=runtime)
+    statuses = [dict(result, plugin=plugin) for plugin, result, _call in outcomes if isinstance(result, dict)]
+    statuses += [  # a layer whose status failed says why (a broken backend), in the same one line as everywhere
+        {"plugin": call.plugin, call.status: call.error} for plugin, _result, call in outcomes if call.status != "ok"
+    ]
     assembly, from_last_turn = await session_assembly(runtime, session)
     source = "last turn of this thread" if from_last_turn else "assembled now"
     head = f"context {assembly.tokens}/{assembly.budget} tokens ({source}); per layer used/budget:"
@@ -94,7 +98,7 @@ async def _approve(runtime: Any, args: str, session: Any, **_: Any) -> str:
 
 
 async def _reject(runtime: Any, args: str, session: Any, **_: Any) -> str:
-    item, _, reason = args.partition(" ")
+    item, _space, reason = args.partition(" ")
     if not item:
         return "usage: /reject ITEM_ID [reason]"
     outcome = await runtime.decide(
