@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thoth_core import ContextBlock
+from thoth_core import ContextBlock, hookimpl
 from thoth_core._calls import _Timed
 from thoth_core.results import COMMAND_ARGUMENTS, check, command_output, handler_problem
 from thoth_core.testing import run_thoth
@@ -448,3 +448,37 @@ def test_a_timed_coroutine_measures_the_step_that_blocked_and_passes_cancellatio
         return timed.longest
 
     assert asyncio.run(run()) >= 0.2
+
+
+class WrongTypes:
+    """Answers each checked hook with the wrong type (and a list with one good item among bad ones)."""
+
+    @hookimpl
+    def recall(self):
+        return [{"layer": "x", "text": "good"}, "a bare string"]
+
+    @hookimpl
+    def turn_tools(self):
+        return {"name": "not a list"}
+
+    @hookimpl
+    async def layer_status(self):
+        return ["not", "a", "dict"]
+
+
+async def test_wrong_results_of_recall_tools_and_status_are_bad_result_keeping_what_is_usable(make_runtime):
+    runtime = make_runtime({"wrong": WrongTypes()})
+    [(_, hits, call)] = await runtime.call(
+        "recall", query="q", peer="ann", workspace="default", limit=3, runtime=runtime
+    )
+    assert (hits, call.status) == ([{"layer": "x", "text": "good"}], "bad-result")
+    assert call.error == "returned a list holding str (1 of 2 items), expected a list of dicts (RecallHit) or None"
+    [(_, tools, call)] = await runtime.call("turn_tools", turn=None, session=None)
+    assert (tools, call.status, call.error) == (
+        None,
+        "bad-result",
+        "returned dict, expected a list of tool definitions (dicts with a name)",
+    )
+    assert await runtime.status(peer="ann") == []
+    [(_, _, call)] = await runtime.call("layer_status", workspace="default", peer="ann", runtime=runtime)
+    assert (call.status, call.error) == ("bad-result", "returned list, expected a dict (LayerStatus) or None")
