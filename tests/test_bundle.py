@@ -269,5 +269,5 @@ def test_a_session_id_that_would_name_a_file_outside_the_transcripts_is_refused(
     }
     section = {"name": "working", "version": 1, "records": iter([{"session": row, "transcript": [{"type": "turn"}]}])}
     with pytest.raises(ThothError, match="record 1: not a stored session"):
-        runtime.pm.hook.bundle_import(section=section, runtime=runtime, progress=lambda n: None)
+        runtime.call_sync("bundle_import", section=section, runtime=runtime, progress=lambda n: None)
     assert not list(tmp_path.rglob("escape.jsonl"))
