@@ -51,6 +51,8 @@ from thoth_models.sdk import (
 if TYPE_CHECKING:
     import anthropic
 
+    from thoth_core import Runtime
+
 DEFAULT_MODEL = "claude-sonnet-4-6"
 CONFIG_DEFAULTS = {  # every key of [models.anthropic]; None: no default in the file
     "models.anthropic": {
@@ -235,7 +237,7 @@ def add_usage(total: Usage, usage: Any) -> None:
     total.cache_read_tokens += usage.cache_read_input_tokens or 0
 
 
-def make_anthropic(runtime: Any, options: dict[str, Any]) -> AnthropicModel:
+def make_anthropic(runtime: Runtime, options: dict[str, Any]) -> AnthropicModel:
     """Build the provider from `[models.anthropic]` and the ANTHROPIC_* environment."""
     api_key = options.get("api_key") or os.environ.get("ANTHROPIC_API_KEY")
     if not api_key:

@@ -21,11 +21,14 @@ import codecs
 import json
 import shutil
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import system_with_schema
 from thoth_core.types import quoted
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 DEFAULT_TIMEOUT = 300.0
 CONFIG_DEFAULTS = {  # every key of [models.claude-cli]; None: no default in the file
@@ -206,7 +209,7 @@ def result_usage(event: dict[str, Any]) -> Usage:
     )
 
 
-def make_claude_cli(runtime: Any, options: dict[str, Any]) -> ClaudeCliModel:
+def make_claude_cli(runtime: Runtime, options: dict[str, Any]) -> ClaudeCliModel:
     """Build the provider from `[models.claude-cli]`; the command must be on PATH."""
 
     def error(key: str, message: str) -> Exception:

@@ -46,6 +46,8 @@ from thoth_models.sdk import (
 if TYPE_CHECKING:
     import openai
 
+    from thoth_core import Runtime
+
 DEFAULT_MODEL = "gpt-4.1-mini"
 PUBLIC_HOST = "api.openai.com"
 LOCAL_KEY = "no-key-needed"  # local servers ignore the key, but the SDK wants one
@@ -245,7 +247,7 @@ def add_usage(total: Usage, usage: Any) -> None:
     total.output_tokens += usage.completion_tokens or 0
 
 
-def make_openai(runtime: Any, options: dict[str, Any]) -> OpenAIModel:
+def make_openai(runtime: Runtime, options: dict[str, Any]) -> OpenAIModel:
     """Build the provider from `[models.openai]` and the OPENAI_* environment."""
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:

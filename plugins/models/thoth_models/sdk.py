@@ -9,10 +9,13 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ModelNotConfigured, Usage
 from thoth_core.schema import Number, Text
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -40,7 +43,7 @@ def start_import(module: str) -> None:
     threading.Thread(target=importlib.import_module, args=(module,), name=f"thoth-import-{module}", daemon=True).start()
 
 
-def preload_when_chosen(runtime: Any, provider: str) -> None:
+def preload_when_chosen(runtime: Runtime, provider: str) -> None:
     """Start importing the provider's SDK (`provider` is also its module) when it is the configured model.
 
     Called from the provider's `configure` hook, as the runtime starts: the import (~1-2 s) then
@@ -125,7 +128,7 @@ class ClientState:
 
 
 def number_option(
-    runtime: Any, options: dict[str, Any], table: str, key: str, default: float | None, *, kind: type = float
+    runtime: Runtime, options: dict[str, Any], table: str, key: str, default: float | None, *, kind: type = float
 ) -> Any:
     """A finite non-negative number (or integer) option of a `[models.NAME]` table; default (None too) when missing."""
     value = options.get(key, default)
@@ -136,7 +139,9 @@ def number_option(
     return runtime.config.number(f"{table}.{key}", value, high=HIGHEST[key])
 
 
-def common_options(runtime: Any, options: dict[str, Any], table: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def common_options(
+    runtime: Runtime, options: dict[str, Any], table: str
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The checked options every SDK provider reads from `[models.NAME]`: its SDKModel keywords, and `prices`."""
     prices = options.get("prices")
     if prices is not None and not (isinstance(prices, dict) and {"input", "output"} <= set(prices)):
