@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import Command, ContextBlock, DoctorLine, hookimpl
+from thoth_core import Command, ContextBlock, DoctorLine, Session, hookimpl
 from thoth_core.database import shared
 from thoth_core.redact import redactor_of
 
@@ -63,7 +63,7 @@ def doctor_checks(runtime: Runtime) -> list[DoctorLine] | None:
     ]
 
 
-async def _board_command(args: str, runtime: Runtime, session: Any, **_: Any) -> str:
+async def _board_command(args: str, runtime: Runtime, session: Session, **_: Any) -> str:
     verb, _sep, rest = args.strip().partition(" ")
     board = board_for(runtime, session.workspace)
     if verb in ("", "ls"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import getpass
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,8 +20,11 @@ from .shared import sync_skills
 from .skills import discover
 from .validate import SkillError, check_slug
 
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
-def _runtime() -> Any:
+
+def _runtime() -> Runtime:
     from thoth_core.cli import runtime
 
     return runtime()
@@ -43,7 +46,7 @@ actor_option = click.option(
 )
 
 
-async def _visible_drafts(rt: Any, actor: str) -> list[dict[str, Any]]:
+async def _visible_drafts(rt: Runtime, actor: str) -> list[dict[str, Any]]:
     """The skill drafts the approvals policy lets actor see."""
     return [item for item in await rt.approvals(actor=actor) if item.get("kind") == "skill"]
 

@@ -10,7 +10,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from thoth_core.cli import HelpGroup, run, runtime
 from . import reflexion_files  # queue, nightly and reflect (pydantic schemas) load when a command runs
 from .settings import state
 from .spans import turns_in, unreflected
+
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
 actor_option = click.option(
     "--actor",
@@ -124,7 +127,7 @@ def reflect_group() -> None:
     """Reflection: run it on a session, run the nightly job, inspect records and the audit log."""
 
 
-def find_session(rt: Any, session_id: str) -> Session:
+def find_session(rt: Runtime, session_id: str) -> Session:
     """A session rebuilt from the working layer's transcript."""
     from .nightly import transcript_of
 

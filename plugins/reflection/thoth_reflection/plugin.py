@@ -41,6 +41,7 @@ def configure(runtime: Runtime) -> None:
 async def session_end(session: Session, reason: str) -> None:
     from .reflect import reflect
 
+    assert session.runtime is not None  # the runtime calls session hooks with its own sessions
     await reflect(session, reason, runtime=session.runtime)
 
 
@@ -48,6 +49,7 @@ async def session_end(session: Session, reason: str) -> None:
 def reflection_result(result: dict[str, Any], session: Session) -> None:
     from .writers import write_result
 
+    assert session.runtime is not None
     write_result(state(session.runtime), result, session)
 
 

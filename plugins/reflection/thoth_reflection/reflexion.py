@@ -207,6 +207,7 @@ def _pending_draft(st: State, session: Session, failure: str) -> dict[str, Any] 
 
 def after_turn_error(session: Session) -> None:
     """Draft, in the background, a record about the session's previous turn if it failed."""
+    assert session.runtime is not None  # the runtime calls session hooks with its own sessions
     st = state(session.runtime)
     error = last_failure(session.transcript)
     if error is None or not st.settings.draft_reflexion:

@@ -14,10 +14,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core.config import Config
 from thoth_core.database import open_database, worker_id
+
+if TYPE_CHECKING:
+    from thoth_core import Session
 
 MIGRATIONS = [
     """
@@ -143,7 +146,7 @@ class Store:
 
     # --- runs -------------------------------------------------------------------------
 
-    def start_run(self, run_id: str, session: Any) -> None:
+    def start_run(self, run_id: str, session: Session) -> None:
         """Record a run as started."""
         self.execute(
             "INSERT INTO runs (run_id, session_id, workspace, peer, thread, started_at, status)"
