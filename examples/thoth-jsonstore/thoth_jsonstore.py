@@ -162,7 +162,7 @@ class JsonStore:
         """The newest current episode of an agent's thread."""
         scope = {"workspace": workspace, "peer": peer, "thread": thread, "agent": agent}
         rows = [r for r in self._read() if _current(r) and _in(r, scope)]
-        return _episode(max(rows, key=lambda r: r["occurred_at"])) if rows else None
+        return _episode(sorted(rows, key=lambda r: r["occurred_at"])[-1]) if rows else None  # the last stored on a tie
 
     def find_turn(self, turn_id: str) -> Episode | None:
         """The current episode written for a turn id."""

@@ -132,21 +132,44 @@ class Hit:
 
 
 class EpisodeStore(Protocol):
-    """An episodic backend. `thoth_episodic.contract.StoreContract` is its test suite."""
+    """An episodic backend. `thoth_episodic.contract.StoreContract` is its test suite.
 
-    dim: int
+    A store keeps versions: a changed episode is a new row and the old one gets `superseded_at`;
+    "current" means `superseded_at is None`. Reads "as of" T see the versions with
+    `recorded_at <= T`, `superseded_at` None or `> T`, and `occurred_at <= T`. Reads are scoped to
+    one agent (`Episode.agent`; `agent=None` where allowed: every agent's); deletes reach every
+    agent. "Oldest first" orders by `occurred_at`, ties in the order the versions were stored.
+    A second handle on the same storage sees every write made through another (vectors included),
+    as does another process. `docs/writing-a-backend.md` walks through one (`examples/thoth-jsonstore`).
+    """
+
+    dim: int  # the embeddings' length: the factory gets it as `options["dim"]`
 
     def add(self, episodes: Sequence[Episode], vectors: np.ndarray | None = None) -> list[Episode]:
-        """Store episodes; returns those stored.
+        """Store episodes; returns those stored (the same objects, in order).
 
-        A changed episode with a known id supersedes the old version. An episode whose turn id
-        (when not empty) already has a current episode of the same workspace and peer under
-        another id is skipped: a replayed post-turn write must not store the turn twice.
+        Args:
+            episodes: in order; an episode sees those stored before it in the same call.
+            vectors: row i is episode i's embedding; None: stored without one (`unembedded` lists them).
+
+        Returns:
+            The episodes stored. Not stored, so not returned: an episode whose current version has
+            the same content (`Episode.same_content`: adding it again is a no-op); an episode whose
+            turn id (when not "") already has a current episode of the same workspace and peer under
+            another id (a replayed post-turn write must not store the turn twice), unless it
+            `replaces` that one (a whole reply over a cut-short one): it then takes the kept
+            episode's `id` and `context` (changing the object passed in) and supersedes it in place,
+            and any later version of that turn is skipped.
+
+        A changed episode with a known id supersedes the old version: the old version's
+        `superseded_at` is set to the moment of this call (`time.time()`) and the new version's
+        `recorded_at` is raised to at least that moment, so a read as of a time before it still
+        sees the old version.
         """
         ...
 
     def get(self, episode_id: str, *, as_of: float | None = None) -> Episode | None:
-        """The current (or as-of) version of one episode."""
+        """The current (or as-of) version of one episode; None once it is deleted, whatever `as_of`."""
         ...
 
     def episodes(
@@ -157,19 +180,42 @@ class EpisodeStore(Protocol):
         as_of: float | None = None,
         agent: str | None = None,
     ) -> Iterator[Episode]:
-        """Episodes oldest first, optionally scoped (agent None: every agent's) and read as of a past moment."""
+        """Current (or as-of) episodes oldest first, each given field narrowing (agent None: every agent's).
+
+        A big store streams them (the contract lists 1,200 in order); `reindex` and export read them all.
+        """
         ...
 
     def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
-        """The newest current episode of an agent's thread."""
+        """The current episode of an agent's thread with the latest `occurred_at` (the last stored on a tie)."""
         ...
 
     def set_context(self, episode_id: str, context: str) -> None:
-        """Replace the neighbour context indexed with an episode (not a new version)."""
+        """Replace the neighbour context of the current version, in place (not a new version).
+
+        The context is indexed with the episode: a BM25 search for a word only in it finds the episode.
+        """
         ...
 
     def search(self, query: Query) -> list[Hit]:
-        """Hybrid recall within the query's scope (workspace, peer and agent), best first.
+        """Hybrid recall within the query's scope, best first; at most `query.k` hits, `[]` when none match.
+
+        Candidates are the current versions (as of `query.as_of` if set) of the query's workspace,
+        peer and agent exactly, and with `query.newest` only the newest that many of them by
+        `occurred_at`. Find the best `scoring.candidate_count(query.k)` per signal over all of them
+        (not a prefix of the store: an old episode must be found), as best-first
+        `(key, score, occurred_at)` lists with higher scores better:
+
+        - dense: cosine of `query.vector` with each stored vector (none when the vector is None;
+          episodes without a vector are not dense candidates);
+        - lexical: BM25 of `scoring.query_terms(query.text)` over `scoring.index_text(episode)` and
+          its neighbour context; an episode holding none of the words is not a candidate.
+
+        Then return `scoring.rank(query, dense, lexical, load)`, where `load(keys)` gives the
+        episodes of those keys: it numbers each list's ranks from 1 (`Hit.dense_rank`,
+        `bm25_rank`), fuses them by `query.fusion`, weights by recency (age counted from
+        `query.now`, else `as_of`, else the clock) and applies `query.signals`. The contract
+        checks exact ranks and recency values, which this ranker gives.
 
         A store whose class sets `embeds_late = True` may get `embed` in place of `vector`: it starts
         its full-text stage, then calls `query.with_vector()`, so that embedding the query overlaps it.
@@ -179,31 +225,46 @@ class EpisodeStore(Protocol):
     def delete(
         self, *, workspace: str, peer: str | None = None, thread: str | None = None, ids: Sequence[str] | None = None
     ) -> int:
-        """Really delete episodes (every version, every agent's); returns how many episodes."""
+        """Really delete the matching episodes: every version, every agent's; nothing of them is left.
+
+        Args:
+            workspace: always given; `peer`, `thread` and `ids` narrow it (`ids=[]` deletes nothing).
+
+        Returns:
+            How many episodes, not versions: an episode stored in two versions counts once.
+        """
         ...
 
     def expiring(self, before: float) -> list[Episode]:
-        """Current episodes that happened before `before` and are not consolidated."""
+        """Current, not consolidated episodes that happened strictly before `before`, oldest first."""
         ...
 
     def mark_consolidated(self, ids: Sequence[str]) -> None:
-        """Record that the nightly job absorbed these episodes."""
+        """Record that the nightly job absorbed these episodes: they leave `expiring`."""
         ...
 
     def purge(self, before: float, *, consolidated_only: bool) -> int:
-        """Delete episodes that happened before `before` (only consolidated ones if asked)."""
+        """Delete every version of the episodes that happened strictly before `before` (only consolidated
+        ones if asked); returns how many episodes, not versions."""
         ...
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Replace stored embeddings (reindex)."""
+        """Replace the embeddings of the current versions (`vectors[i]` is `ids[i]`'s), in place.
+
+        Dense search then uses them, through this handle and every other (the background embedder
+        writes them after the episode was stored and searched for); the episodes leave `unembedded`.
+        """
         ...
 
     def unembedded(self, *, limit: int, recorded_before: float | None = None) -> list[Episode]:
-        """Up to `limit` current episodes stored without a vector, recorded before a moment if given, oldest first."""
+        """Up to `limit` current episodes stored without a vector, oldest first.
+
+        With `recorded_before`, only those with `recorded_at < recorded_before` (strictly).
+        """
         ...
 
     def count(self, *, workspace: str | None = None, peer: str | None = None, agent: str | None = None) -> int:
-        """How many current episodes (agent None: every agent's)."""
+        """How many current episodes, each given field narrowing (agent None: every agent's)."""
         ...
 
     def find_turn(self, turn_id: str) -> Episode | None:
@@ -211,5 +272,5 @@ class EpisodeStore(Protocol):
         ...
 
     def close(self) -> None:
-        """Release connections."""
+        """Release connections; the handle is not used after."""
         ...

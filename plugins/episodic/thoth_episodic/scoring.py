@@ -51,7 +51,11 @@ PAIRED_TERMS = 12  # for queries of up to this many words (66 pairs); a longer o
 
 
 def query_terms(text: str) -> list[str]:
-    """The content words of a query, lower-cased, stopwords dropped, in order, without repeats."""
+    """The content words of a query, lower-cased, stopwords dropped, in order, without repeats.
+
+    A backend's BM25 stage scores these words and splits its indexed text the same way (runs of
+    letters, digits, `_` and `'`; lower case; a trailing `'s` dropped), so a query word matches the stored one.
+    """
     seen: dict[str, None] = {}
     for word in _WORD.findall(text.lower()):
         word = word.strip("'")
@@ -125,7 +129,10 @@ def date_words(at: float) -> str:
 
 
 def index_text(episode: Episode) -> str:
-    """The text BM25 indexes for an episode's own content."""
+    """The text BM25 indexes for an episode's own content: user, assistant and summary, one per line.
+
+    A backend indexes this and the episode's neighbour `context` (`EpisodeStore.set_context`).
+    """
     return "\n".join(part for part in (episode.user, episode.assistant, episode.summary) if part)
 
 
@@ -215,7 +222,25 @@ def rank(
     load: Callable[[list[Any]], dict[Any, Episode]],
     fusion: Fusion | None = None,
 ) -> list[Hit]:
-    """Fuse best-first (key, score, occurred_at) lists, weight by recency, load and return the top k."""
+    """Fuse best-first (key, score, occurred_at) lists, weight by recency, load and return the top k.
+
+    Every backend's `search` ends here, so all of them rank alike (the contract checks exact ranks
+    and recency values).
+
+    Args:
+        query: the recall request; `k`, `fusion`, `now`/`as_of`, `tau_days`, `recency_weight`
+            and `signals` are read.
+        dense: the best `candidate_count(query.k)` by cosine similarity, best first; empty
+            without a query vector.
+        lexical: the best `candidate_count(query.k)` by BM25 (higher is better), best first.
+        load: gives the `Episode` of each key asked for (a key it leaves out is dropped).
+        fusion: a rule other than `FUSIONS[query.fusion]`.
+
+    Returns:
+        At most `query.k` hits, best first; each hit's `dense_rank`/`bm25_rank` is its 1-based
+        place in that list (None when absent) and `recency` is `recency_factor` of its age in
+        days from `query.now`, else `query.as_of`, else the clock. Equal scores go newest first.
+    """
     fusion = fusion or FUSIONS[query.fusion]
     dense_rank = {key: i + 1 for i, (key, _, _) in enumerate(dense)}
     lexical_rank = {key: i + 1 for i, (key, _, _) in enumerate(lexical)}
@@ -261,5 +286,8 @@ def rank(
 
 
 def candidate_count(k: int) -> int:
-    """How many candidates each signal contributes before fusion."""
+    """How many candidates each signal contributes before fusion: 50, or 4 x k when that is more.
+
+    A backend gives `rank` this many from each signal (fewer when fewer match).
+    """
     return max(50, 4 * k)
