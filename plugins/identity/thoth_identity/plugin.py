@@ -11,7 +11,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
-from thoth_core import Command, ContextBlock, Reply, Session, Turn, hookimpl
+from thoth_core import Command, ContextBlock, RecallHit, Reply, Session, Turn, hookimpl
 
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
 from .bundle import bundle_import as bundle_import
@@ -114,7 +114,7 @@ REMEMBER_USAGE = (
 
 
 @hookimpl
-async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[dict[str, Any]]:
+async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[RecallHit]:
     """The peer's facts and observations matching a query."""
     store = (await backend_async(runtime)).store
     return await asyncio.to_thread(recall_items, store, workspace=workspace, peer=peer, query=query, limit=limit)

@@ -4,14 +4,14 @@ Derived facts and observations come back only when the write policy shows them (
 
 from __future__ import annotations
 
-from typing import Any
+from thoth_core import RecallHit
 
 from .policy import visible
 from .render import fact_label
 from .store import IdentityStore, query_terms
 
 
-def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str, limit: int) -> list[dict[str, Any]]:
+def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str, limit: int) -> list[RecallHit]:
     """The peer's current facts sharing words with the query, then its matching observations, best first."""
     terms = set(query_terms(query))
     facts = [
@@ -19,7 +19,7 @@ def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str,
         for fact in visible(store, workspace, peer, facts=store.current_facts(workspace, peer))[0]
         if terms & set(query_terms(fact_label(fact, peer).replace("_", " ")))
     ]
-    items = [
+    items: list[RecallHit] = [
         {
             "layer": "identity",
             "kind": "fact",
