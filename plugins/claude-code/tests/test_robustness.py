@@ -55,7 +55,8 @@ def test_a_missing_transcript_records_nothing_and_a_bad_setting_is_one_line(agen
     assert hooks.run("Stop", "s-1").exit_code == 0  # no transcript written yet
     with (agent / "thoth.toml").open("a") as toml:
         toml.write("budjet = 3\n")
-    result = hooks.run("UserPromptSubmit", "s-1", prompt="hi")  # the core refuses the key (exit 2; `|| true` in the hook)
+    # the core refuses the key (exit 2; `|| true` in the hook)
+    result = hooks.run("UserPromptSubmit", "s-1", prompt="hi")
     assert result.exit_code == 2 and result.stdout == ""
     line = result.stderr.strip()
     assert line.startswith(f"thoth: error: {agent / 'thoth.toml'}:") and "\n" not in line

@@ -150,7 +150,8 @@ async def test_layer_status_counts_this_peers_episodes(make_runtime):
     await runtime.turn("two", peer="bob", thread="t")
     await runtime.drain()
     [status] = await runtime.status(peer="ann")
-    assert status == {"layer": "episodic", "backend": "sqlite", "episodes": 1, "embedder": "minilm", "plugin": "episodic"}
+    expected = {"layer": "episodic", "backend": "sqlite", "episodes": 1, "embedder": "minilm", "plugin": "episodic"}
+    assert status == expected
 
 
 def old_episode(text: str, days: float) -> Episode:
