@@ -173,10 +173,13 @@ def test_its_block_appears_in_thoth_context_json(site, tmp_path):
 
 
 def test_its_config_table_reaches_it(site, tmp_path):
-    # thoth-hello declares no keys (no CONFIG_DEFAULTS), so the core checks none of its table's keys
-    (tmp_path / "thoth.toml").write_text('[plugins.hello]\ngreeting = "Howdy"\ncolour = "blue"\n')
+    (tmp_path / "thoth.toml").write_text('[plugins.hello]\ngreeting = "Howdy"\n')
     [block] = [b for b in context_json(site, tmp_path, load="hello")["blocks"] if b["plugin"] == "hello"]
     assert block["text"] == 'Start your reply with "Howdy, ann!"'
+    # thoth-hello declares its keys (CONFIG_DEFAULTS): a key it does not know is one line naming it, not ignored
+    (tmp_path / "thoth.toml").write_text('[plugins.hello]\ngreeting = "Howdy"\ncolour = "blue"\n')
+    refused = thoth(site, tmp_path, "context", "hi", "--peer", "ann", load="hello")
+    assert refused.returncode == 2 and "plugins.hello.colour: unknown key in [plugins.hello]" in refused.stderr
 
 
 def test_disabling_it_in_thoth_toml_removes_it(site, tmp_path):

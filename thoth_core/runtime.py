@@ -92,6 +92,7 @@ class Runtime:
         self.command_problems: dict[str, str] = {}  # "plugin: /name" -> why its command was refused
         self.writes = TurnWriter(self)
         self._recovered = False
+        self.config.declare(self.pm.get_plugins())  # a plugin's configure reads its table over its CONFIG_DEFAULTS
         _calls.call_here(self.pm, "configure", {"runtime": self})  # historic: replayed for plugins registered later
         check_plugin_values(self.config, self.pm.get_plugins())  # what no plugin checked: each default's type
 
@@ -106,6 +107,7 @@ class Runtime:
         registered = self.pm.register(plugin, name=name)
         if registered is None:
             raise PluginError(str(name), "is disabled in thoth.toml or by a *_DISABLED switch")
+        self.config.declare([plugin])
         _calls.replay(self.pm, registered)
         check_plugin_values(self.config, [plugin])
         self._models = self._commands = None

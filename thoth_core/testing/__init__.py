@@ -70,7 +70,6 @@ def make_test_runtime(
     path = (root / "thoth.toml") if root else None
     runtime = Runtime(Config(data=data, path=path), autoload=False, home=home)
     for name, plugin in (plugins or {}).items():
-        runtime.config.declare([plugin])  # its configure reads its declared defaults, as at start-up
         runtime.register(plugin, name=name)
     model = runtime.model_name()
     if model is not None and model not in runtime.models:  # a provider of another distribution, e.g. thoth-models
