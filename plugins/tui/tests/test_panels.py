@@ -19,7 +19,7 @@ def panel_text(app) -> str:
 async def test_layers_panel_after_a_turn(make_app, stand_ins, queue, wait, send):
     queue.add("weekly-report")
     app = make_app({**stand_ins, "queue": queue}, replies=[{"reply": "ok"}])
-    app.runtime.pm.thoth_info["reflection"] = PluginInfo("reflection", "thoth-reflection", "0.1.0", enabled=False)
+    app.runtime.pm.info["reflection"] = PluginInfo("reflection", "thoth-reflection", "0.1.0", enabled=False)
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.query_one(LayersPanel).has_class("shown")  # wide enough to start open
         before = panel_text(app)
