@@ -24,7 +24,7 @@ from .settings import NAME, Settings
 from .transcript import read_turns
 
 if TYPE_CHECKING:
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
 
 MARGIN = 0.05  # seconds kept for assembling and printing once the plugins' deadlines have passed
 CUT_NOTICE = "\n[cut to fit Claude Code's hook output limit]"

@@ -11,7 +11,7 @@ from .memory import memory_for
 from .records import Episode
 
 if TYPE_CHECKING:
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
 
 SECTION = "episodic"
 VERSION = 1

@@ -32,7 +32,7 @@ from .signals import Signals
 if TYPE_CHECKING:
     import numpy as np
 
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
     from thoth_core.types import Reply, Session, Turn
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     import click
 
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
     from thoth_core.types import Reply, Session, Turn
 
 LAYER = "episodic"

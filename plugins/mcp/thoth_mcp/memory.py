@@ -24,7 +24,7 @@ from thoth_core.types import Session, Turn
 from .scope import DEFAULT_THREAD, NAME, Scope, thread_for, valid_name
 
 if TYPE_CHECKING:
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
 
 logger = logging.getLogger(__name__)
 

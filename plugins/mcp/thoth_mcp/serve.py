@@ -26,7 +26,7 @@ from .server import build_server
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
 
     from .scope import Scope
 

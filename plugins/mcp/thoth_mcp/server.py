@@ -22,7 +22,7 @@ from thoth_core.errors import ThothError
 from .memory import MAX_LIMIT, Answer, Memory, one_line
 
 if TYPE_CHECKING:
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
 
     from .scope import Scope
 

@@ -74,7 +74,7 @@ class SlackApp:
 
 def bridge_from_environment() -> SlackBridge:
     """A bridge on the runtime of `$THOTH_CONFIG` (or the nearest thoth.toml), in HTTP mode."""
-    from thoth_core.runtime import Runtime
+    from thoth_core import Runtime
 
     runtime = Runtime.load()
     return SlackBridge(runtime, load_settings(runtime, http=True))
