@@ -206,6 +206,7 @@ def faiss_hnsw_peer(vectors: np.ndarray, queries: list[np.ndarray], exact: list[
 
 def ann_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
     """The usearch HNSW index on the same file: build time, latency, recall@10 of its dense stage against exact."""
+    from thoth_episodic.ann_files import scope_files
     from thoth_episodic.ann_index import CONNECTIVITY
     from thoth_episodic.records import Query
     from thoth_episodic.sqlite_store import SQLiteStore
@@ -234,7 +235,7 @@ def ann_numbers(memory: Any, asked: list[tuple[str, np.ndarray]]) -> dict[str, A
     out = {
         "library": f"usearch (HNSW, f16, connectivity {CONNECTIVITY})",
         "build_seconds": round(build, 1),
-        "file_mb": round(indexed._index.path.stat().st_size / 2**20, 1),
+        "file_mb": round(sum(p.stat().st_size for p in scope_files(exact_store.path)) / 2**20, 1),  # one per scope
         "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),
         "dense_stage": percentiles(dense_only),
         "recall_vector_given": percentiles(search),
