@@ -100,8 +100,12 @@ class HelpGroup(click.Group):
         self.callback = then_help
 
 
-def runtime() -> Runtime:
-    """The runtime for this command, built once from thoth.toml."""
+def runtime(*, asks_model: bool = False) -> Runtime:
+    """The runtime for this command, built once from thoth.toml.
+
+    `asks_model`: the command will ask the configured model, so its provider warms up (imports its
+    SDK) on a thread while the plugins load (`cli_imports.start_model_warm_up`).
+    """
     ctx = click.get_current_context()
     obj = ctx.ensure_object(dict)
     if "runtime" not in obj:
@@ -110,7 +114,15 @@ def runtime() -> Runtime:
         loaded = ctx.meta.get("thoth.loaded")
         from .database import reachable
 
-        obj["runtime"] = Runtime(reachable(loaded[0]), pm=loaded[1]) if loaded else Runtime.load()
+        if loaded:
+            obj["runtime"] = Runtime(reachable(loaded[0]), pm=loaded[1])
+        else:
+            config = load_config()  # as Runtime.load(), with the warm-up started before the plugins load
+            if asks_model:
+                from .cli_imports import start_model_warm_up
+
+                start_model_warm_up(config)
+            obj["runtime"] = Runtime(reachable(config))
         if obj["runtime"].config.path is None and not os.environ.get("THOTH_HOME"):
             from .home import no_home_hint
 
@@ -166,7 +178,7 @@ def chat(peer: str, thread: str | None, frontend: str | None) -> None:
     check_name("peer", peer)  # before a frontend starts (the runtime refuses it too, at the first turn)
     if thread is not None:
         check_name("thread", thread)
-    rt = runtime()
+    rt = runtime(asks_model=True)
     frontends = rt.registry("register_frontends")
     name = frontend or rt.config.get("thoth.frontend") or ("tui" if "tui" in frontends else "repl")
     if name not in frontends:
@@ -187,7 +199,7 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     failed_command: list[str] = []
 
     async def turn() -> None:
-        result = await runtime().turn(
+        result = await runtime(asks_model=True).turn(
             message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False)
         )
         if result.reply.model == "command":  # slash commands answer at once, without streaming
@@ -503,6 +515,9 @@ def main() -> None:
     one); the exit code is the one Python would have used.
     """
     atexit.register(_end_before_finalizing)  # registered first in this process's run, so it runs last
+    from .cli_imports import SDK_TYPES, defer_reexports
+
+    defer_reexports(*SDK_TYPES)  # this process only: a Runtime() in another program leaves imports alone
     # before click resolves a plugin subcommand (which loads the plugins, and may warn); -v lowers the level
     logging.basicConfig(level=logging.WARNING, format="thoth: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:  # log lines quote exceptions, which may quote the model

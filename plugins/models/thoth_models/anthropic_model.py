@@ -44,6 +44,7 @@ from thoth_models.sdk import (
     base_url,
     common_options,
     cost_of,
+    import_now,
     preload_when_chosen,
     run_tool,
 )
@@ -269,3 +270,8 @@ def register_models(register):  # type: ignore[no-untyped-def]
 @hookimpl
 def configure(runtime):  # type: ignore[no-untyped-def]
     preload_when_chosen(runtime, "anthropic")
+
+
+def warm_up() -> None:
+    """Import the anthropic SDK now: the `thoth` command calls this on a thread of its own before the plugins load."""
+    import_now("anthropic")

@@ -39,6 +39,7 @@ from thoth_models.sdk import (
     base_url,
     common_options,
     cost_of,
+    import_now,
     preload_when_chosen,
     run_tool,
 )
@@ -284,3 +285,8 @@ def register_models(register):  # type: ignore[no-untyped-def]
 @hookimpl
 def configure(runtime):  # type: ignore[no-untyped-def]
     preload_when_chosen(runtime, "openai")
+
+
+def warm_up() -> None:
+    """Import the openai SDK now: the `thoth` command calls this on a thread of its own before the plugins load."""
+    import_now("openai")
