@@ -57,6 +57,14 @@ def test_the_search_uses_the_shared_ranker_and_the_guide_names_its_helpers():
         assert f"`{name}" in guide, name
 
 
+def test_the_guide_shows_the_contract_suites_count():
+    from thoth_episodic.contract import StoreContract
+
+    tests = [name for name in dir(StoreContract) if name.startswith("test_")]
+    # all but the one for stores that embed late (the example does not)
+    assert f"```text\n{len(tests) - 1} passed, 1 skipped\n```" in GUIDE.read_text()
+
+
 def test_the_guide_is_linked_where_a_backend_author_looks():
     for page, link in (
         ("README.md", "(docs/writing-a-backend.md)"),
@@ -89,4 +97,5 @@ def test_the_example_passes_the_contract_and_its_cli_test_as_installed(tmp_path)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "22 passed, 1 skipped" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
+    assert "```text\n22 passed, 1 skipped\n```" in GUIDE.read_text()  # the guide shows what the reader will see
     assert sorted(EXAMPLE.rglob("*")) == before  # nothing written into the source tree
