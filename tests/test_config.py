@@ -90,11 +90,12 @@ def test_a_plugin_named_but_not_installed_is_a_warning_and_a_doctor_finding(tmp_
     env = {**NO_PLUGINS, "THOTH_LOAD_PLUGINS": "working,procedural"}  # tui is not loaded: as if uninstalled
     result = run_thoth("context", "hi", "--peer", "ann", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
-    assert f"plugin 'tui' is not installed (pip install thoth-tui); running without it" in result.stderr
+    assert "plugin 'tui' is not installed (pip install thoth-tui); running without it" in result.stderr
     assert f"thoth.toml:{2 if key == 'plugins.disabled' else 1}: {key}:" in result.stderr
     doctor = run_thoth("doctor", cwd=tmp_path, env=env)
     assert doctor.returncode == 1
-    assert f"BAD plugin tui is named in {tmp_path / 'thoth.toml'} but not installed (pip install thoth-tui)" in doctor.stdout
+    named = f"BAD plugin tui is named in {tmp_path / 'thoth.toml'} but not installed (pip install thoth-tui)"
+    assert named in doctor.stdout
 
 
 def test_config_get_includes_the_core_and_plugin_defaults_under_the_file(tmp_path):

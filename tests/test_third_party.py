@@ -221,7 +221,8 @@ def test_a_plugin_that_cannot_be_imported_is_reported_not_fatal(site, tmp_path):
 def test_a_plugin_with_a_misspelt_hook_or_argument_is_reported_not_fatal(site, tmp_path):
     load = "hello,typo-hook,typo-arg"
     rows = {row["name"]: row for row in json.loads(thoth(site, tmp_path, "plugins", "--json", load=load).stdout)}
-    assert rows["typo-hook"]["error"] == "wrong signature: unknown hook 'pre_spawn_contxt'; did you mean 'pre_spawn_context'?"
+    typo = "wrong signature: unknown hook 'pre_spawn_contxt'; did you mean 'pre_spawn_context'?"
+    assert rows["typo-hook"]["error"] == typo
     assert rows["typo-arg"]["error"] == (
         "wrong signature: pre_spawn_context(turnn): no argument 'turnn' (the hook passes turn, session);"
         " did you mean 'turn'?"
@@ -296,7 +297,8 @@ def test_doctor_passes_the_model_check_with_replay(site, tmp_path):
 def test_a_turn_a_layer_cannot_save_exits_3_and_is_written_at_the_next_start(site, tmp_path):
     (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "Noted." }]\n')
     written = tmp_path / "written.txt"
-    full = thoth(site, tmp_path, "ask", "keep this", "--peer", "ann", load="disk-full", DISK_FULL="1", WRITTEN=str(written))
+    ask = ("ask", "keep this", "--peer", "ann")
+    full = thoth(site, tmp_path, *ask, load="disk-full", DISK_FULL="1", WRITTEN=str(written))
     assert full.returncode == 3 and full.stdout == "Noted.\n", full.stderr
     assert "thoth: error: Not saved yet: disk-full (OSError: [Errno 28] No space left" in full.stderr
     assert "kept in the journal and retried at the next start" in full.stderr

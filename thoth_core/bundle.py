@@ -366,7 +366,7 @@ def open_bundle(path: Path, *, limits: Limits | None = None) -> Bundle:
     except OSError as exc:
         raise ThothError(f"{path}: not a readable Thoth bundle (.tar.gz): {exc}") from exc
     try:
-        tar = tarfile.open(fileobj=gzip.GzipFile(fileobj=_Chunked(raw), mode="rb"), mode="r:")  # type: ignore[arg-type]
+        tar = tarfile.open(fileobj=gzip.GzipFile(fileobj=_Chunked(raw), mode="rb"), mode="r:")
         infos = _members(path, tar, raw, limits)
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         raw.close()

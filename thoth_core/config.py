@@ -167,7 +167,8 @@ class Config:
 
     def section(self, key: str) -> dict[str, Any]:
         """Any table, e.g. `models.anthropic`, over its declared defaults, secrets resolved."""
-        return resolve_secrets(self.get(key, {}), where=key, source=self.source)
+        table: dict[str, Any] = resolve_secrets(self.get(key, {}), where=key, source=self.source)
+        return table
 
     @property
     def source(self) -> str:

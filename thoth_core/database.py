@@ -467,12 +467,12 @@ class SqliteDatabase(Database):
             self.db.close()
 
 
-class Row(tuple):
+class Row(tuple[Any, ...]):
     """A PostgreSQL row read by position or by column name, like `sqlite3.Row`."""
 
     names: tuple[str, ...] = ()
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             return tuple.__getitem__(self, self.names.index(key))
         return tuple.__getitem__(self, key)

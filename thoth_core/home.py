@@ -35,7 +35,7 @@ def default_home(config: Config) -> Path:
     if os.environ.get("THOTH_HOME"):
         return Path(os.environ["THOTH_HOME"]).expanduser()
     if config.get("thoth.home"):
-        return (config.root / config.get("thoth.home")).expanduser()
+        return (config.root / str(config.get("thoth.home"))).expanduser()
     import click
 
     return Path(click.get_app_dir("thoth"))

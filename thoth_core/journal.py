@@ -193,7 +193,7 @@ class TurnJournal:
 
     def append(self, turn: Turn, reply: Reply, session: Session, plugins: list[str]) -> None:
         """Write the turn and its reply, synced, with the plugins that must still write it."""
-        row = (
+        row: tuple[Any, ...] = (
             turn.id,
             turn.workspace,
             turn.peer,

@@ -98,7 +98,7 @@ class QueuePlugin:
 
     @hookimpl
     def approvals(self) -> list[dict[str, Any]]:
-        items = []
+        items: list[dict[str, Any]] = []
         for about in (OWNER, PERSON, STRANGER, NOBODY):
             if item_id(about) not in self.pending:
                 continue

@@ -55,7 +55,7 @@ def storage_config(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 def stop_server(server: Any) -> None:
     """Stop the server at once (`pg_ctl stop -m fast`): every connection to it breaks, new ones are refused."""
-    from pgserver._commands import pg_ctl
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # not re-exported by its stubs
 
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
 
@@ -80,7 +80,7 @@ def fresh_database(server: Any) -> str:
     import psycopg
 
     name = "t_" + uuid.uuid4().hex[:12]
-    uri = server.get_uri()
+    uri = str(server.get_uri())
     with psycopg.connect(uri, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {name}")
     url = uri.replace("/postgres?", f"/{name}?", 1) if "/postgres?" in uri else uri.rsplit("/", 1)[0] + f"/{name}"

@@ -69,7 +69,8 @@ class Entry:
 
     def score(self, today: str) -> float:
         """How much this line deserves a place in the snapshot."""
-        age = max(0.0, (_date(today) - _date(self.day)).days) if _date(self.day) else HALF_LIFE_DAYS
+        now, then = _date(today), _date(self.day)
+        age = max(0.0, (now - then).days) if now and then else HALF_LIFE_DAYS  # an undated line counts as half-aged
         recency = 0.5 ** (age / HALF_LIFE_DAYS)
         factor = SUPERSEDED_FACTOR if self.superseded else 1.0
         return KIND_WEIGHT.get(self.kind, 1.0) * (1.0 + math.log2(self.seen)) * factor * (0.5 + 0.5 * recency)

@@ -1,0 +1,1 @@
+"""Thoth L5 reflection: session-end reflection, the approval queue, auto-memory and nightly consolidation."""
