@@ -28,12 +28,15 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Config
 from .database import RESTART_GRACE_SECONDS, HeldLock, open_database, worker_id
 from .processes import pid_alive
 from .types import Reply, Session, Turn, Usage
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 RESERVE_BYTES = 256 << 10  # room for dozens of turns on a full disk
 
@@ -98,7 +101,7 @@ class Entry:
     attempts: int = 0
     error: str | None = None
 
-    def session(self, runtime: Any) -> Session:
+    def session(self, runtime: Runtime) -> Session:
         """A stand-in for the turn's session, holding just this turn, for replaying its writes."""
         session = Session(
             self.turn.workspace,

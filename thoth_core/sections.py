@@ -28,10 +28,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .database import Database, PostgresDatabase, storage_url
 from .storage import write_atomic
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 STATE_KEY = "thoth.sections"  # this runtime's HomeSections in `Runtime.plugin_state`
 JOINED_FILE = "sections-joined.json"  # in a host's data folder: the files whose sections it merged into the store
@@ -222,7 +225,7 @@ class HomeSections:
                 self._db = None
 
 
-def home_sections(runtime: Any) -> HomeSections:
+def home_sections(runtime: Runtime) -> HomeSections:
     """This runtime's sections (one per runtime, closed with it)."""
 
     def make() -> HomeSections:

@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import Command, hookimpl
 from thoth_core.budget import Assembly, block_tokens
 from thoth_core.types import LAYERS, Session, Turn, layer_label
 
+if TYPE_CHECKING:
+    from thoth_core.runtime import Runtime
+
 STATUS_META = ("layer", "plugin")  # status keys that label a row rather than count something
 
 
-def _help(runtime: Any, **_: Any) -> str:
+def _help(runtime: Runtime, **_: Any) -> str:
     return "\n".join(
         f"/{c.name}{' ' + c.usage if c.usage else ''} - {c.help}"
         for c in sorted(runtime.commands.values(), key=lambda c: c.name)
     )
 
 
-async def _done(runtime: Any, session: Any, **_: Any) -> str:
+async def _done(runtime: Runtime, session: Any, **_: Any) -> str:
     await runtime.end_session(session, "done")
     return "Session ended; reflection (if enabled) runs in the background."
 
@@ -28,7 +31,7 @@ def _whoami(session: Any, **_: Any) -> str:
     return f"peer {session.peer} in workspace {session.workspace}, thread {session.thread} (session {session.id})"
 
 
-async def session_assembly(runtime: Any, session: Session) -> tuple[Assembly, bool]:
+async def session_assembly(runtime: Runtime, session: Session) -> tuple[Assembly, bool]:
     """The session's last assembled context, else one assembled now; True when it is the last turn's."""
     last = runtime.last
     if last is not None and last.session.key == session.key and last.session.id == session.id:
@@ -39,7 +42,7 @@ async def session_assembly(runtime: Any, session: Session) -> tuple[Assembly, bo
     return await runtime.context(Turn(text, session.peer, session.thread, session.workspace), probe), False
 
 
-def layer_lines(runtime: Any, statuses: list[dict[str, Any]], assembly: Assembly) -> list[str]:
+def layer_lines(runtime: Runtime, statuses: list[dict[str, Any]], assembly: Assembly) -> list[str]:
     """L1-L5 with used/budget tokens and counts, then every other plugin under its own name."""
     budgets = runtime.config.layer_budgets
     used: dict[str, int] = {}
@@ -68,7 +71,7 @@ def layer_lines(runtime: Any, statuses: list[dict[str, Any]], assembly: Assembly
     return lines
 
 
-async def _layers(runtime: Any, session: Session, **_: Any) -> str:
+async def _layers(runtime: Runtime, session: Session, **_: Any) -> str:
     outcomes = await runtime.call("layer_status", workspace=session.workspace, peer=session.peer, runtime=runtime)
     statuses = [dict(result, plugin=plugin) for plugin, result, _call in outcomes if isinstance(result, dict)]
     statuses += [  # a layer whose status failed says why (a broken backend), in the same one line as everywhere
@@ -80,7 +83,7 @@ async def _layers(runtime: Any, session: Session, **_: Any) -> str:
     return "\n".join([head, *layer_lines(runtime, statuses, assembly)])
 
 
-async def _approvals(runtime: Any, session: Any, **_: Any) -> str:
+async def _approvals(runtime: Runtime, session: Any, **_: Any) -> str:
     items = await runtime.approvals(actor=session.peer, workspace=session.workspace)
     lines = [
         f"{i['id']}  [{i['kind']}] {i['title']}{'  FLAGGED: ' + ', '.join(i['flags']) if i.get('flags') else ''}"
@@ -89,7 +92,7 @@ async def _approvals(runtime: Any, session: Any, **_: Any) -> str:
     return "\n".join(lines) or "nothing is waiting for approval"
 
 
-async def _approve(runtime: Any, args: str, session: Any, **_: Any) -> str:
+async def _approve(runtime: Runtime, args: str, session: Any, **_: Any) -> str:
     if not args:
         return "usage: /approve ITEM_ID"
     item = args.split()[0]
@@ -97,7 +100,7 @@ async def _approve(runtime: Any, args: str, session: Any, **_: Any) -> str:
     return str(outcome.get("message", f"approved {item}"))
 
 
-async def _reject(runtime: Any, args: str, session: Any, **_: Any) -> str:
+async def _reject(runtime: Runtime, args: str, session: Any, **_: Any) -> str:
     item, _space, reason = args.partition(" ")
     if not item:
         return "usage: /reject ITEM_ID [reason]"
@@ -107,7 +110,7 @@ async def _reject(runtime: Any, args: str, session: Any, **_: Any) -> str:
     return str(outcome.get("message", f"rejected {item}"))
 
 
-async def _forget(runtime: Any, args: str, session: Any, **_: Any) -> str:
+async def _forget(runtime: Runtime, args: str, session: Any, **_: Any) -> str:
     everything = args.strip() == "all"
     receipt = await runtime.forget(
         peer=session.peer, thread=None if everything else session.thread, workspace=session.workspace

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import getpass
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from thoth_core import ThothError, hookimpl
 
+if TYPE_CHECKING:
+    from thoth_core.runtime import Runtime
 
-async def _chat(runtime: Any, peer: str, thread: str | None) -> None:
+
+async def _chat(runtime: Runtime, peer: str, thread: str | None) -> None:
     thread = thread or await runtime.last_thread(peer=peer) or "repl"  # a restart reopens the last thread
     click.echo(f"Thoth (plain chat) - peer {peer}, thread {thread}. /help for commands, Ctrl-D to quit.")
     session = await runtime.session(peer=peer, thread=thread)
@@ -39,7 +42,7 @@ async def _chat(runtime: Any, peer: str, thread: str | None) -> None:
     await runtime.aclose()
 
 
-def start(runtime: Any, *, peer: str | None = None, thread: str | None = None) -> None:
+def start(runtime: Runtime, *, peer: str | None = None, thread: str | None = None) -> None:
     """Run the plain chat until end of input."""
     asyncio.run(_chat(runtime, peer or getpass.getuser(), thread))
 

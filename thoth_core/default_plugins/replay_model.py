@@ -14,10 +14,13 @@ import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ConfigError, ModelRequest, Usage, count_tokens, hookimpl
 from thoth_core.answers import system_with_schema
+
+if TYPE_CHECKING:
+    from thoth_core.runtime import Runtime
 
 KEEP_REQUESTS = 100
 CONFIG_DEFAULTS = {"models.replay": {"file": None, "rules": None, "delay": 0}}  # every key; None: no default
@@ -82,7 +85,7 @@ def valid_rules(rules: Any) -> bool:
     return True
 
 
-def make_replay(runtime: Any, options: dict[str, Any]) -> ReplayModel:
+def make_replay(runtime: Runtime, options: dict[str, Any]) -> ReplayModel:
     """Build the provider from `[models.replay]`: `file` (required), `delay` seconds per word."""
     delay = runtime.config.number("models.replay.delay", options.get("delay", 0), high=60)
     if "rules" in options:

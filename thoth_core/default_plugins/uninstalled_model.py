@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ModelNotConfigured, hookimpl
 from thoth_core.plugins import PROVIDERS, install_hint
+
+if TYPE_CHECKING:
+    from thoth_core.runtime import Runtime
 
 
 def not_installed(name: str) -> Callable[[Any, dict[str, Any]], Any]:
     """A factory that refuses to build the provider: it names `thoth.model` and the pip command."""
 
-    def make(runtime: Any, options: dict[str, Any]) -> Any:
+    def make(runtime: Runtime, options: dict[str, Any]) -> Any:
         problem = runtime.config.error(
             "thoth.model", f"model provider {name!r} is not installed ({install_hint(name)})"
         )
