@@ -14,6 +14,10 @@ Each kind gives the median time to the first byte on stdout and to exit, and the
 warm-up (page cache, bytecode files) and is not counted.
 
     .venv/bin/python bench/cold_start_compare.py --before /tmp/before-venv/bin [--after BIN] [--runs 9]
+        [--side NAME=BIN ...]
+
+`--side` adds more environments to the same interleaved runs (a variant with one change left
+out, to see what each change pays); each gets `ratio_NAME`, its figures over before's.
 
 An earlier commit's environment: `git worktree add --detach /tmp/before COMMIT`, then a venv with
 it and its plugins installed editable (`scripts/dev setup` run there, or a copy of .venv whose
@@ -90,13 +94,15 @@ def median_of(values: list[float], scale: float = 1000.0) -> float:
     return round(statistics.median(values) * scale, 1)
 
 
-def measure(before_bin: Path, after_bin: Path, runs: int) -> dict[str, Any]:
-    """Every figure for both sides, interleaved."""
+def measure(before_bin: Path, after_bin: Path, runs: int, extra: dict[str, Path] | None = None) -> dict[str, Any]:
+    """Every figure for every side, interleaved."""
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     anthropic, local = FakeAnthropic(replies=[REPLY]).start(), FakeOpenAI(replies=[REPLY]).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THOTH_", "ANTHROPIC_", "OPENAI_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # set in some sandboxes: every module would compile every run
     env.pop("VIRTUAL_ENV", None)
     sides = {"before": before_bin / "thoth", "after": after_bin / "thoth"}
+    sides.update({name: folder / "thoth" for name, folder in (extra or {}).items()})
     samples: dict[str, dict[str, dict[str, list[float]]]] = {
         side: {kind: {"first": [], "exit": [], "rss": []} for kind in KINDS} for side in sides
     }
@@ -107,7 +113,9 @@ def measure(before_bin: Path, after_bin: Path, runs: int) -> dict[str, Any]:
                 for side, thoth in sides.items()
             }
             for run in range(runs + 1):
-                order = list(sides) if run % 2 else list(reversed(sides))
+                turn = run % len(sides)  # each side leads in turn, and the order reverses every other run
+                order = list(sides)[turn:] + list(sides)[:turn]
+                order = order if run % 2 else order[::-1]
                 for kind in KINDS:
                     for side in order:
                         command, run_env, cwd = commands[side][kind]
@@ -122,7 +130,7 @@ def measure(before_bin: Path, after_bin: Path, runs: int) -> dict[str, Any]:
     result: dict[str, Any] = {
         "runs": runs,
         "cpus": os.cpu_count(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "load_average": {"start": load_at_start, "end": [round(x, 2) for x in os.getloadavg()]},  # 1, 5, 15 min
     }
     for kind in KINDS:
         figures = {
@@ -133,7 +141,9 @@ def measure(before_bin: Path, after_bin: Path, runs: int) -> dict[str, Any]:
             }
             for side in sides
         }
-        figures["ratio"] = {key: round(figures["after"][key] / figures["before"][key], 2) for key in figures["after"]}
+        for side in list(figures)[1:]:
+            ratio = "ratio" if side == "after" else f"ratio_{side}"
+            figures[ratio] = {key: round(figures[side][key] / figures["before"][key], 2) for key in figures[side]}
         result[kind] = figures
     return result
 
@@ -148,8 +158,15 @@ def main() -> None:
         help="The bin/ folder to compare (default: this one).",
     )
     parser.add_argument("--runs", type=int, default=9, help="Measured runs of each kind and side (after a warm-up).")
+    parser.add_argument(
+        "--side", action="append", default=[], metavar="NAME=BIN", help="One more environment's bin/ folder."
+    )
     args = parser.parse_args()
-    print(json.dumps(measure(args.before, args.after, args.runs), indent=2))
+    extra = dict(item.split("=", 1) for item in args.side)
+    if not all(name.isidentifier() and name not in ("before", "after") for name in extra):
+        parser.error("--side NAME=BIN: NAME is a word other than before and after")
+    result = measure(args.before, args.after, args.runs, {name: Path(folder) for name, folder in extra.items()})
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +71,8 @@ def start_model_warm_up(config: Config) -> threading.Thread | None:
 def warm_up(name: str) -> None:
     """Load the provider plugin `name` and run its module's `warm_up()`; a failure is left to the plugin's load."""
     try:
+        from importlib.metadata import entry_points  # on this thread: main() pays only for the finder
+
         found = list(entry_points(group=GROUP, name=name))
         module = found[0].load() if found else None
         hook = getattr(module, "warm_up", None)

@@ -20,7 +20,8 @@ reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
 `anthropic` is the configured model, this plugin's `configure` hook starts that import on a
 thread as the runtime starts (`thoth_models.sdk.preload_when_chosen`), so it overlaps the
-session start and the first turn's pre-spawn stage.
+session start and the first turn's pre-spawn stage. The `thoth` command starts it sooner,
+before the plugins load, through this module's `warm_up()` (`thoth_core.cli_imports`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ come in Anthropic's shape (`name`, `description`, `input_schema`, optional `hand
 `function` tools; calls with handlers are run and answered, as the `anthropic` provider does. A
 request with an `answer` schema sends it as `response_format` (`json_schema`, not strict). The
 public API gets `max_completion_tokens`, other servers the older `max_tokens` they all accept.
-When `openai` is the configured model, `configure` starts importing the SDK on a thread.
+When `openai` is the configured model, `configure` starts importing the SDK on a thread; the
+`thoth` command starts it sooner, before the plugins load, through this module's `warm_up()`.
 """
 
 from __future__ import annotations
