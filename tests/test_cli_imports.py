@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thoth_core.cli_imports import defer_reexports, reexported_names, start_model_warm_up, warm_up
-from thoth_core.config import Config
+from thoth_core.cli_imports import defer_reexports, reexported_names
 
 LEAF = "import {root}\n{root}.loaded.append(__name__.rpartition('.')[2])\nclass {name}:\n    pass\n"
 
@@ -110,56 +109,6 @@ def test_an_sdk_types_package_loads_less_and_every_name_resolves_as_eagerly(sdk)
     eager, deferred = run("eager"), run("deferred")
     assert deferred["loaded"] < 0.9 * eager["loaded"], (deferred["loaded"], eager["loaded"])
     assert deferred["resolved"] == eager["resolved"] and len(eager["resolved"]) > 100
-
-
-PROVIDER = """
-import threading
-calls = []
-def warm_up():
-    calls.append(threading.current_thread().name)
-"""
-
-
-@pytest.fixture
-def provider(tmp_path, monkeypatch):
-    """An installed plugin `fakeprov` (a dist-info on sys.path) whose module has a `warm_up()`; the module."""
-    dist = tmp_path / "fakeprov-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeprov\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[thoth]\nfakeprov = fakeprov_module\nbroken = broken_module\n")
-    (tmp_path / "fakeprov_module.py").write_text(PROVIDER)
-    (tmp_path / "broken_module.py").write_text("def warm_up():\n    raise RuntimeError('no SDK')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("THOTH_LOAD_PLUGINS", "fakeprov,broken")
-    yield importlib.import_module("fakeprov_module")
-    for name in ("fakeprov_module", "broken_module"):
-        sys.modules.pop(name, None)
-
-
-def test_the_configured_provider_warms_up_on_a_thread_of_its_own(provider):
-    thread = start_model_warm_up(Config(data={"thoth": {"model": "fakeprov"}}))
-    assert thread is not None
-    thread.join(timeout=30)
-    assert provider.calls == ["thoth-warm-up-fakeprov"]
-
-
-@pytest.mark.parametrize(
-    ("data", "allowed"),
-    [
-        ({}, "fakeprov"),  # no model configured
-        ({"thoth": {"model": "fakeprov"}, "plugins": {"disabled": ["fakeprov"]}}, "fakeprov"),
-        ({"thoth": {"model": "fakeprov"}}, "working,anthropic"),  # THOTH_LOAD_PLUGINS leaves it out
-    ],
-)
-def test_a_provider_that_will_not_load_does_not_warm_up(provider, monkeypatch, data, allowed):
-    monkeypatch.setenv("THOTH_LOAD_PLUGINS", allowed)
-    assert start_model_warm_up(Config(data=data)) is None
-    assert provider.calls == []
-
-
-@pytest.mark.parametrize("name", ["broken", "not-installed", "fakeprov_without"])
-def test_a_failing_or_missing_warm_up_is_quiet(provider, name):
-    warm_up(name)  # the plugin's load reports a broken provider, with its name; the warm-up says nothing
 
 
 identifiers = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(lambda n: not keyword.iskeyword(n))

@@ -140,7 +140,7 @@ def test_an_sdk_ask_imports_its_sdk_on_a_warm_up_thread(tmp_path, monkeypatch, r
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     done, probe = probed(tmp_path, "ask", "hello", cwd=home)
     assert done.stdout.startswith("Hello from the SDK.")
-    assert probe["loaded"][sdk] == f"thoth-warm-up-{sdk}"  # the CLI started it, before the plugins loaded
+    assert probe["loaded"][sdk] == f"thoth-import-{sdk}"  # the provider plugin's configure hook started it
     assert DEFERRING in probe["finders"]  # the `thoth` process defers the SDK's types packages
     # fewer of its types modules than an eager import (openai 3.63: 467; anthropic 2.17: 2,978; deferred 54 and 2,328)
     assert 0 < probe["types"][sdk] < {"openai": 200, "anthropic": 2700}[sdk], probe["types"]

@@ -100,12 +100,8 @@ class HelpGroup(click.Group):
         self.callback = then_help
 
 
-def runtime(*, asks_model: bool = False) -> Runtime:
-    """The runtime for this command, built once from thoth.toml.
-
-    `asks_model`: the command will ask the configured model, so its provider warms up (imports its
-    SDK) on a thread while the plugins load (`cli_imports.start_model_warm_up`).
-    """
+def runtime() -> Runtime:
+    """The runtime for this command, built once from thoth.toml."""
     ctx = click.get_current_context()
     obj = ctx.ensure_object(dict)
     if "runtime" not in obj:
@@ -114,15 +110,7 @@ def runtime(*, asks_model: bool = False) -> Runtime:
         loaded = ctx.meta.get("thoth.loaded")
         from .database import reachable
 
-        if loaded:
-            obj["runtime"] = Runtime(reachable(loaded[0]), pm=loaded[1])
-        else:
-            config = load_config()  # as Runtime.load(), with the warm-up started before the plugins load
-            if asks_model:
-                from .cli_imports import start_model_warm_up
-
-                start_model_warm_up(config)
-            obj["runtime"] = Runtime(reachable(config))
+        obj["runtime"] = Runtime(reachable(loaded[0]), pm=loaded[1]) if loaded else Runtime.load()
         if obj["runtime"].config.path is None and not os.environ.get("THOTH_HOME"):
             from .home import no_home_hint
 
@@ -178,7 +166,7 @@ def chat(peer: str, thread: str | None, frontend: str | None) -> None:
     check_name("peer", peer)  # before a frontend starts (the runtime refuses it too, at the first turn)
     if thread is not None:
         check_name("thread", thread)
-    rt = runtime(asks_model=True)
+    rt = runtime()
     frontends = rt.registry("register_frontends")
     name = frontend or rt.config.get("thoth.frontend") or ("tui" if "tui" in frontends else "repl")
     if name not in frontends:
@@ -199,7 +187,7 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
     failed_command: list[str] = []
 
     async def turn() -> None:
-        result = await runtime(asks_model=True).turn(
+        result = await runtime().turn(
             message, peer=peer, thread=thread, workspace=workspace, on_delta=lambda d: click.echo(d, nl=False)
         )
         if result.reply.model == "command":  # slash commands answer at once, without streaming

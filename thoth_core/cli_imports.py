@@ -1,22 +1,16 @@
-"""What the `thoth` command does to imports in its own process, so a cold `thoth ask` answers sooner.
+"""The `thoth` command's own import finder: the SDKs' `types` packages import each name when it is first used.
 
-Only `thoth_core.cli.main` calls this module: the command line owns its process, a library does
-not. A `Runtime()` in an application that embeds Thoth leaves the import system alone (tested).
+Only `thoth_core.cli.main` installs it: the command line owns its process, a library does not,
+so a `Runtime()` in an application that embeds Thoth leaves the import system alone (tested).
 
-Two things, both for the first byte of a reply:
-- `defer_reexports` installs a `sys.meta_path` finder for the SDKs' `types` packages. `import
-  openai` runs `openai/types/__init__.py`, which imports every type module of the API (467
-  modules); a chat call needs 54. Each package under a deferred name whose `__init__` holds
-  nothing but `from .module import Name` lines (a docstring, `from __future__` and a literal
-  `__all__` aside) resolves `package.Name` on first access instead, through PEP 562's module
-  `__getattr__`. The names and objects are the same ones; only when their modules load changes.
-  A package with any other statement in its `__init__` runs it as usual.
-  `importlib.util.LazyLoader` cannot do this: the import system reads a package's `__path__` to
-  import its submodules, which triggers the load.
-- `start_model_warm_up` starts the configured provider's warm-up on a thread before the plugins
-  load: it loads that provider's entry point (group `thoth`, named as `thoth.model` names it) and
-  calls its module-level `warm_up()` if it has one. The core imports no plugin by name; a
-  provider without `warm_up` simply gets none.
+`import openai` runs `openai/types/__init__.py`, which imports every type module of the API (467
+modules with openai 3.63); a chat call needs 54. `defer_reexports("openai.types")` makes each
+package under that name whose `__init__` holds nothing but `from .module import Name` lines (a
+docstring, `from __future__` and a literal `__all__` aside) resolve `package.Name` on first
+access instead, through PEP 562's module `__getattr__`. The names and objects are the same ones;
+only when their modules load changes. A package with any other statement in its `__init__` runs
+it as usual. `importlib.util.LazyLoader` cannot do this: the import system reads a package's
+`__path__` to import its submodules, which triggers the load.
 """
 
 from __future__ import annotations
@@ -25,21 +19,11 @@ import ast
 import importlib
 import importlib.abc
 import importlib.machinery
-import logging
-import os
 import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
-
-from .manager import GROUP
-from .models import configured_model
-
-if TYPE_CHECKING:
-    from .config import Config
-
-logger = logging.getLogger(__name__)
+from typing import Any
 
 SDK_TYPES = ("anthropic.types", "openai.types")  # the re-exporting packages the `thoth` command defers
 _lock = threading.Lock()
@@ -53,33 +37,6 @@ def defer_reexports(*packages: str) -> None:
             finder = ReexportFinder()
             sys.meta_path.insert(0, finder)
         finder.packages.update(packages)
-
-
-def start_model_warm_up(config: Config) -> threading.Thread | None:
-    """Run the configured provider's `warm_up()` on a daemon thread (None: no provider, or it is switched off)."""
-    name = configured_model(config)
-    allowed = os.environ.get("THOTH_LOAD_PLUGINS")
-    if not name or name in config.disabled:
-        return None
-    if allowed is not None and name not in {n.strip() for n in allowed.split(",")}:
-        return None
-    thread = threading.Thread(target=warm_up, args=(name,), name=f"thoth-warm-up-{name}", daemon=True)
-    thread.start()
-    return thread
-
-
-def warm_up(name: str) -> None:
-    """Load the provider plugin `name` and run its module's `warm_up()`; a failure is left to the plugin's load."""
-    try:
-        from importlib.metadata import entry_points  # on this thread: main() pays only for the finder
-
-        found = list(entry_points(group=GROUP, name=name))
-        module = found[0].load() if found else None
-        hook = getattr(module, "warm_up", None)
-        if callable(hook):
-            hook()
-    except Exception:  # noqa: BLE001 - loading the plugins reports a broken provider, once, with its name
-        logger.debug("warm-up of model provider %s failed", name, exc_info=True)
 
 
 def reexported_names(source: str) -> tuple[dict[str, tuple[str, str]], list[str] | None] | None:
@@ -170,4 +127,4 @@ class DeferredInit(importlib.abc.Loader):
             setattr(module, "__all__", self.exported)  # noqa: B010 - a module attribute mypy does not know
 
 
-__all__ = ["SDK_TYPES", "ReexportFinder", "defer_reexports", "reexported_names", "start_model_warm_up", "warm_up"]
+__all__ = ["SDK_TYPES", "DeferredInit", "ReexportFinder", "defer_reexports", "reexported_names"]

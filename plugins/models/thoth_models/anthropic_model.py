@@ -20,8 +20,7 @@ reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
 `anthropic` is the configured model, this plugin's `configure` hook starts that import on a
 thread as the runtime starts (`thoth_models.sdk.preload_when_chosen`), so it overlaps the
-session start and the first turn's pre-spawn stage. The `thoth` command starts it sooner,
-before the plugins load, through this module's `warm_up()` (`thoth_core.cli_imports`).
+session start and the first turn's pre-spawn stage.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from thoth_models.sdk import (
     base_url,
     common_options,
     cost_of,
-    import_now,
     preload_when_chosen,
     run_tool,
 )
@@ -271,8 +269,3 @@ def register_models(register):  # type: ignore[no-untyped-def]
 @hookimpl
 def configure(runtime):  # type: ignore[no-untyped-def]
     preload_when_chosen(runtime, "anthropic")
-
-
-def warm_up() -> None:
-    """Import the anthropic SDK now: the `thoth` command calls this on a thread of its own before the plugins load."""
-    import_now("anthropic")

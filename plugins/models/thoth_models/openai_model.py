@@ -15,8 +15,7 @@ come in Anthropic's shape (`name`, `description`, `input_schema`, optional `hand
 `function` tools; calls with handlers are run and answered, as the `anthropic` provider does. A
 request with an `answer` schema sends it as `response_format` (`json_schema`, not strict). The
 public API gets `max_completion_tokens`, other servers the older `max_tokens` they all accept.
-When `openai` is the configured model, `configure` starts importing the SDK on a thread; the
-`thoth` command starts it sooner, before the plugins load, through this module's `warm_up()`.
+When `openai` is the configured model, `configure` starts importing the SDK on a thread.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ from thoth_models.sdk import (
     base_url,
     common_options,
     cost_of,
-    import_now,
     preload_when_chosen,
     run_tool,
 )
@@ -286,8 +284,3 @@ def register_models(register):  # type: ignore[no-untyped-def]
 @hookimpl
 def configure(runtime):  # type: ignore[no-untyped-def]
     preload_when_chosen(runtime, "openai")
-
-
-def warm_up() -> None:
-    """Import the openai SDK now: the `thoth` command calls this on a thread of its own before the plugins load."""
-    import_now("openai")

@@ -43,13 +43,6 @@ def start_import(module: str) -> None:
     threading.Thread(target=importlib.import_module, args=(module,), name=f"thoth-import-{module}", daemon=True).start()
 
 
-def import_now(module: str) -> None:
-    """Import `module` on this thread, and tell `start_import` it is under way (no second thread)."""
-    with _imports_lock:
-        _imports_started.add(module)
-    importlib.import_module(module)
-
-
 def preload_when_chosen(runtime: Runtime, provider: str) -> None:
     """Start importing the provider's SDK (`provider` is also its module) when it is the configured model.
 
