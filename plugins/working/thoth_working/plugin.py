@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 LAYER = "working"
 MEMORY_PRIORITY = 90
 WITHOUT_CONTEXT = "turns without context"  # the status key naming what recent turns went without
+
+
 def read_memory(path: Path, sections: HomeSections | None = None) -> str:
     """MEMORY.md's text (its marked sections as every host sees them, when `sections` are shared);
     a missing file is empty, an unreadable one an error naming it."""
@@ -237,4 +239,3 @@ def doctor_checks(runtime: Runtime) -> list[DoctorLine]:
     if not missing.by_plugin:
         return [(True, f"context: each of the last {missing.turns} turns had every plugin's context")]
     return [(False, line) for line in missing.lines()]
-
