@@ -33,28 +33,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from cold_start_compare import timed  # one timing for both benches: first byte, exit, peak RSS
 
 from thoth_core.testing.fake_anthropic import FakeAnthropic
 from thoth_core.testing.fake_openai import FakeOpenAI
 
 REPLY = "The quick brown fox jumps over the lazy dog."
 THOTH = Path(sys.executable).with_name("thoth")
-
-
-def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Seconds to the first byte on stdout, and to exit, of one fresh process."""
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-    assert process.stdout is not None
-    process.stdout.read(1)
-    first = time.perf_counter() - started
-    process.stdout.read()
-    if process.wait(timeout=120) != 0:
-        raise SystemExit(f"{' '.join(command)} failed with exit code {process.returncode}")
-    return first, time.perf_counter() - started
 
 
 def summary(seconds: list[float], floor: float | None = None) -> dict[str, float]:
@@ -115,7 +103,7 @@ def measure(runs: int) -> dict[str, Any]:
             exits: dict[str, list[float]] = {name: [] for name in kinds}
             for run in range(runs + 1):
                 for name, (command, run_env, cwd) in kinds.items():
-                    first, whole = timed(command, run_env, cwd)
+                    first, whole, _ = timed(command, run_env, cwd)
                     if run:  # the first round warms the page cache and the bytecode files
                         firsts[name].append(first)
                         exits[name].append(whole)
@@ -123,7 +111,7 @@ def measure(runs: int) -> dict[str, Any]:
             for name in ("ask_replay", "ask_anthropic", "ask_openai"):
                 command, run_env, cwd = kinds[name]
                 with tempfile.TemporaryDirectory() as prefix:
-                    first, whole = timed(command, dict(run_env, PYTHONPYCACHEPREFIX=prefix), cwd)
+                    first, whole, _ = timed(command, dict(run_env, PYTHONPYCACHEPREFIX=prefix), cwd)
                 no_cache[name] = {"first_byte_ms": round(first * 1000, 1), "exit_ms": round(whole * 1000, 1)}
     finally:
         fake.stop()
