@@ -29,8 +29,8 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
 from thoth_core.answers import answer_description, answer_name, answer_schema
@@ -135,9 +135,7 @@ class AnthropicModel(SDKModel):
         import anthropic
 
         params = self.params(request)
-        handlers = {
-            str(t["name"]): cast(Callable[..., Any], t["handler"]) for t in request.tools if callable(t.get("handler"))
-        }
+        handlers = self.tool_handlers(request)
         usage = Usage()
         try:
             spoke = False

@@ -24,7 +24,7 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from thoth_core import ModelError, ModelNotConfigured, ModelRequest, Usage, hookimpl
@@ -121,9 +121,7 @@ class OpenAIModel(SDKModel):
         import openai
 
         params = self.params(request)
-        handlers = {
-            str(t["name"]): cast(Callable[..., Any], t["handler"]) for t in request.tools if callable(t.get("handler"))
-        }
+        handlers = self.tool_handlers(request)
         usage = Usage()
         try:
             spoke = False

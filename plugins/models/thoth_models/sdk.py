@@ -9,9 +9,9 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from thoth_core import ModelNotConfigured, Usage
+from thoth_core import ModelNotConfigured, ModelRequest, Usage
 from thoth_core.schema import Number, Text
 
 if TYPE_CHECKING:
@@ -76,6 +76,12 @@ class SDKModel:
         self.max_tool_rounds = max_tool_rounds
         self.price = price
         self.url_source = url_source
+
+    @staticmethod
+    def tool_handlers(request: ModelRequest) -> dict[str, Callable[..., Any]]:
+        """The request's tools that the provider runs itself, by name (those with a `handler`)."""
+        tools = [tool for tool in request.tools if callable(tool.get("handler"))]
+        return {str(tool["name"]): cast(Callable[..., Any], tool["handler"]) for tool in tools}
 
 
 def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:
