@@ -7,9 +7,9 @@ import re
 
 import pytest
 from thoth_mcp.memory import Memory
-from thoth_mcp.scope import Scope
 
 from thoth_core import ThothError, hookimpl
+from thoth_core.scope import Scope
 from thoth_core.testing.approvals import (
     CASES,
     OWNER,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from thoth_mcp.memory import interleave
-from thoth_mcp.scope import Scope, ScopeError, thread_for, valid_name
+from thoth_mcp.scope import thread_for
 from thoth_mcp.serve import is_loopback
+
+from thoth_core.scope import Scope, ScopeError, valid_name
 
 
 @pytest.mark.parametrize("name", ["alice", "U024BE7LH", "ada.lovelace@example.org", "team:ops", "_bot", "a" * 128])

@@ -22,8 +22,8 @@ def mcp(peer: str | None, workspace: str | None, http: bool, host: str, port: in
     streamable HTTP on 127.0.0.1. Every call names its peer unless --peer pins one.
     """
     from thoth_core.cli import run, runtime
+    from thoth_core.scope import Scope
 
-    from .scope import Scope
     from .serve import serve
 
     rt = runtime()

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from thoth_core.budget import block_tokens
 from thoth_core.errors import ThothError
+from thoth_core.scope import NAME, Scope, valid_name
 from thoth_core.types import Session, Turn
 
-from .scope import DEFAULT_THREAD, NAME, Scope, thread_for, valid_name
+from .scope import DEFAULT_THREAD, thread_for
 
 if TYPE_CHECKING:
     from thoth_core import Runtime

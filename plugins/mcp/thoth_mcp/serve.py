@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from thoth_core import Runtime
-
-    from .scope import Scope
+    from thoth_core.scope import Scope
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ from .memory import MAX_LIMIT, Answer, Memory, one_line
 
 if TYPE_CHECKING:
     from thoth_core import Runtime
-
-    from .scope import Scope
+    from thoth_core.scope import Scope
 
 logger = logging.getLogger(__name__)
 
