@@ -1,0 +1,194 @@
+"""Finding the resident service of a home (`thoth serve`) and talking to it with the standard library only.
+
+The service advertises itself in `HOME/run/service.json` (mode 0600: it may hold the token) while it
+runs: its URL, pid, token and start time. Clients (the `thoth` command's thin paths, the Claude Code
+hook process) read that file, check the pid still runs and call the REST API with `http.client`; this
+module must stay cheap to import (no runtime, pydantic, embedder or SDK), since the thin paths exist to
+skip those imports. Every failure to reach the service (a stale file, a refused or slow connection, a
+hung server) raises `ServiceUnavailable` after a bounded wait, so callers fall back to working in-process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from .errors import ThothError
+from .processes import pid_alive
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "Service",
+    "ServiceError",
+    "ServiceUnavailable",
+    "advertised",
+    "find_service",
+    "service_file",
+]
+
+RUN_DIR = "run"
+SERVICE_FILE = "service.json"
+CONNECT_TIMEOUT = 0.5  # seconds to connect and get the response headers: a live service on this host answers in ms
+READ_TIMEOUT = 30.0  # seconds between two reads of a response once it has started
+
+
+class ServiceUnavailable(ThothError):
+    """The service could not be reached in time; callers fall back to working in-process."""
+
+
+class ServiceError(ThothError):
+    """The service answered with an error status; the message is its one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def service_file(home: Path) -> Path:
+    """Where the service of this home advertises itself."""
+    return Path(home) / RUN_DIR / SERVICE_FILE
+
+
+@contextmanager
+def advertised(home: Path, *, url: str, token: str | None) -> Iterator[None]:
+    """Advertise a service at `url` for this home while the block runs; the file is removed at exit if still ours."""
+    path = service_file(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"url": url, "pid": os.getpid(), "token": token, "started_at": time.time()}
+    partial = path.with_name(f".{SERVICE_FILE}.{os.getpid()}")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        json.dump(record, out)
+    os.replace(partial, path)  # readers never see half a file
+    try:
+        yield
+    finally:
+        if _read(path) == record:  # another service may have taken the home over since
+            path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The advertisement at path, or None when missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def find_service(home: Path) -> Service | None:
+    """The service advertised for this home if its process still runs, else None (no network call)."""
+    data = _read(service_file(home))
+    if data is None:
+        return None
+    url, pid, token = data.get("url"), data.get("pid"), data.get("token")
+    if not isinstance(url, str) or not isinstance(pid, int) or not (token is None or isinstance(token, str)):
+        return None
+    if pid <= 0 or not pid_alive(pid) or urlsplit(url).scheme != "http":
+        return None
+    return Service(url=url, token=token)
+
+
+@dataclass(frozen=True)
+class Service:
+    """A client of one running service: JSON requests and server-sent events over HTTP/1.1."""
+
+    url: str
+    token: str | None = None
+    connect_timeout: float = CONNECT_TIMEOUT
+    read_timeout: float = READ_TIMEOUT
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        """GET path with query params (None values left out); the JSON object answered."""
+        query = urlencode({k: v for k, v in params.items() if v is not None})
+        return _json(self.request("GET", f"{path}?{query}" if query else path))
+
+    def post(self, path: str, body: Any) -> dict[str, Any]:
+        """POST a JSON body to path; the JSON object answered."""
+        return _json(self.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"}))
+
+    def events(self, path: str, body: Any) -> Iterator[tuple[str, Any]]:
+        """POST a JSON body to path and yield its server-sent events as (event, decoded JSON data)."""
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        response = self.request("POST", path, json.dumps(body).encode(), headers)
+        try:
+            if response.status >= 400:
+                _json(response)  # raises ServiceError with the service's line
+            yield from sse_events(response)
+        finally:
+            response.close()
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> http.client.HTTPResponse:
+        """Send one request and return the response once its headers came (raises ServiceUnavailable if they don't)."""
+        parts = urlsplit(self.url)
+        prefix = parts.path.rstrip("/")
+        connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=self.connect_timeout)
+        sent = {"Accept": "application/json", **(headers or {})}
+        if self.token:
+            sent["Authorization"] = f"Bearer {self.token}"
+        try:
+            connection.request(method, prefix + quote(path, safe="/?&=%:@!$'()*+,;~-._"), body=body, headers=sent)
+            response = connection.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise ServiceUnavailable(f"service at {self.url}: {type(exc).__name__}: {exc}") from exc
+        if connection.sock is not None:
+            connection.sock.settimeout(self.read_timeout)
+        return response
+
+
+def _json(response: http.client.HTTPResponse) -> dict[str, Any]:
+    """The response's JSON object; raises ServiceError on an error status, ServiceUnavailable if it breaks off."""
+    try:
+        raw = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise ServiceUnavailable(f"the service's answer broke off: {type(exc).__name__}: {exc}") from exc
+    finally:
+        response.close()
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        data = {}
+    if response.status >= 400:
+        message = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(message, str):
+            message = f"the service answered {response.status} {response.reason}"
+        raise ServiceError(response.status, message)
+    if not isinstance(data, dict):
+        raise ServiceError(response.status, f"the service answered {type(data).__name__}, not a JSON object")
+    return data
+
+
+def sse_events(lines: Any) -> Iterator[tuple[str, Any]]:
+    """Server-sent events read from a binary line iterable, as (event, JSON-decoded data); 'message' if unnamed."""
+    event, data = "message", list[str]()
+    try:
+        for raw in lines:
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if not line:
+                if data:
+                    yield event, json.loads("\n".join(data))
+                event, data = "message", []
+            elif line.startswith(":"):
+                continue
+            else:
+                name, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if name == "event":
+                    event = value
+                elif name == "data":
+                    data.append(value)
+    except (OSError, http.client.HTTPException) as exc:
+        raise ServiceUnavailable(f"the service's event stream broke off: {type(exc).__name__}: {exc}") from exc
+    if data:
+        yield event, json.loads("\n".join(data))
