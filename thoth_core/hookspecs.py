@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         DoctorLine,
         LastThread,
         LayerStatus,
+        MemoryRecord,
         RecallHit,
         Register,
         RegisterCommand,
@@ -123,6 +124,10 @@ POLICIES: dict[str, HookPolicy] = {
     "due_check_ins": HookPolicy("each", "background"),
     "bundle_export": HookPolicy("sync", "none", isolated=False),
     "bundle_import": HookPolicy("first", "none", isolated=False),
+    "memory_records": HookPolicy("each", "background"),
+    "memory_record": HookPolicy("first", "background"),
+    "edit_memory_record": HookPolicy("first", "background"),
+    "delete_memory_record": HookPolicy("first", "background"),
 }
 
 
@@ -395,4 +400,56 @@ def bundle_import(section: BundleSection, runtime: Runtime, progress: Callable[[
 
     Returns:
         Counts of what was added, e.g. `{"episodes": 12}`.
+    """
+
+
+@hookspec
+def memory_records(
+    peer: str, workspace: str, runtime: Runtime, kind: str | None, limit: int, before: float | None
+) -> list[MemoryRecord] | None:
+    """What this plugin holds about one peer, newest first: for the inspector and `/v1/.../records`.
+
+    Args:
+        peer: whose records; never return another peer's.
+        workspace: the workspace the peer is in.
+        runtime: the runtime.
+        kind: only records of this kind (`fact`, `episode`, ...), or None for every kind.
+        limit: at most this many records.
+        before: only records older than this (unix seconds, exclusive), or None: paging back.
+
+    Returns:
+        Dicts with `layer`, `kind`, `id` (unique across layers), `text`, `at`, and `editable` (False for
+        read-only kinds) and `meta` where they apply; None if the plugin holds no records.
+    """
+
+
+@hookspec(firstresult=True)
+def memory_record(record_id: str, peer: str, workspace: str, runtime: Runtime) -> MemoryRecord | None:
+    """One of the peer's records by id, with its `history` (earlier versions, newest first) where it has one.
+
+    Stops at first non-None result: only the plugin that owns `record_id` answers, and only when the
+    record is this peer's (another peer's record is None, as an unknown id is).
+    """
+
+
+@hookspec(firstresult=True)
+def edit_memory_record(record_id: str, text: str, peer: str, workspace: str, runtime: Runtime) -> MemoryRecord | None:
+    """Replace one of the peer's records with `text`, as the layer's own correction command does (`/correct`).
+
+    The runtime has refused text no store can keep and secrets before calling. Stops at first non-None result:
+    only the owner of an editable record of this peer answers.
+
+    Returns:
+        The record as it now stands (its id may be new: a corrected fact supersedes the old one), or None.
+    """
+
+
+@hookspec(firstresult=True)
+def delete_memory_record(record_id: str, peer: str, workspace: str, runtime: Runtime) -> bool | None:
+    """Delete one of the peer's records, as the layer's own correction command does (`/correct ID delete`).
+
+    Stops at first non-None result: only the owner of a deletable record of this peer answers.
+
+    Returns:
+        True once deleted; None for a record this plugin does not own, of another peer, or read-only.
     """

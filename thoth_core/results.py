@@ -40,6 +40,25 @@ def _mapping(result: Any, expected: str) -> tuple[Any, str | None]:
     return None, f"returned {_name(result)}, expected {expected}"
 
 
+RECORD_KEYS = ("layer", "kind", "id", "text", "at")
+
+
+def _is_record(value: Any) -> bool:
+    """Whether value has a MemoryRecord's required keys, with an `id` and `text` that are strings."""
+    return (
+        isinstance(value, dict)
+        and all(key in value for key in RECORD_KEYS)
+        and isinstance(value["id"], str)
+        and isinstance(value["text"], str)
+    )
+
+
+def _record(result: Any) -> tuple[Any, str | None]:
+    if result is None or _is_record(result):
+        return result, None
+    return None, f"returned {_name(result)}, expected a MemoryRecord dict (layer, kind, id, text, at) or None"
+
+
 CHECKS: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "pre_spawn_context": lambda r: _items(
         r, lambda b: isinstance(b, ContextBlock), "a ContextBlock, a list of them or None", single=True
@@ -50,6 +69,12 @@ CHECKS: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "recall": lambda r: _items(r, lambda h: isinstance(h, dict), "a list of dicts (RecallHit) or None"),
     "layer_status": lambda r: _mapping(r, "a dict (LayerStatus) or None"),
     "forget": lambda r: _mapping(r, "a dict of counts or None"),
+    "memory_records": lambda r: _items(r, _is_record, "a list of MemoryRecord dicts (layer, kind, id, text, at)"),
+    "memory_record": lambda r: _record(r),
+    "edit_memory_record": lambda r: _record(r),
+    "delete_memory_record": lambda r: (
+        (r, None) if r is None or isinstance(r, bool) else (None, f"returned {_name(r)}, expected True, False or None")
+    ),
 }
 
 

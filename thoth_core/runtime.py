@@ -21,10 +21,10 @@ from .approvals import DECISIONS, OWNER_KEYS, Actor, ApprovalRefused, Policy
 from .budget import Assembly, assemble, fit_message, trim_history
 from .config import Config, agent_of, load_config
 from .database import reachable
-from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
+from .errors import ConfigError, InputError, ModelError, ModelNotConfigured, PluginError, ThothError
 from .fallback import FallbackJournal
 from .home import default_home
-from .inputs import check_scope, check_text
+from .inputs import check_name, check_scope, check_text
 from .journal import TurnJournal
 from .manager import ThothPluginManager
 from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model
@@ -38,6 +38,7 @@ from .types import (
     Command,
     ContextBlock,
     LayerStatus,
+    MemoryRecord,
     Message,
     PluginCall,
     Reply,
@@ -469,6 +470,85 @@ class Runtime:
         outcomes = await self.call("last_thread", peer=peer, workspace=workspace, runtime=self)
         found = [result for _, result, _ in outcomes if isinstance(result, dict) and result.get("thread")]
         return str(max(found, key=lambda r: float(r.get("last_active") or 0))["thread"]) if found else None
+
+    # --- memory records -----------------------------------------------------------------
+
+    def _record_scope(self, peer: str, workspace: str | None) -> dict[str, Any]:
+        """The hook arguments naming whose records: a bad peer or workspace name raises InputError."""
+        check_name("peer", peer)
+        if workspace is not None:
+            check_name("workspace", workspace)
+        return {"peer": peer, "workspace": workspace or self.config.get("thoth.workspace"), "runtime": self}
+
+    async def records(
+        self,
+        *,
+        peer: str,
+        workspace: str | None = None,
+        layer: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        before: float | None = None,
+    ) -> list[MemoryRecord]:
+        """What the layers hold about one peer, newest first, at most `limit` (`before`: older than, unix seconds).
+
+        `layer` keeps one layer's records (or one plugin's: `blackboard`), `kind` one kind; a failing plugin is
+        logged and left out.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InputError(f"limit {limit!r}: expected a whole number of at least 1")
+        scope = self._record_scope(peer, workspace)
+        only = None
+        if layer is not None:
+            only = {p for p in self.pm.implementers("memory_records") if layer in (p, self.layer_of(p))}
+        kwargs = {**scope, "kind": kind, "limit": limit, "before": before}
+        outcomes = await _calls.call(self.pm, "memory_records", kwargs, deadlines=self, only=only)
+        found = [
+            cast(MemoryRecord, {**record, "plugin": plugin})
+            for plugin, result, _ in outcomes
+            for record in result or []
+            if (layer is None or layer in (plugin, record["layer"]))
+            and (kind is None or record["kind"] == kind)
+            and (before is None or float(record["at"]) < before)
+        ]
+        found.sort(key=lambda record: float(record["at"]), reverse=True)
+        return found[:limit]
+
+    async def get_record(self, *, record_id: str, peer: str, workspace: str | None = None) -> MemoryRecord | None:
+        """One of the peer's records by id, with its history; None if no layer holds it for this peer."""
+        return await self._one_record("memory_record", record_id=record_id, **self._record_scope(peer, workspace))
+
+    async def edit_record(
+        self, *, record_id: str, text: str, peer: str, workspace: str | None = None
+    ) -> MemoryRecord | None:
+        """Correct one of the peer's records as `/correct` does; the record as it now stands, or None (none such).
+
+        Text no store can keep, empty text or a secret raises InputError before any layer is asked.
+        """
+        scope = self._record_scope(peer, workspace)
+        if not isinstance(text, str) or not check_text(text, what="the corrected text").strip():
+            raise InputError("the corrected text is empty; to delete the record, delete it")
+        secrets = self.redactor.find_secrets(text)
+        if secrets:
+            found = ", ".join(secrets)
+            raise InputError(f"not stored: that holds a secret ({found}); secrets are never kept in memory")
+        return await self._one_record("edit_memory_record", record_id=record_id, text=text.strip(), **scope)
+
+    async def delete_record(self, *, record_id: str, peer: str, workspace: str | None = None) -> bool:
+        """Delete one of the peer's records as `/correct ID delete` does; whether a layer deleted it."""
+        kwargs = {"record_id": record_id, **self._record_scope(peer, workspace)}
+        outcomes = await _calls.call(self.pm, "delete_memory_record", kwargs, deadlines=self)
+        return any(result is True for _, result, _ in outcomes)
+
+    async def _one_record(self, hook: str, **kwargs: Any) -> MemoryRecord | None:
+        """The first answer of a `first` record hook, with `plugin` filled in."""
+        if not isinstance(kwargs["record_id"], str) or not kwargs["record_id"]:
+            return None
+        outcomes = await _calls.call(self.pm, hook, kwargs, deadlines=self)
+        for plugin, result, _ in outcomes:
+            if result is not None:
+                return cast(MemoryRecord, {**result, "plugin": plugin})
+        return None
 
     async def call(self, hook: str, **kwargs: Any) -> list[Outcome]:
         """Call a hook as its policy says (style, deadline, isolation); (plugin, result, call record) of each call."""

@@ -240,6 +240,20 @@ class RecallHit(TypedDict):
     at: float  # unix seconds
 
 
+class MemoryRecord(TypedDict):
+    """One thing a layer holds about a peer (`memory_records`, `memory_record`): a fact, an episode, a skill file."""
+
+    layer: str
+    kind: str  # e.g. fact, note, entity, episode, session, persona, skill, knowledge, reflexion, rule, post
+    id: str  # unique across layers; what `memory_record`, `edit_memory_record` and `delete_memory_record` are given
+    text: str
+    at: float  # unix seconds: when it was stored (or last changed)
+    plugin: NotRequired[str]  # filled in by the runtime
+    editable: NotRequired[bool]  # False: read-only (edit and delete refused)
+    meta: NotRequired[dict[str, Any]]  # e.g. an entity's links, an episode's thread, a file's path
+    history: NotRequired[list[MemoryRecord]]  # earlier versions, newest first (`memory_record` only)
+
+
 class ApprovalItem(TypedDict):
     """One item waiting for a person's decision (`approvals`); `workspace` and `peer` None: about no one person."""
 
