@@ -191,5 +191,15 @@ def test_sse_events_reads_back_what_a_server_writes(events):
     assert list(sse_events(lines)) == events
 
 
+def test_importing_the_client_loads_no_heavy_module(tmp_path):
+    script = (
+        "import sys; import thoth_core.service; "
+        "print(sorted(m for m in ('pydantic', 'pluggy', 'thoth_core.runtime', 'thoth_core.types', 'numpy') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
 def test_the_advertisement_names_its_home(tmp_path: Path):
     assert service_file(tmp_path) == tmp_path / "run" / "service.json"
