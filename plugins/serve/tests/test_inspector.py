@@ -1,0 +1,254 @@
+"""The web inspector's pages in-process: httpx over ASGI, a real runtime with the real layers."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import httpx
+import pytest
+import thoth_identity.plugin
+import thoth_procedural.plugin
+import thoth_working.plugin
+from hypothesis import given
+from hypothesis import strategies as st
+from starlette.applications import Starlette
+from thoth_procedural import drafts
+from thoth_serve.inspector import csrf, plots
+from thoth_serve.inspector.diffs import diff_lines
+from thoth_serve.inspector.pages import routes
+
+OWNER = "ann"
+SCRIPT = "<script>alert('x')</script>"
+PLUGINS = {"working": thoth_working.plugin, "identity": thoth_identity.plugin, "procedural": thoth_procedural.plugin}
+
+
+@pytest.fixture
+async def inspector(thoth_env, make_runtime):
+    """A client of an app holding only the inspector's routes, on a runtime with the working, identity and
+    procedural layers; `ann` owns the home (she decides approvals)."""
+    runtime = make_runtime(PLUGINS, config={"thoth": {"owner": OWNER}}, replies=[{"reply": "Noted, Ann."}])
+    app = Starlette(routes=routes())
+    app.state.runtime = runtime
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
+        client.runtime = runtime  # type: ignore[attr-defined]
+        yield client
+    await runtime.aclose()
+
+
+async def page(client: httpx.AsyncClient, path: str, **params: str) -> str:
+    """A page's HTML (status 200), for peer ann unless params say otherwise."""
+    response = await client.get(path, params={"peer": OWNER, **params})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/html")
+    return response.text
+
+
+def token(html: str) -> str:
+    """The form token a page carries."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no form token on the page"
+    return found.group(1)
+
+
+def needs_records(client: httpx.AsyncClient, plugin: str) -> None:
+    """Skip while a layer does not answer `memory_records` yet (issue 38: each layer's records.py lands in turn)."""
+    if plugin not in client.runtime.pm.implementers("memory_records"):  # type: ignore[attr-defined]
+        pytest.skip(f"the {plugin} layer does not answer memory_records yet")
+
+
+async def remember(client: httpx.AsyncClient, text: str) -> None:
+    await client.runtime.turn(f"/remember {text}", peer=OWNER, thread="t1")  # type: ignore[attr-defined]
+
+
+async def test_every_view_renders_for_an_empty_home(inspector):
+    for path in ("/", "/sessions", "/identity", "/episodes", "/files", "/approvals", "/forget", "/search"):
+        html = await page(inspector, path)
+        assert "<main" in html and 'aria-current="page"' in html or path == "/search", path
+    assert "Nothing is waiting for approval." in await page(inspector, "/approvals")
+    css = await inspector.get("/static/inspector/inspector.css")
+    script = await inspector.get("/static/inspector/inspector.js")
+    assert css.status_code == script.status_code == 200
+    assert "EventSource" in script.text and "max-width: 480px" in css.text
+
+
+async def test_a_fact_holding_a_script_renders_as_text(inspector):
+    await remember(inspector, f"my motto is {SCRIPT}")
+    for path in ("/", "/identity"):
+        html = await page(inspector, path)
+        assert SCRIPT not in html  # never markup
+        assert "&lt;script&gt;alert(" in html  # but shown, as text
+    note = next(r for r in await inspector.runtime.records(peer=OWNER, layer="identity") if "motto" in r["text"])
+    html = await page(inspector, f"/records/{note['id']}")
+    assert SCRIPT not in html and "&lt;script&gt;" in html
+    hits = await page(inspector, "/search", q="motto")
+    assert SCRIPT not in hits and "motto" in hits
+
+
+async def test_a_bad_peer_name_is_one_line_not_a_page_of_it(inspector):
+    response = await inspector.get("/", params={"peer": "<b>x</b>"})
+    assert response.status_code == 400
+    assert "<b>x</b>" not in response.text and "is not a valid name" in unescape(response.text)
+
+
+async def test_sessions_show_the_transcript(inspector):
+    needs_records(inspector, "working")
+    await inspector.runtime.turn("hello there, I am Ann", peer=OWNER, thread="t1")
+    await inspector.runtime.drain()
+    html = await page(inspector, "/sessions")
+    assert "hello there, I am Ann" in html and "Noted, Ann." in html
+
+
+async def test_identity_shows_facts_their_history_and_the_entity_graph(inspector):
+    await remember(inspector, "I live in Lisbon")
+    await remember(inspector, "my sister is Maria")
+    html = await page(inspector, "/identity")
+    assert "Entity graph" in html and '<svg class="graph"' in html
+    held = await inspector.runtime.records(peer=OWNER, layer="identity")
+    assert held, "the identity layer holds nothing after /remember"
+    record = next(r for r in held if r.get("editable", True) and r["kind"] != "entity")
+    html = await page(inspector, f"/records/{record['id']}")
+    form = token(html)
+    response = await inspector.post(
+        f"/records/{record['id']}",
+        params={"peer": OWNER},
+        data={"csrf": form, "action": "edit", "text": "I live in Porto"},
+    )
+    assert response.status_code == 303, response.text
+    location = httpx.URL(response.headers["location"])
+    html = await page(inspector, location.path, **dict(location.params))
+    assert "I live in Porto" in html and "saved" in html
+
+
+async def test_a_form_without_the_token_or_from_another_origin_changes_nothing(inspector):
+    await remember(inspector, "I like tea")
+    record = (await inspector.runtime.records(peer=OWNER, layer="identity"))[0]
+    form = token(await page(inspector, "/forget"))
+    forged = await inspector.post(f"/records/{record['id']}", params={"peer": OWNER}, data={"action": "delete"})
+    assert forged.status_code == 403 and "token" in forged.text
+    foreign = await inspector.post(
+        "/forget", params={"peer": OWNER}, data={"csrf": form, "confirm": "yes"}, headers={"Origin": "http://evil.example"}
+    )
+    assert foreign.status_code == 403 and "evil.example" in foreign.text
+    assert await inspector.runtime.get_record(record_id=record["id"], peer=OWNER) is not None
+
+
+async def test_delete_a_record_round_trip(inspector):
+    await remember(inspector, "I like green tea")
+    record = (await inspector.runtime.records(peer=OWNER, layer="identity"))[0]
+    form = token(await page(inspector, f"/records/{record['id']}"))
+    response = await inspector.post(
+        f"/records/{record['id']}", params={"peer": OWNER}, data={"csrf": form, "action": "delete", "back": "/identity"}
+    )
+    assert response.status_code == 303 and response.headers["location"].startswith("/identity?")
+    assert await inspector.runtime.get_record(record_id=record["id"], peer=OWNER) is None
+
+
+async def draft_skill(runtime, body: str = "Say the steps out loud.") -> str:
+    path = drafts.write_draft(
+        runtime, name="brew-tea", description="how to brew tea", body=body,
+        source={"workspace": "default", "peer": OWNER, "thread": "t1"}, flags=[],
+    )
+    return f"skill:{path.name}"
+
+
+async def test_approve_a_draft_from_its_diff(inspector):
+    item = await draft_skill(inspector.runtime, body=f"Boil water. {SCRIPT}")
+    html = await page(inspector, "/approvals")
+    assert item in html and 'class="add"' in html and "+Boil water." in unescape(html)
+    assert SCRIPT not in html
+    response = await inspector.post(f"/approvals/{item}", params={"peer": OWNER},
+                                    data={"csrf": token(html), "decision": "approve"})
+    assert response.status_code == 303
+    after = await inspector.get(response.headers["location"])
+    assert "approved" in after.text.lower() or "installed" in after.text.lower(), after.text
+    assert item not in after.text.split("</main>")[0].split('role="status"')[-1]
+    assert "Nothing is waiting for approval." in after.text
+    needs_records(inspector, "procedural")
+    assert "brew-tea" in await page(inspector, "/files")
+
+
+async def test_reject_and_a_refused_decision_say_so(inspector):
+    item = await draft_skill(inspector.runtime)
+    html = await page(inspector, "/approvals", peer="eve")  # not the owner, not whom it is about: sees nothing
+    assert item not in html
+    form = token(await page(inspector, "/forget", peer="eve"))  # a form of hers, on another page
+    refused = await inspector.post(f"/approvals/{item}", params={"peer": "eve"},
+                                   data={"csrf": form, "decision": "approve"})
+    shown = await inspector.get(refused.headers["location"])
+    assert 'class="note error"' in shown.text
+    assert item in [i["id"] for i in await inspector.runtime.approvals(actor=OWNER)]
+    html = await page(inspector, "/approvals")
+    response = await inspector.post(f"/approvals/{item}", params={"peer": OWNER},
+                                    data={"csrf": token(html), "decision": "reject", "reason": "not now"})
+    assert "rejected" in (await inspector.get(response.headers["location"])).text
+    assert await inspector.runtime.approvals(actor=OWNER) == []
+
+
+async def test_forget_shows_its_receipt(inspector):
+    await remember(inspector, "I like coffee")
+    await inspector.runtime.drain()
+    form = token(await page(inspector, "/forget"))
+    unconfirmed = await inspector.post("/forget", params={"peer": OWNER}, data={"csrf": form})
+    assert unconfirmed.status_code == 400
+    assert await inspector.runtime.records(peer=OWNER, layer="identity")
+    response = await inspector.post("/forget", params={"peer": OWNER}, data={"csrf": form, "confirm": "yes"})
+    assert response.status_code == 303
+    receipt = (await inspector.get(response.headers["location"])).text
+    assert "Receipt" in receipt and "identity" in receipt
+    assert await inspector.runtime.records(peer=OWNER, layer="identity") == []
+
+
+async def test_overview_plots_growth_from_record_times(inspector):
+    for text in ("I like tea", "I live in Lisbon", "my dog is Rex"):
+        await remember(inspector, text)
+    html = await page(inspector, "/")
+    assert '<svg class="plot"' in html and "Memory growth (records)" in html
+    assert "Recall latency: no samples yet." in html  # no service metrics in this app
+
+
+@given(st.lists(st.floats(min_value=1, max_value=4e9), max_size=50))
+def test_growth_counts_every_record_once_in_time_order(times):
+    points = plots.cumulative(times)
+    assert [p[1] for p in points] == list(range(1, len(times) + 1))
+    assert [p[0] for p in points] == sorted(times)
+
+
+@given(st.lists(st.tuples(st.floats(0, 4e9), st.floats(0, 1e6)), min_size=1, max_size=40))
+def test_plotted_points_stay_inside_the_box(points):
+    for x, y in plots.scale(points):
+        assert plots.PAD <= x <= plots.WIDTH - plots.PAD
+        assert plots.PAD <= y <= plots.HEIGHT - plots.PAD
+
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_plot_and_graph_labels_are_escaped(title, name):
+    for markup in (plots.line_plot([(1.0, 2.0)], title=title, unit=name), plots.graph([name], [], title=title)):
+        text = re.sub(r"<[a-z/][^<>]*>", "", str(markup))  # the drawing's own tags gone: no markup is left
+        assert "<" not in text and ">" not in text
+
+
+LINES = st.lists(st.text(alphabet="ab ", max_size=6), max_size=8)
+
+
+@given(LINES, LINES)
+def test_a_diff_is_empty_exactly_when_nothing_changes(before, after):
+    old, new = "\n".join(before), "\n".join(after)
+    assert (diff_lines(old, new) == []) == (old.splitlines() == new.splitlines())
+
+
+def test_refusal_needs_the_cookie_token_and_a_same_origin():
+    def request(headers: dict[str, str]):
+        from starlette.requests import Request
+
+        raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        return Request({"type": "http", "method": "POST", "headers": raw, "path": "/", "query_string": b""})
+
+    good = "t" * 40
+    same = {"host": "127.0.0.1:9", "cookie": f"{csrf.COOKIE}={good}"}
+    assert csrf.refusal(request(same), good) is None
+    assert csrf.refusal(request({**same, "origin": "http://127.0.0.1:9"}), good) is None
+    assert "not from this server" in csrf.refusal(request({**same, "origin": "http://127.0.0.1:10"}), good)
+    assert "token" in csrf.refusal(request(same), "t" * 39 + "u")
+    assert "token" in csrf.refusal(request({"host": "127.0.0.1:9"}), good)
