@@ -45,6 +45,13 @@ def correct(
     store: IdentityStore, runtime: Runtime, *, workspace: str, peer: str, item: str, text: str | None, actor: str
 ) -> str:
     """Edit (`text`) or delete (`text` None) one of the peer's items; returns what was done, in one line."""
+    return correct_item(store, runtime, workspace=workspace, peer=peer, item=item, text=text, actor=actor)[0]
+
+
+def correct_item(
+    store: IdentityStore, runtime: Runtime, *, workspace: str, peer: str, item: str, text: str | None, actor: str
+) -> tuple[str, str | None]:
+    """`correct`, also giving the id of the item as it now stands (None after a delete)."""
     match = ITEM.match(item.strip())
     if match is None:
         raise ThothError(f"{item!r} is not an item id; `thoth identity show` and `/correct` list them (f12, o34)")
@@ -56,34 +63,48 @@ def correct(
         found = redactor_of(runtime).find_secrets(text)
         if found:
             raise ThothError(f"not stored: that holds a secret ({', '.join(found)}); secrets are never kept in memory")
-    message = (_fact if kind == "f" else _observation)(store, workspace, peer, row_id, text, actor)
+    message, now = (_fact if kind == "f" else _observation)(store, workspace, peer, row_id, text, actor)
     store.scrub()  # the old text leaves the file (or PostgreSQL's dead rows), not only the table
     _audit(store, runtime, workspace=workspace, peer=peer, actor=actor, action="edit" if text else "delete", item=item)
-    return message
+    return message, now
 
 
-def _fact(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:
+def _fact(
+    store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str
+) -> tuple[str, str | None]:
     fact = store.current_fact(workspace, peer, row_id)
     if fact is None:
         raise ThothError(f"{peer} has no current fact f{row_id}")
     label = fact["predicate"].replace("_", " ")
     if text is None:
         store.delete_fact(workspace, peer, row_id)
-        return f"Deleted {peer}'s fact f{row_id} ({label})."
-    store.set_fact(
-        workspace, peer, fact["predicate"], text, confidence=1.0, source=f"correction:{actor}", subject=fact["subject"]
+        return f"Deleted {peer}'s fact f{row_id} ({label}).", None
+    outcome = store.set_fact(
+        workspace,
+        peer,
+        fact["predicate"],
+        text,
+        confidence=1.0,
+        source=f"correction:{actor}",
+        subject=fact["subject"],
+        replaces=row_id,  # another value of a many-valued predicate (`likes`) stays
     )
     whose = fact["subject"]  # the peer, or the entity the fact is about
-    return f"Corrected {whose}'s {label}: {text} (the old value stays in its history)."
+    return f"Corrected {whose}'s {label}: {text} (the old value stays in its history).", f"f{outcome['fact']['id']}"
 
 
-def _observation(store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str) -> str:
+def _observation(
+    store: IdentityStore, workspace: str, peer: str, row_id: int, text: str | None, actor: str
+) -> tuple[str, str | None]:
     if not store.delete_observation(workspace, peer, row_id):
         raise ThothError(f"{peer} has no observation o{row_id}")
     if text is None:
-        return f"Deleted {peer}'s observation o{row_id}."
-    store.add_observation(workspace, peer, text, kind="explicit", author=actor, confidence=1.0, source="correction")
-    return f"Corrected {peer}'s observation o{row_id}: {text}"
+        return f"Deleted {peer}'s observation o{row_id}.", None
+    new = store.add_observation(
+        workspace, peer, text, kind="explicit", author=actor, confidence=1.0, source="correction"
+    )
+    held = new if new is not None else store.observation_id(workspace, peer, text)  # the same text was held already
+    return f"Corrected {peer}'s observation o{row_id}: {text}", None if held is None else f"o{held}"
 
 
 def _audit(store: IdentityStore, runtime: Runtime, **entry: Any) -> None:

@@ -18,6 +18,10 @@ from .bundle import bundle_import as bundle_import
 from .layer import backend_async, layer_for
 from .layer import backend_for as backend_for  # this runtime's backend, for frontends and tests
 from .recall import recall_items
+from .records import delete_memory_record as delete_memory_record  # hookimpls: registered with this module
+from .records import edit_memory_record as edit_memory_record
+from .records import memory_record as memory_record
+from .records import memory_records as memory_records
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads it here: the table's keys
 
 if TYPE_CHECKING:

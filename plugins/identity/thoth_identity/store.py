@@ -264,6 +264,39 @@ class IdentityStore:
             limit,
         )
 
+    def observation(self, workspace: str, peer: str, observation_id: int) -> dict[str, Any] | None:
+        """One of the peer's observations by id, or None (another peer's too)."""
+        rows = self.rows(
+            f"SELECT {OBSERVATION_COLUMNS} FROM observations WHERE id = ? AND workspace = ? AND peer = ?",
+            observation_id,
+            workspace,
+            peer,
+        )
+        return rows[0] if rows else None
+
+    def observation_id(self, workspace: str, peer: str, content: str) -> int | None:
+        """The id of the peer's observation holding exactly this text, or None."""
+        rows = self.rows(
+            "SELECT id FROM observations WHERE workspace = ? AND peer = ? AND content = ?", workspace, peer, content
+        )
+        return int(rows[0]["id"]) if rows else None
+
+    def observations_before(
+        self, workspace: str, peer: str, *, before: float | None, limit: int, explicit: bool | None = None
+    ) -> list[dict[str, Any]]:
+        """The peer's observations newest first, older than `before` (None: all); `explicit`: only notes, or none."""
+        where = "" if explicit is None else " AND kind = 'explicit'" if explicit else " AND kind <> 'explicit'"
+        older = () if before is None else (before,)
+        where += " AND created_at < ?" if older else ""
+        return self.rows(
+            f"SELECT {OBSERVATION_COLUMNS} FROM observations WHERE workspace = ? AND peer = ?{where}"
+            " ORDER BY created_at DESC, id DESC LIMIT ?",
+            workspace,
+            peer,
+            *older,
+            limit,
+        )
+
     def delete_observation(self, workspace: str, peer: str, observation_id: int) -> bool:
         """Delete one of the peer's observations (a correction); whether there was one."""
         return bool(
@@ -287,9 +320,11 @@ class IdentityStore:
         multi_valued: bool = False,
         subject: str | None = None,
         at: float | None = None,
+        replaces: int | None = None,
     ) -> dict[str, Any]:
         """Assert a fact; a new value of a single-valued predicate closes the old one's validity.
 
+        `replaces` (a correction) closes that one current fact only, whatever the predicate.
         Returns `{"fact": row, "superseded": [rows], "unchanged": bool}`.
         """
         at = at or time.time()
@@ -305,12 +340,15 @@ class IdentityStore:
                 predicate,
             )
             same = [f for f in current if f["object"].casefold() == value.casefold()]
-            if same:
-                return {"fact": same[0], "superseded": [], "unchanged": True}
-            superseded = [] if multi_valued else current
+            if replaces is not None:
+                superseded = [f for f in current if f["id"] == replaces and f not in same]
+            else:
+                superseded = [] if multi_valued or same else current
             for old in superseded:
                 tx.execute("UPDATE facts SET valid_to = ? WHERE id = ?", (at, old["id"]))
                 old["valid_to"] = at
+            if same:
+                return {"fact": same[0], "superseded": superseded, "unchanged": not superseded}
             fact = tx.execute(
                 "INSERT INTO facts"
                 " (workspace, peer, subject, predicate, object, confidence, source, valid_from, valid_to)"
