@@ -132,7 +132,7 @@ def attach(app: FastAPI, runtime: Runtime, options: ServeOptions) -> None:
     app.state.runtime = runtime  # what plugins' routes (the inspector) read
     register_inspector(runtime)
     added: list[Any] = []
-    runtime.call_sync("serve_routes", register=added.append, runtime=runtime)
+    runtime.call_sync("serve_routes", register=added.append, runtime=runtime, scope=app.state.serve.scope)
     for route in added:
         if not hasattr(route, "matches"):
             logger.error("thoth serve: serve_routes registered %r, not a starlette route; skipped", route)

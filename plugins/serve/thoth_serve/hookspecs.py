@@ -14,12 +14,13 @@ from thoth_core import HookPolicy, hookspec
 
 if TYPE_CHECKING:
     from thoth_core import Runtime
+    from thoth_core.scope import Scope
 
 POLICIES = {"serve_routes": HookPolicy("sync", "none")}
 
 
 @hookspec
-def serve_routes(register: Callable[[Any], None], runtime: Runtime) -> None:
+def serve_routes(register: Callable[[Any], None], runtime: Runtime, scope: Scope) -> None:
     """Add routes to `thoth serve`: call `register(route)` with a `starlette.routing.BaseRoute` for each.
 
     Called once per service process after its runtime is loaded, before it answers a request.
@@ -30,4 +31,5 @@ def serve_routes(register: Callable[[Any], None], runtime: Runtime) -> None:
     Args:
         register: Takes one route; call it as often as needed.
         runtime: The service's runtime, for the routes' handlers.
+        scope: The service's pin (`--peer`, `--workspace`): routes that serve a peer's memory apply it.
     """
