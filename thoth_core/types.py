@@ -250,6 +250,7 @@ class MemoryRecord(TypedDict):
     at: float  # unix seconds: when it was stored (or last changed)
     plugin: NotRequired[str]  # filled in by the runtime
     editable: NotRequired[bool]  # False: read-only (edit and delete refused)
+    deletable: NotRequired[bool]  # True on a record not editable that may still be deleted (an episode)
     meta: NotRequired[dict[str, Any]]  # e.g. an entity's links, an episode's thread, a file's path
     history: NotRequired[list[MemoryRecord]]  # earlier versions, newest first (`memory_record` only)
 

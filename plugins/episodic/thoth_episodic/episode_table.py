@@ -108,6 +108,21 @@ class EpisodeTable:
             last = (rows[-1][0], rows[-1][1])
             yield from (episode(r[2:]) for r in rows)
 
+    def newest(
+        self, *, workspace: str, peer: str, agent: str, limit: int, before: float | None = None
+    ) -> list[Episode]:
+        """An agent's current episodes of a peer, newest first (happened before `before`, if given), at most `limit`."""
+        where = ["workspace = ?", "peer = ?", "agent = ?", "superseded_at IS NULL"]
+        params: list[Any] = [workspace, peer, agent]
+        if before is not None:
+            where.append("occurred_at < ?")
+            params.append(before)
+        return self._select(" AND ".join(where), params, f"ORDER BY occurred_at DESC, rowid DESC LIMIT {int(limit)}")
+
+    def versions(self, episode_id: str) -> list[Episode]:
+        """Every stored version of one episode, the newest (the current one) first."""
+        return self._select("id = ?", [episode_id], "ORDER BY recorded_at DESC, rowid DESC")
+
     def latest(self, *, workspace: str, peer: str, thread: str, agent: str = DEFAULT_AGENT) -> Episode | None:
         """The newest current episode of an agent's thread."""
         found = self._select(

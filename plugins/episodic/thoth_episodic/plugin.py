@@ -12,6 +12,9 @@ from .bundle import bundle_export as bundle_export  # hookimpls: registered with
 from .bundle import bundle_import as bundle_import
 from .embedder import MINILM_OPTIONS
 from .memory import NAME, STORE_OPTIONS, Settings, explain_hit, memory_for
+from .memory_records import delete_memory_record as delete_memory_record  # hookimpls: registered with this module
+from .memory_records import memory_record as memory_record
+from .memory_records import memory_records as memory_records
 from .related import related_block
 
 if TYPE_CHECKING:
