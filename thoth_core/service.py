@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -32,8 +32,11 @@ __all__ = [
     "advertised",
     "find_service",
     "service_file",
+    "sse_events",
+    "thin_commands",
 ]
 
+THIN_GROUP = "thoth.thin"  # entry points: a command name -> "module:function", its thin client (see thoth_core.thin)
 RUN_DIR = "run"
 SERVICE_FILE = "service.json"
 CONNECT_TIMEOUT = 0.5  # seconds to connect and get the response headers: a live service on this host answers in ms
@@ -41,7 +44,15 @@ READ_TIMEOUT = 30.0  # seconds between two reads of a response once it has start
 
 
 class ServiceUnavailable(ThothError):
-    """The service could not be reached in time; callers fall back to working in-process."""
+    """The service could not be reached in time; callers fall back to working in-process.
+
+    `sent` is True when the request may have reached the service (it timed out waiting for the answer):
+    a caller whose request writes (a turn) must not simply run it again in-process then.
+    """
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class ServiceError(ThothError):
@@ -62,7 +73,7 @@ def advertised(home: Path, *, url: str, token: str | None) -> Iterator[None]:
     """Advertise a service at `url` for this home while the block runs; the file is removed at exit if still ours."""
     path = service_file(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"url": url, "pid": os.getpid(), "token": token, "started_at": time.time()}
+    record = {"url": url, "pid": os.getpid(), "token": token, "started_at": time.time(), "thin": thin_commands()}
     partial = path.with_name(f".{SERVICE_FILE}.{os.getpid()}")
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
@@ -73,6 +84,13 @@ def advertised(home: Path, *, url: str, token: str | None) -> Iterator[None]:
     finally:
         if _read(path) == record:  # another service may have taken the home over since
             path.unlink(missing_ok=True)
+
+
+def thin_commands() -> dict[str, str]:
+    """The installed plugins' thin clients by command name (entry point group `thoth.thin`), for the advertisement."""
+    from importlib.metadata import entry_points
+
+    return {entry.name: entry.value for entry in entry_points(group=THIN_GROUP)}
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -89,12 +107,14 @@ def find_service(home: Path) -> Service | None:
     data = _read(service_file(home))
     if data is None:
         return None
-    url, pid, token = data.get("url"), data.get("pid"), data.get("token")
+    url, pid, token, thin = data.get("url"), data.get("pid"), data.get("token"), data.get("thin", {})
     if not isinstance(url, str) or not isinstance(pid, int) or not (token is None or isinstance(token, str)):
         return None
     if pid <= 0 or not pid_alive(pid) or urlsplit(url).scheme != "http":
         return None
-    return Service(url=url, token=token)
+    if not isinstance(thin, dict) or not all(isinstance(v, str) for v in thin.values()):
+        thin = {}
+    return Service(url=url, token=token, thin=thin)
 
 
 @dataclass(frozen=True)
@@ -105,20 +125,22 @@ class Service:
     token: str | None = None
     connect_timeout: float = CONNECT_TIMEOUT
     read_timeout: float = READ_TIMEOUT
+    thin: dict[str, str] = field(default_factory=dict, compare=False)  # command name -> its thin client
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         """GET path with query params (None values left out); the JSON object answered."""
         query = urlencode({k: v for k, v in params.items() if v is not None})
         return _json(self.request("GET", f"{path}?{query}" if query else path))
 
-    def post(self, path: str, body: Any) -> dict[str, Any]:
-        """POST a JSON body to path; the JSON object answered."""
-        return _json(self.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"}))
+    def post(self, path: str, body: Any, *, wait: float | None = None) -> dict[str, Any]:
+        """POST a JSON body to path; the JSON object answered (`wait`: seconds for its headers, if not the default)."""
+        headers = {"Content-Type": "application/json"}
+        return _json(self.request("POST", path, json.dumps(body).encode(), headers, wait=wait))
 
-    def events(self, path: str, body: Any) -> Iterator[tuple[str, Any]]:
+    def events(self, path: str, body: Any, *, wait: float | None = None) -> Iterator[tuple[str, Any]]:
         """POST a JSON body to path and yield its server-sent events as (event, decoded JSON data)."""
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        response = self.request("POST", path, json.dumps(body).encode(), headers)
+        response = self.request("POST", path, json.dumps(body).encode(), headers, wait=wait)
         try:
             if response.status >= 400:
                 _json(response)  # raises ServiceError with the service's line
@@ -127,9 +149,18 @@ class Service:
             response.close()
 
     def request(
-        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        wait: float | None = None,
     ) -> http.client.HTTPResponse:
-        """Send one request and return the response once its headers came (raises ServiceUnavailable if they don't)."""
+        """Send one request; the response once its headers came within `wait` (default: the connect timeout).
+
+        Raises ServiceUnavailable when the service cannot be reached or its headers do not come in time.
+        """
         parts = urlsplit(self.url)
         prefix = parts.path.rstrip("/")
         connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=self.connect_timeout)
@@ -137,11 +168,18 @@ class Service:
         if self.token:
             sent["Authorization"] = f"Bearer {self.token}"
         try:
+            connection.connect()
+        except OSError as exc:
+            connection.close()
+            raise ServiceUnavailable(f"service at {self.url}: {type(exc).__name__}: {exc}") from exc
+        try:
+            if connection.sock is not None:
+                connection.sock.settimeout(self.connect_timeout if wait is None else wait)
             connection.request(method, prefix + quote(path, safe="/?&=%:@!$'()*+,;~-._"), body=body, headers=sent)
             response = connection.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            raise ServiceUnavailable(f"service at {self.url}: {type(exc).__name__}: {exc}") from exc
+            raise ServiceUnavailable(f"service at {self.url}: {type(exc).__name__}: {exc}", sent=True) from exc
         if connection.sock is not None:
             connection.sock.settimeout(self.read_timeout)
         return response
@@ -189,6 +227,7 @@ def sse_events(lines: Any) -> Iterator[tuple[str, Any]]:
                 elif name == "data":
                     data.append(value)
     except (OSError, http.client.HTTPException) as exc:
-        raise ServiceUnavailable(f"the service's event stream broke off: {type(exc).__name__}: {exc}") from exc
+        message = f"the service's event stream broke off: {type(exc).__name__}: {exc}"
+        raise ServiceUnavailable(message, sent=True) from exc
     if data:
         yield event, json.loads("\n".join(data))
