@@ -32,6 +32,8 @@ from thoth_core.sections import HomeSections, home_sections
 
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
 from .bundle import bundle_import as bundle_import
+from .records import memory_record as memory_record  # hookimpls: registered with this module
+from .records import memory_records as memory_records
 from .state import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .state import state
 from .transcripts import day_of

@@ -260,6 +260,22 @@ class SessionStore:
             (agent, workspace, peer),
         )
 
+    def sessions_of(
+        self, workspace: str, peer: str, *, agent: str = DEFAULT_AGENT, limit: int, before: float | None = None
+    ) -> list[StoredSession]:
+        """A peer's sessions with a turn, most recently active first (active before `before`, if given)."""
+        where = "agent=? AND workspace=? AND peer=? AND turns > 0"
+        params: list[Any] = [agent, workspace, peer]
+        if before is not None:
+            where += " AND last_active < ?"
+            params.append(before)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {COLUMNS} FROM sessions WHERE {where} ORDER BY last_active DESC, session_id LIMIT ?",
+                (*params, int(limit)),
+            ).fetchall()
+        return [StoredSession(*row) for row in rows]
+
     def get(self, session_id: str) -> StoredSession | None:
         """One stored session by id."""
         return self._one("session_id=?", (session_id,))
