@@ -27,6 +27,7 @@ DECLARED_BY = {
     "plugins.slack": "thoth_slack.plugin",
     "plugins.mcp": "thoth_mcp.plugin",
     "plugins.claude-code": "thoth_claude_code.plugin",
+    "plugins.serve": "thoth_serve.plugin",
     "models.anthropic": "thoth_models.anthropic_model",
     "models.openai": "thoth_models.openai_model",
     "models.claude-cli": "thoth_models.claude_cli_model",
