@@ -15,3 +15,22 @@ def honcho_server():
     server = FakeHoncho().start()
     yield server
     server.stop()
+
+
+PER_TURN = {"derive_every": 1}  # the mode these tests were written for; test_batching.py runs the batched default
+
+
+@pytest.fixture
+def make_runtime(make_runtime):
+    """The core's factory, deriving after every turn unless a test sets `[plugins.identity] derive_every` itself
+    (`batched=True`: the default schedule)."""
+
+    def factory(plugins=None, *, batched=False, **kwargs):
+        if not batched:
+            config = dict(kwargs.get("config") or {})
+            tables = dict(config.get("plugins") or {})
+            tables["identity"] = {**PER_TURN, **(tables.get("identity") or {})}
+            kwargs["config"] = {**config, "plugins": tables}
+        return make_runtime(plugins, **kwargs)
+
+    return factory

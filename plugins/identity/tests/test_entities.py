@@ -137,7 +137,7 @@ def test_a_store_of_the_previous_version_opens_with_its_facts_about_the_peer(tmp
     db.commit()
     db.close()
     store = IdentityStore(path)
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 6
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 7
     assert current(store) == {("ann", "name", "Ann"), ("ann", "city", "Oslo")}
     assert {"facts_subject", "facts_object"} <= {
         row[0] for row in store.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")

@@ -152,6 +152,9 @@ class IdentityBackend:
         """Record a finished turn (in the background)."""
         raise NotImplementedError
 
+    async def session_end(self, session: Session) -> None:
+        """A session of the peer ended (in the background); the embedded backend derives what waits."""
+
     # --- writes both backends share ------------------------------------------------------
 
     def remember_text(self, text: str) -> str:

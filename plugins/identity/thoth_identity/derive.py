@@ -6,6 +6,10 @@ and facts `{subject, predicate, value, confidence}` (triples; `subject` "" is th
 without it stay valid), as plain dicts. Malformed items are dropped (a bad
 item costs that item, not the message); an answer that is not a JSON object raises. The last
 message of the request is the peer's own message, so replay rules can match it.
+
+Several waiting turns are derived in one request (`derive_batch`): the peer's messages as
+numbered turns, each with the assistant's reply before it, in one user message; every item of
+the `BatchDerivation` answer names its `turn`, and an item naming no turn of the batch is dropped.
 """
 
 from __future__ import annotations
@@ -38,6 +42,18 @@ or the name of a person or thing they mention, "predicate" a snake_case relation
 e.g. {{"subject": "", "predicate": "sister", "value": "Maria"}} and
 {{"subject": "Maria", "predicate": "lives_in", "value": "Berlin"}}.
 Return empty lists if the message reveals nothing."""
+
+BATCH_INSTRUCTIONS = """You maintain a theory of mind of one person ({peer}) for an assistant.
+Below are {count} of the person's messages in order, each a numbered <turn> with the assistant's previous
+reply before it, for context. From each message, extract what it reveals about the person: explicit facts
+they stated, and deductive inferences that follow with confidence. Answer with JSON only, a
+`batch_derivation`: "observations" and "facts", every item with "turn": the number of the message it comes from.
+Write each observation as a short sentence about {peer}. Use "facts" only for stable, structured facts
+(name, profession, location, relationships, preferences), each a triple: "subject" is "" for {peer}
+or the name of a person or thing they mention, "predicate" a snake_case relation, "value" the object,
+e.g. {{"turn": 1, "subject": "", "predicate": "sister", "value": "Maria"}} and
+{{"turn": 2, "subject": "Maria", "predicate": "lives_in", "value": "Berlin"}}.
+Return empty lists if the messages reveal nothing."""
 
 SYNTHESIS_INSTRUCTIONS = """You are the dialectic of an assistant's memory of one person ({peer}).
 Given what is known about them (below) and their new message, answer in at most four short sentences:
@@ -91,6 +107,8 @@ class Fact(TypedDict):
 
 
 def _observation(item: Any) -> Any:
+    if isinstance(item, dict) and "turn" in item:
+        return {**_observation({k: v for k, v in item.items() if k != "turn"}), "turn": item["turn"]}
     if isinstance(item, str):
         return {"content": item, "kind": "explicit", "confidence": None}
     if isinstance(item, dict):
@@ -99,6 +117,8 @@ def _observation(item: Any) -> Any:
 
 
 def _fact(item: Any) -> Any:
+    if isinstance(item, dict) and "turn" in item:
+        return {**_fact({k: v for k, v in item.items() if k != "turn"}), "turn": item["turn"]}
     if isinstance(item, dict):
         value = item.get("value", item.get("object"))
         return {
@@ -139,6 +159,62 @@ class Derivation(BaseModel):
 
     observations: Annotated[list[ObservationItem], _valid_items(ObservationItem)] = Field(default_factory=list)
     facts: Annotated[list[FactItem], _valid_items(FactItem)] = Field(default_factory=list)
+
+
+class TurnObservation(Observation):
+    """An observation and the turn of the batch it comes from."""
+
+    turn: Annotated[int, Field(ge=1, description="the number of the message it comes from")]
+
+
+class TurnFact(Fact):
+    """A fact and the turn of the batch it comes from."""
+
+    turn: Annotated[int, Field(ge=1, description="the number of the message it comes from")]
+
+
+TurnObservationItem = Annotated[TurnObservation, BeforeValidator(_observation)]
+TurnFactItem = Annotated[TurnFact, BeforeValidator(_fact)]
+
+
+class BatchDerivation(BaseModel):
+    """What several numbered messages reveal about the person, each item naming the message (`turn`)."""
+
+    observations: Annotated[list[TurnObservationItem], _valid_items(TurnObservationItem)] = Field(default_factory=list)
+    facts: Annotated[list[TurnFactItem], _valid_items(TurnFactItem)] = Field(default_factory=list)
+
+    def of_turn(self, turn: int) -> Derivation:
+        """The items of one turn (numbered from 1), as one message's derivation."""
+        return Derivation.model_construct(
+            observations=[_without_turn(o) for o in self.observations if o["turn"] == turn],
+            facts=[_without_turn(f) for f in self.facts if f["turn"] == turn],
+        )
+
+
+def _without_turn(item: Any) -> Any:
+    return {key: value for key, value in item.items() if key != "turn"}
+
+
+def batch_text(turns: list[tuple[str, str | None]]) -> str:
+    """The numbered turns (message, the assistant's reply before it) as the batch request's one user message."""
+    parts = []
+    for number, (message, previous) in enumerate(turns, start=1):
+        before = f"<previous-assistant-reply>\n{previous}\n</previous-assistant-reply>\n" if previous else ""
+        parts.append(f'<turn n="{number}">\n{before}<message>\n{message}\n</message>\n</turn>')
+    return "\n".join(parts)
+
+
+async def derive_batch(model: Any, *, peer: str, turns: list[tuple[str, str | None]]) -> list[Derivation]:
+    """Ask the model, in one request, what each of several messages reveals; one derivation per turn, in order."""
+    instructions = BATCH_INSTRUCTIONS.format(peer=peer, count=len(turns))
+    request = ModelRequest(
+        system=[ContextBlock(tag="instructions", text=instructions, stable=True)],
+        messages=[Message("user", batch_text(turns))],
+        max_tokens=min(4096, 256 + 256 * len(turns)),
+        purpose="derive",
+    )
+    answer = await ask_for(model, request, BatchDerivation, repair=False)
+    return [answer.of_turn(number) for number in range(1, len(turns) + 1)]
 
 
 async def derive(model: Any, *, peer: str, user_text: str, previous_reply: str | None) -> Derivation:

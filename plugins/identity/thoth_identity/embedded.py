@@ -1,10 +1,12 @@
 """The embedded backend (default): the identity store, derivation by the configured model, full-text dialectic.
 
 Per turn, in the background: both messages are stored (once per turn id, so a write replayed
-after a crash adds nothing), then the configured model derives observations (and
-high-confidence hard facts) from the peer's message; only those the write policy shows are kept
-(`policy.screen_derivation`: no order to the assistant, nothing it cannot read, nothing drawn
-from a message that asks to set rules aside), the others are counted as withheld. Before each
+after a crash adds nothing) and the peer's message is queued; the deriver (`deriver.py`) has the
+model (`[plugins.identity] model`, else the chat model) derive observations and high-confidence
+hard facts from the waiting messages, several turns in one request by default; only those the
+write policy shows are kept (`policy.screen_derivation`: no order to the assistant, nothing it
+cannot read, nothing drawn from a message that asks to set rules aside), the others are counted
+as withheld. Before each
 model call: the peer's current facts and the observations most relevant to the message (FTS5
 BM25, or PostgreSQL's ts_rank) that the write policy shows, plus a model synthesis when a model
 is configured and the deadline leaves time (paused for a while after several consecutive
@@ -20,11 +22,11 @@ import time
 from typing import Any
 
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
-from thoth_core.redact import redactor_of
 
 from .backend import IdentityBackend
-from .graph import assert_fact, block_facts
-from .policy import DERIVER, screen_derivation, visible
+from .deriver import Deriver
+from .graph import block_facts
+from .policy import visible
 from .render import user_model_block
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,9 @@ class EmbeddedBackend(IdentityBackend):
         self._synthesis_paused_until = 0.0
         self._model_lock = threading.Lock()
         self._built: Any | None = None  # the model once built
+        self._own_model: Any | None = None  # `[plugins.identity] model`, once built
+        self._own_model_failed = False  # it could not be built (said once): the chat model serves
+        self.deriver = Deriver(self)
 
     def model(self) -> Any | None:
         """The configured model, or None (logged once) when there is none (blocking: building it may import)."""
@@ -56,6 +61,11 @@ class EmbeddedBackend(IdentityBackend):
             return self._built
 
     def _model(self) -> Any | None:
+        if (self.settings.model or self.settings.model_options) and not self._own_model_failed:
+            if self._own_model is None:
+                self._own_model = self._build_own_model()
+            if self._own_model is not None:
+                return self._own_model
         try:
             if self.runtime.model_name() is None:
                 raise ThothError("no model is configured")
@@ -68,6 +78,26 @@ class EmbeddedBackend(IdentityBackend):
                     "(explicit facts from /remember still work)",
                     str(exc).split(". ")[0],
                 )
+            return None
+
+    def _build_own_model(self) -> Any | None:
+        """`[plugins.identity] model` (a registered provider) with `model_options` over its `[models.NAME]`;
+        None, said in one line, when it is unknown or cannot be built (the chat model, or none, serves)."""
+        name = self.settings.model or self.runtime.model_name()
+        try:
+            if name is None or name not in self.runtime.models:
+                available = ", ".join(sorted(self.runtime.models)) or "none"
+                raise ThothError(f"{name!r} is not a registered model provider (available: {available})")
+            options = {**self.runtime.config.section(f"models.{name}"), **self.settings.model_options}
+            return self.runtime.models[name](self.runtime, options)
+        except Exception as exc:  # noqa: BLE001 - a bad choice costs the cheaper model, never derivation
+            self._own_model_failed = True
+            fallback = self.runtime.model_name()
+            logger.warning(
+                "identity: [plugins.identity] model: %s; using %s",
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                f"the chat model ({fallback})" if fallback else "no model (nothing is derived)",
+            )
             return None
 
     def retrieve(self, workspace: str, peer: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -140,10 +170,10 @@ class EmbeddedBackend(IdentityBackend):
             )
 
     async def ingest(self, turn: Turn, reply: Reply, session: Session) -> None:
-        """Store both messages, then derive observations from the peer's message.
+        """Store both messages, then queue the peer's message for derivation (`deriver.py` says when it runs).
 
         Idempotent by turn id: a replayed write (after a crash) finds the messages stored, and
-        derives only when the crash came before the deriver had finished with them.
+        queues the message again only when the deriver had not finished with it.
         """
         key = (turn.workspace, turn.peer)
         message_id, new = await asyncio.to_thread(self._store_messages, turn, reply, session)
@@ -151,57 +181,19 @@ class EmbeddedBackend(IdentityBackend):
             return
         if not new and await asyncio.to_thread(self.store.derived_from, *key, message_id):
             return
-        model = await asyncio.to_thread(self.model)
-        if model is None:
+        if await asyncio.to_thread(self.model) is None:  # the no-model path: nothing is derived (logged once)
             return
-        previous = next((m.content for m in reversed(session.history[:-2]) if m.role == "assistant"), None)
-        from .derive import derive
+        await self.deriver.turn_stored(*key, message_id)
 
-        try:
-            derivation = await derive(model, peer=turn.peer, user_text=turn.text, previous_reply=previous)
-        except Exception as exc:  # noqa: BLE001 - a bad answer costs one message's observations, no more
-            logger.warning("identity: deriving observations for %s failed: %s: %s", turn.peer, type(exc).__name__, exc)
-            return
-        redact = redactor_of(self.runtime).redact  # judged as they would be kept
-        observations = [{**item, "content": redact(item["content"])} for item in derivation.observations]
-        facts = [{**f, "subject": redact(f["subject"]), "value": redact(f["value"])} for f in derivation.facts]
-        screened = await asyncio.to_thread(
-            screen_derivation, observations, facts, peer=turn.peer, message=turn.text
-        )  # a thread: the first judgement loads the word list
-        if screened.withheld:
-            await asyncio.to_thread(self.store.add_withheld, *key, message_id, dict(screened.withheld))
-            logger.info(
-                "identity: the write policy withheld %d derived item(s) about %s from message %d (%s)",
-                sum(screened.withheld.values()),
-                turn.peer,
-                message_id,
-                screened.summary(),
-            )
-        source = f"message:{message_id}"
-        for item in screened.observations:
-            await asyncio.to_thread(
-                self.store.add_observation,
-                *key,
-                item["content"],
-                kind=item["kind"],
-                author=DERIVER,
-                confidence=item["confidence"],
-                source=source,
-                message_id=message_id,
-            )
-        for fact in screened.facts:
-            if fact["confidence"] >= self.settings.fact_confidence:
-                await asyncio.to_thread(
-                    assert_fact,
-                    self.store,
-                    *key,
-                    subject=fact["subject"],
-                    predicate=fact["predicate"],
-                    value=fact["value"],
-                    confidence=fact["confidence"],
-                    source=f"derived:{source}",
-                )
-        await asyncio.to_thread(self.store.mark_derived, message_id)
+    async def session_end(self, session: Session) -> None:
+        """Derive the session's peer's waiting turns (`derive_at_session_end`)."""
+        if self.settings.derive and self.settings.derive_at_session_end:
+            await self.deriver.derive_waiting(session.workspace, session.peer)
+
+    def close(self) -> None:
+        """Stop the idle timers (waiting turns stay queued in the store), then close the store."""
+        self.deriver.close()
+        super().close()
 
     def _store_messages(self, turn: Turn, reply: Reply, session: Session) -> tuple[int, bool]:
         """Store the turn's two messages once; the user message's id, and whether it was new."""

@@ -18,6 +18,7 @@ def delete_peer(tx: Database, workspace: str, peer: str) -> dict[str, int]:
     }
     tx.execute("DELETE FROM honcho_sent WHERE workspace = ? AND peer = ?", key)
     tx.execute("DELETE FROM withheld WHERE workspace = ? AND peer = ?", key)
+    tx.execute("DELETE FROM derive_pending WHERE workspace = ? AND peer = ?", key)
     tx.execute("DELETE FROM peers WHERE workspace = ? AND peer = ?", key)
     return receipt
 
@@ -39,6 +40,7 @@ def delete_thread(tx: Database, workspace: str, peer: str, thread: str) -> dict[
 
     facts = delete_where("DELETE FROM facts WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)
     delete_where("DELETE FROM withheld WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids)
+    delete_where("DELETE FROM derive_pending WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids)
     observations = delete_where(
         "DELETE FROM observations WHERE workspace = ? AND peer = ? AND message_id IN ({marks})", ids
     ) + delete_where("DELETE FROM observations WHERE workspace = ? AND peer = ? AND source IN ({marks})", sources)

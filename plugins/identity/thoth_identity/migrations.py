@@ -132,6 +132,15 @@ M006_WITHHELD = """
         CREATE INDEX withheld_peer ON withheld (workspace, peer, message_id);
 """
 
+# 7: the turns waiting for the deriver (`pending.py`): derived in batches, kept across processes; no text.
+M007_DERIVE_PENDING = """
+        CREATE TABLE derive_pending (
+            message_id INTEGER PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL, queued_at REAL NOT NULL,
+            claimed_by TEXT, claimed_at REAL, attempts INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX derive_pending_peer ON derive_pending (workspace, peer, message_id);
+"""
+
 MIGRATIONS: list[Migration] = [
     M001_CREATE_TABLES,
     m002_one_copy_per_turn,
@@ -139,6 +148,7 @@ MIGRATIONS: list[Migration] = [
     M004_ENTITY_SUBJECTS,
     m005_ids_never_reused,
     M006_WITHHELD,
+    M007_DERIVE_PENDING,
 ]
 
 # PostgreSQL (`[storage] url`): the schema the SQLite steps make, in one script; its sequences never hand out an
@@ -203,4 +213,13 @@ PG002_WITHHELD = """
         CREATE INDEX withheld_peer ON withheld (workspace, peer, message_id);
 """
 
-POSTGRES: list[str] = [PG001_CREATE_TABLES, PG002_WITHHELD]
+PG003_DERIVE_PENDING = """
+        CREATE TABLE derive_pending (
+            message_id BIGINT PRIMARY KEY, workspace TEXT NOT NULL, peer TEXT NOT NULL,
+            queued_at DOUBLE PRECISION NOT NULL, claimed_by TEXT, claimed_at DOUBLE PRECISION,
+            attempts INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX derive_pending_peer ON derive_pending (workspace, peer, message_id);
+"""
+
+POSTGRES: list[str] = [PG001_CREATE_TABLES, PG002_WITHHELD, PG003_DERIVE_PENDING]

@@ -54,6 +54,13 @@ async def post_turn_write(turn: Turn, reply: Reply, session: Session) -> None:
 
 
 @hookimpl
+async def session_end(session: Session) -> None:
+    """Derive the peer's waiting turns (`derive_at_session_end`; the embedded backend, Honcho derives itself)."""
+    assert session.runtime is not None
+    await (await backend_async(session.runtime)).session_end(session)
+
+
+@hookimpl
 async def feedback(kind: str, turn_id: str, text: str, actor: str, session: Session) -> dict[str, Any] | None:
     if kind not in ("identity", "remember") or not text.strip():
         return None

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from thoth_core import Runtime
 
 BACKENDS = ("embedded", "honcho")
+KIND_NAMES = {str: "a string", bool: "true or false", dict: "a table"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,11 @@ class IdentitySettings:
     top_k: int = 8
     fact_confidence: float = 0.9
     remember_timeout: float = 4.0  # seconds /remember waits for the model's reading (SDK import included); 0: rules
+    derive_every: int = 10  # a peer's waiting turns are derived in one model call once this many wait; 1: each turn
+    derive_idle: float = 600.0  # seconds a turn may wait before the next write (or a running process's timer) derives
+    derive_at_session_end: bool = True  # a session's end derives its peer's waiting turns
+    model: str | None = None  # another registered provider for derivation and synthesis (default: the chat model)
+    model_options: dict[str, Any] = field(default_factory=dict)  # over [models.<model>], e.g. a cheaper model id
 
 
 def load_settings(runtime: Runtime) -> IdentitySettings:
@@ -54,12 +60,15 @@ def load_settings(runtime: Runtime) -> IdentitySettings:
         ("backend", str),
         ("synthesis", bool),
         ("derive", bool),
+        ("derive_at_session_end", bool),
+        ("model", str),
+        ("model_options", dict),
     ):
         if table.get(key) is None:
             continue
         value = table[key]
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise error(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
+            raise error(key, f"expected {KIND_NAMES.get(kind, kind.__name__)}, got {value!r}")
         values[key] = value
     numbers: dict[str, tuple[Any, dict[str, Any]]] = {  # key -> (the checker, its bounds)
         "dialectic_timeout": (config.number, {"positive": True}),
@@ -68,6 +77,8 @@ def load_settings(runtime: Runtime) -> IdentitySettings:
         "top_k": (config.integer, {"low": 1, "high": 1000}),
         "fact_confidence": (config.number, {"high": 1}),
         "remember_timeout": (config.number, {"high": 30}),
+        "derive_every": (config.integer, {"low": 1, "high": 1000}),
+        "derive_idle": (config.number, {"high": 366 * 24 * 3600}),
     }
     for key, (check, bounds) in numbers.items():
         if table.get(key) is not None:
@@ -93,5 +104,6 @@ CONFIG_DEFAULTS = {
     "plugins.identity": {
         **{f.name: getattr(IdentitySettings(), f.name) for f in fields(IdentitySettings)},
         "backend": None,  # embedded, or honcho when base_url is set
+        "model_options": None,  # a table of the [models.<model>] keys
     }
 }

@@ -25,7 +25,17 @@ from .search import OBSERVATION_COLUMNS, STOPWORDS, owner_token, query_terms, se
 __all__ = ["STOPWORDS", "IdentityStore", "owner_token", "query_terms"]
 
 CUT_SHORT_LIKE = f"%{CUT_SHORT}"  # a LIKE pattern: the text of a reply kept cut short
-TABLES = ("peers", "messages", "observations", "facts", "honcho_cache", "honcho_sent", "honcho_outbox", "withheld")
+TABLES = (
+    "peers",
+    "messages",
+    "observations",
+    "facts",
+    "honcho_cache",
+    "honcho_sent",
+    "honcho_outbox",
+    "withheld",
+    "derive_pending",
+)
 
 
 class IdentityStore:
