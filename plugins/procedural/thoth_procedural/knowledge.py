@@ -35,9 +35,9 @@ def words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in STOPWORDS}
 
 
-def load_notes(folder: Path) -> list[ContextBlock]:
-    """Every `<topic>.md` note as a stable `knowledge` block, by topic name; unreadable ones are logged and skipped."""
-    blocks = []
+def read_notes(folder: Path) -> list[tuple[Path, str]]:
+    """Every non-empty `<topic>.md` note (path, text), by topic name; unreadable ones are logged and skipped."""
+    notes = []
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
         try:
             text = path.read_text(encoding="utf-8").strip()
@@ -45,12 +45,16 @@ def load_notes(folder: Path) -> list[ContextBlock]:
             logger.error("%s: cannot read knowledge note: %s", path, exc)
             continue
         if text:
-            blocks.append(
-                ContextBlock(
-                    tag="knowledge", text=f"Topic: {path.stem}\n{text}", stable=True, priority=KNOWLEDGE_PRIORITY
-                )
-            )
-    return blocks
+            notes.append((path, text))
+    return notes
+
+
+def load_notes(folder: Path) -> list[ContextBlock]:
+    """Every `<topic>.md` note as a stable `knowledge` block, by topic name; unreadable ones are logged and skipped."""
+    return [
+        ContextBlock(tag="knowledge", text=f"Topic: {path.stem}\n{text}", stable=True, priority=KNOWLEDGE_PRIORITY)
+        for path, text in read_notes(folder)
+    ]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from .cli import skills as skills_cli
 from .defaults import copy_defaults
 from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexion_block
 from .persona import PersonaError, load_persona
+from .records import memory_record as memory_record  # hookimpls: registered with this module
+from .records import memory_records as memory_records
 from .settings import DEFAULTS, NAME, Settings
 from .shared import sync_skills
 from .skills import discover, load_skill, skill_block
