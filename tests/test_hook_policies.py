@@ -27,10 +27,12 @@ def documented() -> dict[str, tuple[str, str, bool, bool]]:
 
 
 def declared() -> dict[str, HookPolicy]:
-    """Every policy in code: the core's and reflection's (when installed)."""
+    """Every policy in code: the core's, reflection's and thoth-serve's (when installed)."""
     policies = dict(hookspecs.POLICIES)
     reflection = pytest.importorskip("thoth_reflection.hookspecs")
     policies.update(reflection.POLICIES)
+    serve = pytest.importorskip("thoth_serve.hookspecs")
+    policies.update(serve.POLICIES)
     return policies
 
 
