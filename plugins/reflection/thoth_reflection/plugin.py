@@ -14,6 +14,8 @@ from .bundle import bundle_export as bundle_export  # hookimpls: registered with
 from .bundle import bundle_import as bundle_import
 from .documents import documents
 from .importance import ARCHIVE_FILE
+from .records import memory_record as memory_record  # hookimpls: registered with this module
+from .records import memory_records as memory_records
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .settings import state
 from .transient import records_of
