@@ -110,17 +110,24 @@ def test_a_module_without_a_table_gets_its_specs_options():
     assert pm.policy("not_declared_anywhere") == HookPolicy("each", "background")
 
 
-def reflection_sections() -> dict[str, str]:
-    """The `### name(args)` sections of the hooks reflection declares."""
-    part = HOOKS_MD.split("\n## Hooks the reflection plugin declares\n")[1]
+def plugin_sections(title: str) -> dict[str, str]:
+    """The `### name(args)` sections under `## TITLE` (the hooks one plugin declares), up to the next `## `."""
+    part = HOOKS_MD.split(f"\n## {title}\n")[1].split("\n## ")[0]
     parts = re.split(r"^### `([^`]+)`\n", part, flags=re.MULTILINE)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def test_reflections_hooks_are_documented_with_examples_that_load_with_and_without_it():
-    reflection = pytest.importorskip("thoth_reflection.hookspecs")
+@pytest.mark.parametrize(
+    ("module", "title"),
+    [
+        ("thoth_reflection.hookspecs", "Hooks the reflection plugin declares"),
+        ("thoth_serve.hookspecs", "Hooks thoth-serve declares"),
+    ],
+)
+def test_plugins_hooks_are_documented_with_examples_that_load_with_and_without_it(module, title):
+    reflection = pytest.importorskip(module)
     specs = {name: getattr(reflection, name) for name in reflection.POLICIES}
-    sections = reflection_sections()
+    sections = plugin_sections(title)
     assert set(sections) == {f"{name}({', '.join(inspect.signature(fn).parameters)})" for name, fn in specs.items()}
     for heading, text in sections.items():
         name = heading.split("(")[0]
