@@ -17,6 +17,8 @@ from thoth_core.database import shared
 from thoth_core.redact import redactor_of
 
 from .board import BoardError, matches
+from .records import memory_record as memory_record  # hookimpls: registered with this module
+from .records import memory_records as memory_records
 from .roster import agent_ids
 from .state import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .state import board_for, settings_of
