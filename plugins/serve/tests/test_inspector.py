@@ -12,11 +12,10 @@ import thoth_procedural.plugin
 import thoth_working.plugin
 from hypothesis import given
 from hypothesis import strategies as st
-from starlette.applications import Starlette
 from thoth_procedural import drafts
+from thoth_serve.app import create_app
 from thoth_serve.inspector import csrf, plots
 from thoth_serve.inspector.diffs import diff_lines
-from thoth_serve.inspector.pages import routes
 
 OWNER = "ann"
 SCRIPT = "<script>alert('x')</script>"
@@ -25,11 +24,10 @@ PLUGINS = {"working": thoth_working.plugin, "identity": thoth_identity.plugin, "
 
 @pytest.fixture
 async def inspector(thoth_env, make_runtime):
-    """A client of an app holding only the inspector's routes, on a runtime with the working, identity and
+    """A client of the service's app on a runtime with the working, identity and
     procedural layers; `ann` owns the home (she decides approvals)."""
     runtime = make_runtime(PLUGINS, config={"thoth": {"owner": OWNER}}, replies=[{"reply": "Noted, Ann."}])
-    app = Starlette(routes=routes())
-    app.state.runtime = runtime
+    app = create_app(runtime=runtime)  # the service's app: its auth and Host rules, the inspector registered
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
         client.runtime = runtime  # type: ignore[attr-defined]
@@ -204,8 +202,14 @@ async def test_overview_plots_growth_from_record_times(inspector):
     for text in ("I like tea", "I live in Lisbon", "my dog is Rex"):
         await remember(inspector, text)
     html = await page(inspector, "/")
-    assert '<svg class="plot"' in html and "Memory growth (records)" in html
-    assert "Recall latency: no samples yet." in html  # no service metrics in this app
+    held = len(await inspector.runtime.records(peer=OWNER, limit=500))
+    assert held >= 3 and html.count('<svg class="plot"') == 1
+    assert f"Memory growth (records): {held} samples, latest {held} records" in html
+    assert "Recall latency: no samples yet." in html
+    assert (await inspector.get(f"/v1/peers/{OWNER}/recall", params={"q": "tea"})).status_code == 200
+    await page(inspector, "/search", q="Lisbon")  # the inspector's own recalls are timed too
+    html = await page(inspector, "/")
+    assert html.count('<svg class="plot"') == 2 and "Recall latency: 2 samples" in html
 
 
 @given(st.lists(st.floats(min_value=1, max_value=4e9), max_size=50))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,13 @@ def back(request: Request, path: str, person: Who, **note: Any) -> RedirectRespo
     """Redirect (303) to a page of the same peer, with a note of what happened."""
     key = notes_of(request).put(**note)
     return RedirectResponse(path + person.query(note=key), status_code=303)
+
+
+def announce(request: Request, event: str, person: Who, **data: Any) -> None:
+    """Tell the service's /v1/events subscribers (other tabs, other clients) what a form changed."""
+    events = getattr(getattr(request.app.state, "serve", None), "events", None)
+    if events is not None:
+        events.publish(event, {"peer": person.peer, "workspace": person.workspace, "source": "inspector", **data})
 
 
 def refused(request: Request, message: str, status_code: int = 400) -> HTMLResponse:
@@ -70,9 +78,19 @@ async def overview(request: Request) -> Response:
     )
 
 
+async def recall(request: Request, person: Who, query: str, *, layer: str | None = None) -> tuple[Any, Any]:
+    """Every layer's hits (or one layer's) with why; the time it took joins the service's recall samples."""
+    started = time.perf_counter()
+    found = await gather.recall(runtime_of(request), person, query, layer=layer)
+    metrics = getattr(getattr(request.app.state, "serve", None), "metrics", None)
+    if metrics is not None:
+        metrics.observe("recall", time.perf_counter() - started)
+    return found
+
+
 async def metrics_samples(request: Request) -> list[dict[str, Any]]:
-    """The service's metrics samples over time (`app.state.metrics`), [] when the service keeps none."""
-    metrics = getattr(request.app.state, "metrics", None)
+    """The service's metrics samples over time (`app.state.serve.metrics`), [] when the app keeps none."""
+    metrics = getattr(getattr(request.app.state, "serve", None), "metrics", None)
     samples = getattr(metrics, "samples", None)
     if samples is None:
         return []
@@ -105,7 +123,7 @@ async def episodes(request: Request) -> Response:
     person = who(request)
     query = request.query_params.get("q", "").strip()
     runtime = runtime_of(request)
-    hits, failed = await gather.recall(runtime, person, query, layer="episodic") if query else ([], [])
+    hits, failed = await recall(request, person, query, layer="episodic") if query else ([], [])
     found = [] if query else await gather.records(runtime, person, layer="episodic", kind="episode")
     return render(request, "episodes.html", who=person, query=query, hits=hits, failed=failed, records=found)
 
@@ -113,7 +131,7 @@ async def episodes(request: Request) -> Response:
 async def search(request: Request) -> Response:
     person = who(request)
     query = request.query_params.get("q", "").strip()
-    hits, failed = await gather.recall(runtime_of(request), person, query) if query else ([], [])
+    hits, failed = await recall(request, person, query) if query else ([], [])
     return render(request, "search.html", who=person, query=query, hits=hits, failed=failed)
 
 
@@ -159,6 +177,7 @@ async def change_record(request: Request) -> Response:
         message = f"deleted {record_id}" if deleted else f"{record_id} was not deleted (no layer holds it)"
         if not deleted:
             return refused(request, message, status_code=404)
+        announce(request, "record", person, action="delete", id=record_id)
         to = fields.get("back", "/")
         return back(request, to if to in PAGES else "/", person, message=message)
     if action != "edit":
@@ -172,6 +191,7 @@ async def change_record(request: Request) -> Response:
         return refused(request, str(exc))
     if changed is None:
         return refused(request, f"no record {record_id!r} of {person.peer}", status_code=404)
+    announce(request, "record", person, action="edit", id=changed["id"])
     return back(request, f"/records/{changed['id']}", person, message=f"saved {changed['id']}")
 
 
@@ -195,6 +215,7 @@ async def decide(request: Request) -> Response:
         )
     except ThothError as exc:
         return back(request, "/approvals", person, message=str(exc), error=True)
+    announce(request, "approval", person, item_id=item_id, decision=decision)
     message = str(outcome.get("message") or f"{decision}: {item_id}")
     return back(request, "/approvals", person, message=message)
 
@@ -214,6 +235,7 @@ async def forget(request: Request) -> Response:
     if thread is not None:
         valid_name("thread", thread)
     receipt = await runtime_of(request).forget(peer=person.peer, thread=thread, workspace=person.workspace)
+    announce(request, "record", person, action="forget", thread=thread)
     return back(request, "/forget", person, receipt=receipt, thread=thread)
 
 

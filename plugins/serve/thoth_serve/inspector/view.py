@@ -47,15 +47,20 @@ class Who:
 
 
 def who(request: Request) -> Who:
-    """The peer and workspace a request asks for, within the server's pin; ThothError (one line) when refused."""
-    scope = getattr(request.app.state, "scope", None)
+    """The peer and workspace a request asks for (else the home's owner), within the server's pin (`--peer`).
+
+    A bad name or one the pin refuses raises ThothError (one line).
+    """
+    served = getattr(request.app.state, "serve", None)
+    scope = getattr(served, "scope", None)
+    runtime = request.app.state.runtime
     peer = request.query_params.get("peer") or ""
     workspace = request.query_params.get("workspace") or ""
+    if not peer and getattr(scope, "peer", None) is None:
+        peer = str(runtime.config.get("thoth.owner") or os_user() or "me")
     if scope is not None:
         return Who(scope.peer_for(peer or None), scope.workspace_for(workspace or None))
-    runtime = request.app.state.runtime
-    peer = valid_name("peer", peer) if peer else str(runtime.config.get("thoth.owner") or os_user() or "me")
-    return Who(peer, valid_name("workspace", workspace) if workspace else None)
+    return Who(valid_name("peer", peer), valid_name("workspace", workspace) if workspace else None)
 
 
 def when(at: Any) -> str:

@@ -41,10 +41,17 @@
     return !who || !peer || who === peer;
   }
 
-  var source = new EventSource(live.getAttribute("data-events"));
-  source.addEventListener("open", function () { say("Live updates: on."); });
-  source.addEventListener("error", function () { say("Live updates: reconnecting\u2026"); });
-  [["turn", "A turn landed"], ["record", "Memory changed"], ["approval", "The approval queue changed"]].forEach(function (kind) {
-    source.addEventListener(kind[0], function (event) { if (about(event)) { refresh(kind[1]); } });
-  });
+  var source = null;
+  function connect() {
+    source = new EventSource(live.getAttribute("data-events"));
+    source.addEventListener("open", function () { say("Live updates: on."); });
+    source.addEventListener("error", function () { say("Live updates: reconnecting\u2026"); });
+    [["turn", "A turn landed"], ["record", "Memory changed"], ["approval", "The approval queue changed"]].forEach(function (kind) {
+      source.addEventListener(kind[0], function (event) { if (about(event)) { refresh(kind[1]); } });
+    });
+  }
+  // A browser allows few connections to one server: a page left (or kept in the back-forward cache) lets its go.
+  window.addEventListener("pagehide", function () { if (source) { source.close(); source = null; } });
+  window.addEventListener("pageshow", function () { if (!source) { connect(); } });
+  connect();
 })();
