@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -117,15 +116,37 @@ def find_service(home: Path) -> Service | None:
     return Service(url=url, token=token, thin=thin)
 
 
-@dataclass(frozen=True)
 class Service:
-    """A client of one running service: JSON requests and server-sent events over HTTP/1.1."""
+    """A client of one running service: JSON requests and server-sent events over HTTP/1.1.
 
-    url: str
-    token: str | None = None
-    connect_timeout: float = CONNECT_TIMEOUT
-    read_timeout: float = READ_TIMEOUT
-    thin: dict[str, str] = field(default_factory=dict, compare=False)  # command name -> its thin client
+    A plain class, not a dataclass: `dataclasses` imports `inspect`, which a hook process would pay for.
+    """
+
+    __slots__ = ("connect_timeout", "read_timeout", "thin", "token", "url")
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        thin: dict[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.thin = dict(thin or {})  # command name -> its thin client ("module:function")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Service) and (self.url, self.token) == (other.url, other.token)
+
+    def __hash__(self) -> int:
+        return hash((self.url, self.token))
+
+    def __repr__(self) -> str:
+        return f"Service(url={self.url!r}, token={'***' if self.token else None})"
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         """GET path with query params (None values left out); the JSON object answered."""

@@ -29,11 +29,11 @@ from thoth_core.home import default_home
 
 from . import install as settings_file
 from .settings import NAME, Settings
+from .thin import process_started
 
 logger = logging.getLogger(__name__)
 
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
-START_UP_AT_MOST = 5.0  # seconds: an older process start is a clock oddity, not Python's start-up
 hard_exit: Callable[[int], Any] = os._exit  # leaves at the budget even when a plugin holds the event loop
 
 
@@ -121,18 +121,6 @@ def hook_command(event: str, wait: bool) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             hard_exit(0)
-
-
-def process_started() -> float:
-    """When this hook's process started, on the `time.monotonic()` clock (from /proc on Linux; elsewhere: now)."""
-    if sys.argv[1:3] != [NAME, "hook"]:
-        return time.monotonic()  # run inside another program (tests, a host): its start-up is not the hook's
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: since boot
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return time.monotonic()
-    return time.monotonic() - age if 0 <= age < START_UP_AT_MOST else time.monotonic()
 
 
 def run_hook(event: str, stdin: str, *, wait: bool, started: float) -> tuple[bool, str] | None:

@@ -14,6 +14,7 @@ from .settings import DEFAULTS, NAME, Settings
 
 if TYPE_CHECKING:
     from thoth_core import Runtime
+    from thoth_core.scope import Scope
 
 LAYER = "frontend"  # not a memory layer: it contributes no context of its own
 CONFIG_DEFAULTS = {f"plugins.{NAME}": dict(DEFAULTS)}
@@ -29,3 +30,11 @@ def register_cli_commands(cli: Any) -> None:
     from .commands import claude_code
 
     cli.add_command(claude_code)
+
+
+@hookimpl(optionalhook=True)  # declared by thoth-serve (`serve_routes`); ignored where it is not installed
+def serve_routes(register: Any, runtime: Runtime, scope: Scope) -> None:
+    """The warm hooks' route on `thoth serve`: POST /claude-code/hook/EVENT (see warm.py)."""
+    from .warm import hook_route
+
+    register(hook_route(runtime, scope))
