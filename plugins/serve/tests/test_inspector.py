@@ -156,6 +156,14 @@ async def test_approve_a_draft_from_its_diff(inspector):
     html = await page(inspector, "/approvals")
     assert item in html and 'class="add"' in html and "+Boil water." in unescape(html)
     assert SCRIPT not in html
+    assert ">Boil water. &lt;script&gt;" in html  # the edit box holds the instructions, without the front matter
+    steps = "Boil water. Steep 3 minutes."
+    edited = await inspector.post(
+        f"/approvals/{item}", params={"peer": OWNER}, data={"csrf": token(html), "decision": "edit", "text": steps}
+    )
+    assert edited.status_code == 303
+    html = (await inspector.get(edited.headers["location"])).text
+    assert "still pending" in html and f"+{steps}" in unescape(html)
     response = await inspector.post(f"/approvals/{item}", params={"peer": OWNER},
                                     data={"csrf": token(html), "decision": "approve"})
     assert response.status_code == 303
@@ -256,3 +264,16 @@ def test_refusal_needs_the_cookie_token_and_a_same_origin():
     assert "not from this server" in csrf.refusal(request({**same, "origin": "http://127.0.0.1:10"}), good)
     assert "token" in csrf.refusal(request(same), "t" * 39 + "u")
     assert "token" in csrf.refusal(request({"host": "127.0.0.1:9"}), good)
+
+
+def test_the_docs_show_every_view():
+    from pathlib import Path
+
+    from thoth_serve.inspector.view import NAV
+
+    docs = Path(__file__).resolve().parents[3] / "docs"
+    text = (docs / "inspector.md").read_text()
+    shown = re.findall(r"\]\((img/inspector-[a-z-]+\.png)\)", text)
+    assert all((docs / image).is_file() for image in shown), "docs/inspector.md shows a screenshot that is missing"
+    names = {path.strip("/") or "overview" for path, _ in NAV}
+    assert names <= {image.removeprefix("img/inspector-").removesuffix(".png") for image in shown}

@@ -106,6 +106,7 @@ class Pending:
     item: dict[str, Any]
     diff: list[DiffLine]
     replaces: str  # what stands now, when anything does ("" for something new)
+    editable: str  # what an edit replaces: a skill's instructions (its SKILL.md body), else the item's body
 
 
 async def approvals(runtime: Runtime, who: Who) -> list[Pending]:
@@ -118,8 +119,18 @@ async def approvals(runtime: Runtime, who: Who) -> list[Pending]:
     for item in items:
         item = {k: v for k, v in item.items() if k != "path"}  # a server-side path is no browser's business
         before = str(item.get("current") or current.get(_item_slug(item), ""))
-        out.append(Pending(item, diff_lines(before, str(item.get("body", ""))), before))
+        body = str(item.get("body", ""))
+        editable = instructions(body) if item.get("kind") == "skill" else body
+        out.append(Pending(item, diff_lines(before, body), before, editable))
     return out
+
+
+def instructions(skill_md: str) -> str:
+    """A SKILL.md's body: the text after its front matter (what editing a skill draft replaces)."""
+    if not skill_md.startswith("---"):
+        return skill_md
+    _, sep, rest = skill_md[3:].partition("\n---")
+    return rest.partition("\n")[2].lstrip("\n") if sep else skill_md
 
 
 def _slug(record: MemoryRecord) -> str:

@@ -113,7 +113,7 @@ async def identity(request: Request) -> Response:
     entities = [r for r in held if r["kind"] == "entity"]
     names, links = gather.entity_links(entities)
     ids = {r["text"].strip(): r["id"] for r in entities}
-    edges = [(link.source, link.relation, link.target) for link in links if link.entity]
+    edges = [(link.source, link.relation, link.target) for link in links]
     picture = graph(names, edges, title="Entity graph")
     return render(request, "identity.html", who=person, facts=facts, entities=entities, links=links,
                   entity_ids=ids, picture=picture)

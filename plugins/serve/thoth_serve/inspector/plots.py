@@ -18,8 +18,8 @@ def cumulative(times: Iterable[float]) -> list[tuple[float, float]]:
     return [(t, float(n)) for n, t in enumerate(ordered, start=1)]
 
 
-def _stamp(at: float) -> str:
-    return time.strftime("%m-%d %H:%M", time.localtime(at))
+def _stamp(at: float, span: float) -> str:
+    return time.strftime("%m-%d %H:%M" if span >= 3600 else "%H:%M:%S", time.localtime(at))
 
 
 def _number(value: float) -> str:
@@ -47,6 +47,7 @@ def line_plot(points: Sequence[tuple[float, float]], *, title: str, unit: str) -
     drawn = " ".join(f"{x},{y}" for x, y in scale(points))
     low, high = min(0.0, min(p[1] for p in points)), max(p[1] for p in points)
     last = points[-1][1]
+    span = points[-1][0] - points[0][0]
     summary = escape(f"{title}: {len(points)} samples, latest {_number(last)} {unit}, highest {_number(high)} {unit}")
     bottom = HEIGHT - PAD
     return Markup(
@@ -57,15 +58,18 @@ def line_plot(points: Sequence[tuple[float, float]], *, title: str, unit: str) -
         f'<polyline class="series" points="{drawn}"/>'
         f'<text x="{PAD - 4}" y="{PAD + 4}" text-anchor="end">{escape(_number(high))}</text>'
         f'<text x="{PAD - 4}" y="{bottom}" text-anchor="end">{escape(_number(low))}</text>'
-        f'<text x="{PAD}" y="{HEIGHT - 8}">{escape(_stamp(points[0][0]))}</text>'
-        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 8}" text-anchor="end">{escape(_stamp(points[-1][0]))}</text>'
+        f'<text x="{PAD}" y="{HEIGHT - 8}">{escape(_stamp(points[0][0], span))}</text>'
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 8}" text-anchor="end">{escape(_stamp(points[-1][0], span))}</text>'
         f'<text x="{WIDTH - PAD}" y="{PAD - 12}" text-anchor="end">{escape(unit)}</text>'
         "</svg>"
     )
 
 
 def graph(nodes: Sequence[str], edges: Sequence[tuple[str, str, str]], *, title: str) -> Markup:
-    """Nodes on a circle joined by labelled edges (source, relation, target); every label escaped."""
+    """Nodes on a circle joined by labelled edges (source, relation, target); every label escaped.
+
+    Targets that are not among `nodes` (plain values: a city, a name) are drawn as hollow points.
+    """
     names = list(dict.fromkeys([*nodes, *(e[0] for e in edges), *(e[2] for e in edges)]))
     if not names:
         return Markup(f'<p class="empty">{escape(title)}: no entities yet.</p>')
@@ -90,7 +94,8 @@ def graph(nodes: Sequence[str], edges: Sequence[tuple[str, str, str]], *, title:
             f"{escape(relation[:24])}</text>"
         )
     for name, (x, y) in at.items():
-        parts.append(f'<circle class="node" cx="{x}" cy="{y}" r="6"/>')
+        kind = "node" if name in nodes else "value"
+        parts.append(f'<circle class="{kind}" cx="{x}" cy="{y}" r="6"/>')
         parts.append(f'<text class="name" x="{x}" y="{y - 10}" text-anchor="middle">{escape(name[:28])}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
