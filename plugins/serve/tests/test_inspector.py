@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from thoth_procedural import drafts
 from thoth_serve.app import create_app
-from thoth_serve.inspector import csrf, plots
+from thoth_serve.inspector import csrf, gather, plots
 from thoth_serve.inspector.diffs import diff_lines
+from thoth_serve.options import ServeOptions
 
 OWNER = "ann"
 SCRIPT = "<script>alert('x')</script>"
@@ -96,6 +97,31 @@ async def test_sessions_show_the_transcript(inspector):
     await inspector.runtime.drain()
     html = await page(inspector, "/sessions")
     assert "hello there, I am Ann" in html and "Noted, Ann." in html
+
+
+async def test_older_sessions_are_a_link_away(inspector, monkeypatch):
+    monkeypatch.setattr(gather, "PAGE_SIZE", 2)
+    for thread in ("t1", "t2", "t3"):
+        await inspector.runtime.turn(f"hello in {thread}", peer=OWNER, thread=thread)
+    await inspector.runtime.drain()
+    html = await page(inspector, "/sessions")
+    assert "hello in t3" in html and "hello in t2" in html and "hello in t1" not in html
+    older = httpx.URL(unescape(re.search(r'href="([^"]+)" rel="next"', html).group(1)))
+    html = await page(inspector, older.path, **dict(older.params))
+    assert "hello in t1" in html and "hello in t3" not in html and 'rel="next"' not in html
+    bad = await inspector.get("/sessions", params={"peer": OWNER, "before": "yesterday"})
+    assert bad.status_code == 400 and "before: expected unix seconds" in bad.text
+
+
+async def test_a_pinned_server_shows_its_peer_only(thoth_env, make_runtime):
+    runtime = make_runtime(PLUGINS, config={"thoth": {"owner": OWNER}})
+    app = create_app(runtime=runtime, options=ServeOptions(peer="bob"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8765") as client:
+        html = (await client.get("/identity")).text
+        assert "Identity of bob" in html and '<option value="bob">' in html and f'value="{OWNER}"' not in html
+        refused = await client.get("/identity", params={"peer": OWNER})
+        assert refused.status_code == 400 and "pinned to peer 'bob'" in unescape(refused.text)
+    await runtime.aclose()
 
 
 async def test_identity_shows_facts_their_history_and_the_entity_graph(inspector):

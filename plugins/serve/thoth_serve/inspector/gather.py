@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 
 GROWTH_LIMIT = 2000  # records read for the growth plot (newest first)
 PAGE = 200
+PAGE_SIZE = 50  # records a list page shows; "Older" shows the next ones
 FILE_KINDS = ("persona", "skill", "knowledge", "reflexion", "rule")
 IDENTITY_KINDS = ("fact", "observation", "note")
 

@@ -98,11 +98,30 @@ async def metrics_samples(request: Request) -> list[dict[str, Any]]:
     return [dict(s) for s in found if isinstance(s, dict)]
 
 
+def before_of(request: Request) -> float | None:
+    """The `before` query parameter (unix seconds: show older records), or None; ThothError when it is no number."""
+    raw = request.query_params.get("before", "")
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ThothError(f"before: expected unix seconds, got {raw[:40]!r}") from None
+
+
+def older(request: Request, person: Who, found: list[Any]) -> str | None:
+    """The link to the next page of older records, when this page is full."""
+    if len(found) < gather.PAGE_SIZE:
+        return None
+    return request.url.path + person.query(before=repr(min(float(r["at"]) for r in found)))
+
+
 async def sessions(request: Request) -> Response:
     person = who(request)
-    found = await gather.records(runtime_of(request), person, layer="working", kind="session")
+    found = await gather.records(runtime_of(request), person, layer="working", kind="session",
+                                 limit=gather.PAGE_SIZE, before=before_of(request))
     return render(request, "records.html", who=person, title="Working sessions", records=found,
-                  empty="No working sessions for this peer.", transcript=True)
+                  empty="No working sessions for this peer.", transcript=True, older=older(request, person, found))
 
 
 async def identity(request: Request) -> Response:
@@ -124,8 +143,10 @@ async def episodes(request: Request) -> Response:
     query = request.query_params.get("q", "").strip()
     runtime = runtime_of(request)
     hits, failed = await recall(request, person, query, layer="episodic") if query else ([], [])
-    found = [] if query else await gather.records(runtime, person, layer="episodic", kind="episode")
-    return render(request, "episodes.html", who=person, query=query, hits=hits, failed=failed, records=found)
+    found = [] if query else await gather.records(runtime, person, layer="episodic", kind="episode",
+                                                   limit=gather.PAGE_SIZE, before=before_of(request))
+    return render(request, "episodes.html", who=person, query=query, hits=hits, failed=failed, records=found,
+                  older=older(request, person, found))
 
 
 async def search(request: Request) -> Response:

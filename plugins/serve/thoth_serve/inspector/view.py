@@ -19,6 +19,7 @@ from thoth_core.scope import valid_name
 from . import csrf
 from .notes import note_of
 
+MAX_PEERS = 50
 NAV = (
     ("/", "Overview"),
     ("/sessions", "Sessions"),
@@ -70,6 +71,19 @@ def when(at: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
 
 
+def known_peers(request: Request, person: Who | None) -> list[str]:
+    """Peers the picker offers: the one shown, the home's owner and those with a session open in this process."""
+    scope = getattr(getattr(request.app.state, "serve", None), "scope", None)
+    pinned = getattr(scope, "peer", None)
+    if pinned:
+        return [str(pinned)]
+    runtime = request.app.state.runtime
+    found = [person.peer] if person else []
+    found.append(str(runtime.config.get("thoth.owner") or os_user() or ""))
+    found += sorted({key[1] for key in getattr(runtime, "sessions", {})})
+    return [peer for peer in dict.fromkeys(found) if peer][:MAX_PEERS]
+
+
 @cache
 def environment() -> Environment:
     """The templates shipped in the package, every value escaped unless a view marks it safe."""
@@ -95,6 +109,7 @@ def render(request: Request, template: str, *, status_code: int = 200, **context
     page = environment().get_template(template).render(
         request=request,
         who=person,
+        peers=known_peers(request, person),
         nav=NAV,
         path=request.url.path,
         csrf_field=csrf.FIELD,
