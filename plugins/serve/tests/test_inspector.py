@@ -7,9 +7,6 @@ from html import unescape
 
 import httpx
 import pytest
-import thoth_identity.plugin
-import thoth_procedural.plugin
-import thoth_working.plugin
 from hypothesis import given
 from hypothesis import strategies as st
 from thoth_procedural import drafts
@@ -17,16 +14,17 @@ from thoth_serve.app import create_app
 from thoth_serve.inspector import csrf, gather, plots
 from thoth_serve.inspector.diffs import diff_lines
 from thoth_serve.options import ServeOptions
+from thoth_serve.testing import plugins
 
 OWNER = "ann"
 SCRIPT = "<script>alert('x')</script>"
-PLUGINS = {"working": thoth_working.plugin, "identity": thoth_identity.plugin, "procedural": thoth_procedural.plugin}
+PLUGINS = plugins()  # the installed layers: working, identity, procedural, episodic
 
 
 @pytest.fixture
 async def inspector(thoth_env, make_runtime):
-    """A client of the service's app on a runtime with the working, identity and
-    procedural layers; `ann` owns the home (she decides approvals)."""
+    """A client of the service's app on a runtime with the installed layers; `ann` owns the home (she decides
+    approvals)."""
     runtime = make_runtime(PLUGINS, config={"thoth": {"owner": OWNER}}, replies=[{"reply": "Noted, Ann."}])
     app = create_app(runtime=runtime)  # the service's app: its auth and Host rules, the inspector registered
     transport = httpx.ASGITransport(app=app)
@@ -83,6 +81,19 @@ async def test_a_fact_holding_a_script_renders_as_text(inspector):
     assert SCRIPT not in html and "&lt;script&gt;" in html
     hits = await page(inspector, "/search", q="motto")
     assert SCRIPT not in hits and "motto" in hits
+
+
+async def test_every_recall_hit_link_opens_its_record(inspector):
+    await remember(inspector, "I live in Lisbon")
+    await inspector.runtime.turn("Lisbon has good trams", peer=OWNER, thread="t1")
+    await inspector.runtime.drain()
+    html = await page(inspector, "/search", q="Lisbon")
+    assert 'dl class="why"' in html
+    links = re.findall(r'href="(/records/[^"]+)"', html)
+    assert links, "no hit links to its record"
+    for link in links:
+        url = httpx.URL(unescape(link))
+        assert (await inspector.get(url.path, params=dict(url.params))).status_code == 200, link
 
 
 async def test_a_bad_peer_name_is_one_line_not_a_page_of_it(inspector):

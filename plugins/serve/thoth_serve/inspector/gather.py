@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .diffs import DiffLine, diff_lines
@@ -58,6 +59,15 @@ class Hit:
     score: float | None
     at: float | None
     why: list[tuple[str, str]]
+    record: bool = False  # its id is a record's (`/records/ID` opens it); not every layer's hit ids are
+
+
+async def with_records(runtime: Runtime, who: Who, hits: list[Hit]) -> list[Hit]:
+    """The hits, each marked when its id opens one of the peer's records (so no link leads nowhere)."""
+    found = await asyncio.gather(
+        *(runtime.get_record(record_id=hit.id, peer=who.peer, workspace=who.workspace) for hit in hits)
+    )
+    return [replace(hit, record=record is not None) for hit, record in zip(hits, found, strict=True)]
 
 
 def _why(value: Any) -> list[tuple[str, str]]:

@@ -85,7 +85,8 @@ async def recall(request: Request, person: Who, query: str, *, layer: str | None
     metrics = getattr(getattr(request.app.state, "serve", None), "metrics", None)
     if metrics is not None:
         metrics.observe("recall", time.perf_counter() - started)
-    return found
+    hits, failed = found
+    return await gather.with_records(runtime_of(request), person, hits), failed
 
 
 async def metrics_samples(request: Request) -> list[dict[str, Any]]:
