@@ -97,3 +97,20 @@ def test_any_sequence_of_remember_and_delete_leaves_the_api_saying_what_the_runt
                 assert (await api.get(f"/v1/peers/{peer}/records/{gone}")).status_code == 404
 
     asyncio.run(run())
+
+
+async def test_a_turns_episode_is_listed_searched_and_deleted(runtime, api):
+    if "episodic" not in runtime.pm.implementers("memory_records"):
+        pytest.skip("the episodic layer does not answer memory_records here")
+    answered = await api.post(
+        "/v1/peers/ada/turns", json={"text": "I planted tulips in the garden"}, headers={"Accept": "application/json"}
+    )
+    assert answered.status_code == 200
+    await runtime.drain()
+    episodes = (await api.get("/v1/peers/ada/episodes")).json()["records"]
+    assert len(episodes) == 1 and "tulips" in episodes[0]["text"] and episodes[0]["kind"] == "episode"
+    assert (await api.get("/v1/peers/bob/episodes")).json()["records"] == []
+    found = (await api.get("/v1/peers/ada/episodes/search", params={"q": "tulips garden"})).json()
+    assert found["hits"] and all(hit["layer"] == "episodic" and hit["why"] for hit in found["hits"])
+    assert (await api.delete(f"/v1/peers/ada/episodes/{episodes[0]['id']}")).json()["deleted"] is True
+    assert (await api.get("/v1/peers/ada/episodes")).json()["records"] == []
