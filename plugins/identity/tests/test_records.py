@@ -17,13 +17,16 @@ async def remember(runtime: Any, *texts: str, peer: str = "ann") -> None:
         await runtime.turn(f"/remember {text}", peer=peer, thread="t")
 
 
+HELD = ("my name is Ann", "my sister Maria lives in Berlin", "I am training for the Bergen marathon")
+
+
 def by_text(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["text"]: r for r in records}
 
 
 async def test_facts_notes_and_entities_are_listed_newest_first_with_the_graph_in_meta(make_runtime, storage_config):
     runtime = make_runtime({"identity": plugin}, config=storage_config)
-    await remember(runtime, "my name is Ann", "my sister Maria lives in Berlin", "I am training for the Bergen marathon")
+    await remember(runtime, *HELD)
     records = await runtime.records(peer="ann")
     assert [r["at"] for r in records] == sorted((r["at"] for r in records), reverse=True)
     assert {r["plugin"] for r in records} == {"identity"} and {r["layer"] for r in records} == {"identity"}
@@ -90,7 +93,7 @@ async def test_a_note_is_edited_and_deleted_and_leaves_the_file(make_runtime, st
 
 async def test_a_stranger_never_reads_or_changes_anothers_records(make_runtime, storage_config):
     runtime = make_runtime({"identity": plugin}, config=storage_config)
-    await remember(runtime, "my name is Ann", "my sister Maria lives in Berlin", "I am training for the Bergen marathon")
+    await remember(runtime, *HELD)
     await remember(runtime, "my name is Bob", peer="bob")
     alices = await runtime.records(peer="ann")
     for record in alices:
