@@ -83,7 +83,6 @@ def draft_skill(home: Path) -> str:
 @pytest.fixture(scope="module")
 def chromium(served):
     """The browser, started after the server and closed before it (its event stream would hold the server up)."""
-    pytest.importorskip("selenium", reason="selenium is in the root test extra")
     driver = browser()
     try:
         yield driver
