@@ -139,21 +139,24 @@ async def test_identity_shows_facts_their_history_and_the_entity_graph(inspector
     await remember(inspector, "I live in Lisbon")
     await remember(inspector, "my sister is Maria")
     html = await page(inspector, "/identity")
-    assert "Entity graph" in html and '<svg class="graph"' in html
-    held = await inspector.runtime.records(peer=OWNER, layer="identity")
-    assert held, "the identity layer holds nothing after /remember"
-    record = next(r for r in held if r.get("editable", True) and r["kind"] != "entity")
-    html = await page(inspector, f"/records/{record['id']}")
-    form = token(html)
+    graph_svg = html[html.index('<svg class="graph"'):html.index("</svg>", html.index('<svg class="graph"'))]
+    assert ">ann</text>" in graph_svg and ">Maria</text>" in graph_svg and ">sister</text>" in graph_svg
+    assert re.search(r">ann</a> &rarr;\s*<a class=\"relation\" href=\"/records/f\d+[^>]*>sister</a>", html)
+    held = await inspector.runtime.records(peer=OWNER, layer="identity", kind="fact")
+    fact = next(r for r in held if "Lisbon" in r["text"])
+    html = await page(inspector, f"/records/{fact['id']}")
+    assert "No earlier versions." in html
     response = await inspector.post(
-        f"/records/{record['id']}",
+        f"/records/{fact['id']}",
         params={"peer": OWNER},
-        data={"csrf": form, "action": "edit", "text": "I live in Porto"},
+        data={"csrf": token(html), "action": "edit", "text": "I live in Porto"},
     )
     assert response.status_code == 303, response.text
     location = httpx.URL(response.headers["location"])
     html = await page(inspector, location.path, **dict(location.params))
-    assert "I live in Porto" in html and "saved" in html
+    assert "saved" in html and "Porto" in html.split('id="history-h"')[0]
+    history = html.split('id="history-h"')[1]
+    assert "Lisbon" in history and 'class="remove"' in history and 'class="add"' in history
 
 
 async def test_a_form_without_the_token_or_from_another_origin_changes_nothing(inspector):
