@@ -97,6 +97,8 @@ def served(tmp_path_factory, start_server):
     server = start_server(home, token=TOKEN)
     status, body = server.request("POST", "/v1/peers/ann/memories", {"text": "I like green tea <b>strong</b>"})
     assert status == 200, body
+    status, body = server.request("POST", "/v1/peers/ann/memories", {"text": "my motto is " + "unbreakable" * 30})
+    assert status == 200, body  # one 330-character word: it must wrap, not widen the page
     return server, item
 
 
