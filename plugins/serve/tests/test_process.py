@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import urllib.request
 
 import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from thoth_serve.run import GRACE
 from thoth_serve.testing import REPLY, make_home, sse_events
 
 from thoth_core.testing import run_thoth
@@ -128,5 +130,12 @@ def test_several_workers_on_sqlite_are_refused_in_one_line(home):
 def test_sigterm_stops_it_cleanly_and_withdraws_the_advertisement(home, start_server):
     other = start_server(home, "--peer", "cid", token=TOKEN)  # takes the home's advertisement over
     assert other.request("GET", "/v1/peers/ada/recall?q=x")[0] == 403
-    assert other.stop() == 0, other.log()
+    with httpx.stream("GET", other.url + "/v1/events", headers=other.headers(), timeout=30) as events:
+        chunks = events.iter_text()
+        assert "connected" in next(chunks)  # a live stream is open: it must not hold the shutdown up
+        started = time.monotonic()
+        assert other.stop() == 0, other.log()
+        took = time.monotonic() - started
+        assert "".join(chunks) == ""  # the stream ended
+    assert took < GRACE and "Traceback" not in other.log(), other.log()
     assert not (home / ".thoth" / "run" / "service.json").exists()

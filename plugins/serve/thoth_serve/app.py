@@ -15,9 +15,12 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import AsyncIterator
+import os
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -70,6 +73,8 @@ def create_app(
 
             attach(app, Runtime.load(path), options)
         state: ServeState = app.state.serve
+        state.events.closed = False
+        restore = on_stop_signal(state.events.close)
         reaper = asyncio.ensure_future(reap_idle(state.runtime))
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -77,6 +82,7 @@ def create_app(
                     await stack.enter_async_context(sub.router.lifespan_context(sub))
                 yield
         finally:
+            restore()
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
@@ -156,6 +162,39 @@ def inspector_module() -> ModuleType | None:
         if exc.name in (INSPECTOR, *(f"{INSPECTOR}.{part}" for part in ("routes", "plugin"))):
             return None
         raise
+
+
+def on_stop_signal(action: Callable[[], None]) -> Callable[[], None]:
+    """Run action (on the event loop) when SIGINT/SIGTERM arrives, before the server's own handler; the undo.
+
+    The server (uvicorn) then waits for open responses before it shuts down: the live event streams
+    end at once instead of holding it up until its graceful timeout cancels them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def chained(sig: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(action)
+        handler = previous[signal.Signals(sig)]
+        if callable(handler):
+            handler(sig, frame)
+        elif handler == signal.SIG_DFL and sig == signal.SIGINT:
+            signal.default_int_handler(sig, frame)
+        elif handler == signal.SIG_DFL:
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+
+    for sig in previous:
+        signal.signal(sig, chained)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is chained and handler is not None:
+                signal.signal(sig, handler)
+
+    return restore
 
 
 def mounted_apps(app: FastAPI) -> list[Starlette]:

@@ -15,6 +15,7 @@ from typing import Any
 
 QUEUE = 256  # events a subscriber may fall behind before the oldest are dropped
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
+CLOSE = "\x00close"  # the event that ends every stream
 
 
 class EventBus:
@@ -22,6 +23,12 @@ class EventBus:
 
     def __init__(self) -> None:
         self.subscribers: set[asyncio.Queue[tuple[str, dict[str, Any]]]] = set()
+        self.closed = False
+
+    def close(self) -> None:
+        """End every stream (the service is stopping: an open stream would hold its shutdown up)."""
+        self.closed = True
+        self.publish(CLOSE, {})
 
     def publish(self, event: str, data: dict[str, Any]) -> None:
         """Send an event (`turn`, `record`, `approval`, ...) to each subscriber (call it on the event loop)."""
@@ -36,12 +43,14 @@ class EventBus:
         queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(QUEUE)
         self.subscribers.add(queue)
         try:
-            while True:
+            while not self.closed:
                 try:
                     event, data = await asyncio.wait_for(queue.get(), KEEPALIVE)
                 except TimeoutError:
                     yield "ping", {}
                     continue
+                if event == CLOSE:
+                    return
                 if peer is None or data.get("peer") in (None, peer):
                     yield event, data
         finally:

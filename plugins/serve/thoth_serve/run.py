@@ -33,6 +33,9 @@ from .options import ENV, ServeOptions
 
 APP_FACTORY = "thoth_serve.app:from_environment"
 READY_TIMEOUT = 120.0  # seconds the parent waits for every worker to answer
+# seconds open requests get at shutdown before they are cancelled: /v1/events streams never end by themselves, and
+# turns do not need it (each runs in its own task, which the lifespan waits for, client or not)
+GRACE = 3
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -75,7 +78,7 @@ def serve(options: ServeOptions, *, workers: int, home: Path) -> None:
         workers=workers,
         log_level="warning",
         lifespan="on",
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=GRACE,
     )
     with contextlib.ExitStack() as advertising:
 
