@@ -17,7 +17,9 @@ def honcho_server():
     server.stop()
 
 
-PER_TURN = {"derive_every": 1}  # the mode these tests were written for; test_batching.py runs the batched default
+# The schedule these tests were written for (derivation after each turn, synthesis before each reply);
+# test_batching.py runs the default (batched derivation, no synthesis).
+PER_TURN = {"derive_every": 1, "synthesis": True}
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.redact import redactor_of
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 BATCH_MAX = 20  # turns in one derivation request
 BATCH_CHARS = 48_000  # about 12k tokens of messages and replies in one request; a longer batch is split
 REPLY_CHARS = 4_000  # of the assistant's reply before a message, in a batch
+NOTHING, AGAIN, ALL = 0, 1, 2  # what was asked of a running derivation meanwhile
+WRITES_WAIT = 5.0  # seconds a session's end waits for the post-turn writes under way (its last turn's)
 
 
 class Deriver:
@@ -41,19 +44,24 @@ class Deriver:
         self.backend = backend
         self.settings = backend.settings
         self.store = backend.store
-        self._busy: dict[tuple[str, str], bool] = {}  # peers being derived here -> asked again meanwhile
+        self._busy: dict[tuple[str, str], int] = {}  # peers being derived here -> asked again meanwhile
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self.writing: Counter[tuple[str, str]] = Counter()  # post-turn writes of a peer under way here
         self.requests = 0  # derivation requests this process made (for status and the bench)
 
     async def turn_stored(self, workspace: str, peer: str, message_id: int) -> None:
         """Queue a stored turn's message; derive the peer's waiting turns when a trigger fires, else arm the timer."""
         await asyncio.to_thread(pending.queue, self.store, workspace, peer, message_id)
-        count, oldest = await asyncio.to_thread(pending.waiting, self.store, workspace, peer)
-        idle = self.settings.derive_idle
-        if count >= self.settings.derive_every or (idle and oldest is not None and time.time() - oldest >= idle):
-            await self.derive_waiting(workspace, peer)
-        elif count:
+        if await asyncio.to_thread(self.due, workspace, peer):
+            await self.derive_waiting(workspace, peer, everything=False)
+        else:
             self._arm(workspace, peer)
+
+    def due(self, workspace: str, peer: str) -> bool:
+        """Whether `derive_every` of a peer's turns wait unclaimed, or the oldest waited `derive_idle` (blocking)."""
+        count, oldest = pending.waiting(self.store, workspace, peer)
+        idle = self.settings.derive_idle
+        return count >= self.settings.derive_every or bool(idle and oldest is not None and time.time() - oldest >= idle)
 
     def _arm(self, workspace: str, peer: str) -> None:
         """(Re)start the peer's idle timer in this process's loop."""
@@ -69,13 +77,21 @@ class Deriver:
         self._timers.pop((workspace, peer), None)
         self.backend.runtime.background(self.derive_waiting(workspace, peer))
 
-    async def derive_waiting(self, workspace: str, peer: str) -> int:
-        """Derive every waiting message of a peer, oldest first, in batches; how many were derived here."""
+    async def session_ended(self, workspace: str, peer: str) -> int:
+        """Derive what waits of a peer once the post-turn writes under way here are done (the last turn's, too)."""
+        until = time.monotonic() + WRITES_WAIT
+        while self.writing[(workspace, peer)] and time.monotonic() < until:
+            await asyncio.sleep(0.02)
+        return await self.derive_waiting(workspace, peer)
+
+    async def derive_waiting(self, workspace: str, peer: str, *, everything: bool = True) -> int:
+        """Derive a peer's waiting messages, oldest first, in batches: all of them, or (`everything=False`, a
+        turn's trigger) while a trigger holds, so a batch is not cut into a full one and a straggler; how many."""
         key = (workspace, peer)
-        if key in self._busy:
-            self._busy[key] = True  # the running derivation takes what came meanwhile
+        if key in self._busy:  # the running derivation looks again when it is done (at all of them: ALL)
+            self._busy[key] = max(self._busy[key], ALL if everything else AGAIN)
             return 0
-        self._busy[key] = False
+        self._busy[key] = NOTHING
         if (timer := self._timers.pop(key, None)) is not None:
             timer.cancel()
         derived = 0
@@ -86,19 +102,25 @@ class Deriver:
                 return 0
             limit = 1 if self.settings.derive_every <= 1 else BATCH_MAX
             while True:
-                rows = await asyncio.to_thread(pending.claim, self.store, workspace, peer, limit=limit, skip=failed)
-                if not rows:
-                    if not self._busy[key]:
-                        break
-                    self._busy[key] = False
-                    continue
+                rows: list[dict[str, Any]] = []
+                if everything or await asyncio.to_thread(self.due, workspace, peer):
+                    rows = await asyncio.to_thread(pending.claim, self.store, workspace, peer, limit=limit, skip=failed)
                 for batch in await asyncio.to_thread(batches, rows):
                     if await self._derive(model, workspace, peer, batch):
                         derived += len(batch)
                     else:
                         failed.update(row["message_id"] for row in batch)
+                if rows:
+                    continue
+                if self._busy[key] != NOTHING:  # a turn's trigger, or a session's end, came meanwhile
+                    everything = everything or self._busy[key] == ALL
+                    self._busy[key] = NOTHING
+                    continue
+                break
         finally:
             self._busy.pop(key, None)
+        if not everything and await asyncio.to_thread(pending.waiting, self.store, workspace, peer) != (0, None):
+            self._arm(workspace, peer)
         return derived
 
     async def _derive(self, model: Any, workspace: str, peer: str, rows: list[dict[str, Any]]) -> bool:

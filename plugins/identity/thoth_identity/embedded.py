@@ -176,19 +176,23 @@ class EmbeddedBackend(IdentityBackend):
         queues the message again only when the deriver had not finished with it.
         """
         key = (turn.workspace, turn.peer)
-        message_id, new = await asyncio.to_thread(self._store_messages, turn, reply, session)
-        if not self.settings.derive:
-            return
-        if not new and await asyncio.to_thread(self.store.derived_from, *key, message_id):
-            return
-        if await asyncio.to_thread(self.model) is None:  # the no-model path: nothing is derived (logged once)
-            return
-        await self.deriver.turn_stored(*key, message_id)
+        self.deriver.writing[key] += 1  # a session's end waits for this write before deriving what waits
+        try:
+            message_id, new = await asyncio.to_thread(self._store_messages, turn, reply, session)
+            if not self.settings.derive:
+                return
+            if not new and await asyncio.to_thread(self.store.derived_from, *key, message_id):
+                return
+            if await asyncio.to_thread(self.model) is None:  # the no-model path: nothing is derived (logged once)
+                return
+            await self.deriver.turn_stored(*key, message_id)
+        finally:
+            self.deriver.writing[key] -= 1
 
     async def session_end(self, session: Session) -> None:
         """Derive the session's peer's waiting turns (`derive_at_session_end`)."""
         if self.settings.derive and self.settings.derive_at_session_end:
-            await self.deriver.derive_waiting(session.workspace, session.peer)
+            await self.deriver.session_ended(session.workspace, session.peer)
 
     def close(self) -> None:
         """Stop the idle timers (waiting turns stay queued in the store), then close the store."""

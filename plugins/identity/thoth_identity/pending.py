@@ -33,11 +33,13 @@ def queue(store: IdentityStore, workspace: str, peer: str, message_id: int) -> N
 
 
 def waiting(store: IdentityStore, workspace: str, peer: str) -> tuple[int, float | None]:
-    """How many of a peer's messages wait (claimed ones too), and when the oldest was queued."""
+    """How many of a peer's messages wait unclaimed (a deriver is on the others), and when the oldest was queued."""
     [row] = store.rows(
-        "SELECT count(*) AS n, min(queued_at) AS oldest FROM derive_pending WHERE workspace = ? AND peer = ?",
+        "SELECT count(*) AS n, min(queued_at) AS oldest FROM derive_pending WHERE workspace = ? AND peer = ?"
+        " AND (claimed_at IS NULL OR claimed_at < ?)",
         workspace,
         peer,
+        time.time() - CLAIM_TTL,
     )
     return int(row["n"]), row["oldest"]
 

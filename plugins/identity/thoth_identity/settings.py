@@ -27,12 +27,12 @@ class IdentitySettings:
     reasoning_level: str | None = None
     write_timeout: float = 5.0
     write_retries: int = 1
-    synthesis: bool = True
+    synthesis: bool = False  # a model call before every reply (the dialectic); off: one model call per turn
     derive: bool = True
     top_k: int = 8
     fact_confidence: float = 0.9
     remember_timeout: float = 4.0  # seconds /remember waits for the model's reading (SDK import included); 0: rules
-    derive_every: int = 10  # a peer's waiting turns are derived in one model call once this many wait; 1: each turn
+    derive_every: int = 20  # a peer's waiting turns are derived in one model call once this many wait; 1: each turn
     derive_idle: float = 600.0  # seconds a turn may wait before the next write (or a running process's timer) derives
     derive_at_session_end: bool = True  # a session's end derives its peer's waiting turns
     model: str | None = None  # another registered provider for derivation and synthesis (default: the chat model)
