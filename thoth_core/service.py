@@ -148,10 +148,10 @@ class Service:
     def __repr__(self) -> str:
         return f"Service(url={self.url!r}, token={'***' if self.token else None})"
 
-    def get(self, path: str, **params: Any) -> dict[str, Any]:
-        """GET path with query params (None values left out); the JSON object answered."""
+    def get(self, path: str, *, wait: float | None = None, **params: Any) -> dict[str, Any]:
+        """GET path with query params (None values left out); the JSON object answered (`wait`: as for post)."""
         query = urlencode({k: v for k, v in params.items() if v is not None})
-        return _json(self.request("GET", f"{path}?{query}" if query else path))
+        return _json(self.request("GET", f"{path}?{query}" if query else path, wait=wait))
 
     def post(self, path: str, body: Any, *, wait: float | None = None) -> dict[str, Any]:
         """POST a JSON body to path; the JSON object answered (`wait`: seconds for its headers, if not the default)."""

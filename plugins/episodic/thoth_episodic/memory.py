@@ -15,7 +15,6 @@ import logging
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from thoth_core.errors import PluginError, ThothError
 
 from .embedder import Embedder, EmbedderUnavailable
 from .embedding_queue import EmbeddingQueue, batches, pipelined
+from .explain import LINE_WIDTH, explain_line
 from .records import Episode, EpisodeStore, Hit, Query
 from .scoring import DAY, FUSIONS, embed_text
 from .signals import Signals
@@ -446,37 +446,20 @@ def render_hit(hit: Hit) -> str:
     return f"- [{when(e.occurred_at)} UTC, thread {e.thread}] {e.peer}: {_clip(e.user, 400)}{reply}"
 
 
-LINE_WIDTH = 80  # /recall and `thoth recall` lines fit a classic terminal
-
-
-def _cells(text: str) -> int:
-    """Terminal columns text takes: wide (CJK) characters two, combining marks none."""
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _fit(text: str, cells: int) -> str:
-    """text cut to at most `cells` columns, ending in an ellipsis when cut."""
-    if _cells(text) <= cells:
-        return text
-    kept, used = [], 1
-    for char in text:
-        used += _cells(char)
-        if used > cells:
-            break
-        kept.append(char)
-    return "".join(kept).rstrip() + "…"
-
-
 def explain_hit(index: int, hit: Hit, width: int = LINE_WIDTH) -> str:
     """One hit for /recall as one line: date, peer/thread, the user's words, dense cosine and BM25 rank."""
     e = hit.episode
-    dense = "–" if hit.dense is None else f"{hit.dense:.2f}"
-    bm25 = "–" if hit.bm25_rank is None else f"#{hit.bm25_rank}"
-    head = f"{index}. {time.strftime('%Y-%m-%d', time.gmtime(e.occurred_at))} {_fit(f'{e.peer}/{e.thread}', 20)}  "
-    tail = f"  dense {dense} · bm25 {bm25}"
-    room = max(width - _cells(head) - _cells(tail) - 2, 8)
-    words = " ".join((e.user or e.summary or e.assistant).split())
-    return f'{head}"{_fit(words, room)}"{tail}'
+    words = e.user or e.summary or e.assistant
+    return explain_line(
+        index,
+        at=e.occurred_at,
+        peer=e.peer,
+        thread=e.thread,
+        words=words,
+        dense=hit.dense,
+        bm25_rank=hit.bm25_rank,
+        width=width,
+    )
 
 
 def memory_for(runtime: Runtime) -> EpisodicMemory:

@@ -133,6 +133,7 @@ def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) 
             "thread": hit.episode.thread,
             "score": round(hit.score, 4),
             "why": hit.why(),
+            "dense": hit.dense,  # unrounded: `thoth recall` through a service prints it as in-process
             "at": hit.episode.occurred_at,
         }
         for hit in hits
