@@ -7,6 +7,10 @@ first-turn recall) and the identity layer answers too. In process: `prompt_conte
 loaded once, the hook's work without start-up. As a process: `thoth claude-code hook
 UserPromptSubmit` with the hook's JSON on stdin, from start to exit, which is what Claude Code
 waits for (Python start-up and plugin imports included; the `budget` caps only the rest).
+Warm (issue 38): the same process with `thoth serve` running for the home, a thin client of it,
+interleaved prompt by prompt with the in-process one (`THOTH_NO_SERVICE=1`) so load hits both alike;
+`same_recall_content` counts the prompts whose additionalContext is the same both ways (of those
+where both gave one), and `ratio` is the in-process median over the warm one.
 Median and p90 in milliseconds.
 
     .venv/bin/python bench/claude_code_hook.py [--runs 20] [--episodes 40]
@@ -25,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from service_running import service_running
 from thoth_claude_code.hooks import Payload, for_hooks, prompt_context, record_finished_turns
 from thoth_claude_code.settings import Settings
 from thoth_claude_code.testing import Transcript, hook_input
@@ -115,6 +120,53 @@ def as_process(config: Path, project: Path, runs: int) -> dict[str, object]:
     return {**summary(times), "prompts_without_recall": misses}
 
 
+def context_of(stdout: str) -> str | None:
+    """The additionalContext a hook printed, or None."""
+    try:
+        return str(json.loads(stdout)["hookSpecificOutput"]["additionalContext"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def both_ways(config: Path, project: Path, runs: int) -> dict[str, object]:
+    """The hook as a process with `thoth serve` running: warm (its client) and in-process, prompt by prompt."""
+    thoth = str(Path(sys.executable).with_name("thoth"))
+    env = environment(config)
+    times: dict[str, list[float]] = {"warm": [], "cold": []}
+    contexts: dict[str, list[str | None]] = {"warm": [], "cold": []}
+    with service_running(config.parent, env):
+        for i in range(runs + 1):
+            prompt = f"What changed about the {TOPICS[i % len(TOPICS)]}?"
+            for mode in ("warm", "cold") if i % 2 else ("cold", "warm"):
+                stdin = hook_input("UserPromptSubmit", f"{mode}-{i}", project / "x.jsonl", cwd=project, prompt=prompt)
+                started = time.perf_counter()
+                done = subprocess.run(
+                    [thoth, "claude-code", "hook", "UserPromptSubmit"],
+                    input=stdin,
+                    capture_output=True,
+                    text=True,
+                    env=dict(env, THOTH_NO_SERVICE="1") if mode == "cold" else env,
+                    cwd=project,
+                )
+                if i >= 1:  # the first round warms the page cache (and the service's embedder)
+                    times[mode].append(time.perf_counter() - started)
+                    contexts[mode].append(context_of(done.stdout))
+    pairs = [(w, c) for w, c in zip(contexts["warm"], contexts["cold"], strict=True) if w and c]
+    warm, cold = summary(times["warm"]), summary(times["cold"])
+    return {
+        "process_warm": {
+            **warm,
+            "prompts_without_recall": sum("related-episodes" not in (c or "") for c in contexts["warm"]),
+        },
+        "process_in_process": {
+            **cold,
+            "prompts_without_recall": sum("related-episodes" not in (c or "") for c in contexts["cold"]),
+        },
+        "ratio": round(cold["median_ms"] / warm["median_ms"], 1),
+        "same_recall_content": f"{sum(w == c for w, c in pairs)}/{len(pairs)}",
+    }
+
+
 def startup(config: Path, runs: int) -> dict[str, float]:
     """`thoth claude-code --help`: Python start-up and plugin discovery, no runtime."""
     thoth = str(Path(sys.executable).with_name("thoth"))
@@ -143,6 +195,7 @@ def main() -> None:
         result = {
             "in_process": asyncio.run(in_process(config, project, args.runs)),
             "process": as_process(config, project, args.runs),
+            **both_ways(config, project, args.runs),
             "process_startup_only": startup(config, max(5, args.runs // 4)),
             "budget_s": Settings.of(load_config(config)).budget,
             "runs": args.runs,

@@ -14,6 +14,10 @@ Measured, each as median and p90 over `--runs` fresh processes (and as a ratio t
   key): time to the first byte on stdout, and to exit (which includes the post-turn writes).
   The `_episodic_off` kinds are the same with EPISODIC_DISABLED=1: what the episodic layer
   (loading its embedder, waiting for it) costs.
+- `ask_anthropic_warm` (issue 38): `thoth ask` in the anthropic home while `thoth serve` runs for it
+  (started before the runs, through the same fake Messages API): the command is a thin client of
+  the service; every other kind runs in-process then (`THOTH_NO_SERVICE=1`), and `warm_ratio` is
+  `ask_anthropic`'s first byte median over the warm one's.
 Each home keeps the turns of earlier runs, as a used home does (so episodic recall has past
 episodes to embed the query against). The OS page cache is warm after the first run of each
 kind (nothing here drops it), and so are the `__pycache__` bytecode files. `no_bytecode_cache`
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cold_start_compare import timed  # one timing for both benches: first byte, exit, peak RSS
+from service_running import service_running
 
 from thoth_core.testing.fake_anthropic import FakeAnthropic
 from thoth_core.testing.fake_openai import FakeOpenAI
@@ -99,14 +104,20 @@ def measure(runs: int) -> dict[str, Any]:
                     claude_home,
                 ),
             }
+            kinds = {
+                name: (command, dict(run_env, THOTH_NO_SERVICE="1"), cwd)
+                for name, (command, run_env, cwd) in kinds.items()
+            }
+            kinds["ask_anthropic_warm"] = ([str(THOTH), "ask", "hello"], claude_env, claude_home)
             firsts: dict[str, list[float]] = {name: [] for name in kinds}
             exits: dict[str, list[float]] = {name: [] for name in kinds}
-            for run in range(runs + 1):
-                for name, (command, run_env, cwd) in kinds.items():
-                    first, whole, _ = timed(command, run_env, cwd)
-                    if run:  # the first round warms the page cache and the bytecode files
-                        firsts[name].append(first)
-                        exits[name].append(whole)
+            with service_running(claude_home, claude_env):
+                for run in range(runs + 1):
+                    for name, (command, run_env, cwd) in kinds.items():
+                        first, whole, _ = timed(command, run_env, cwd)
+                        if run:  # the first round warms the page cache and the bytecode files
+                            firsts[name].append(first)
+                            exits[name].append(whole)
             no_cache = {}
             for name in ("ask_replay", "ask_anthropic", "ask_openai"):
                 command, run_env, cwd = kinds[name]
@@ -123,6 +134,9 @@ def measure(runs: int) -> dict[str, Any]:
             result[name] = {"first_byte": summary(firsts[name], floor), "exit": summary(exits[name], floor)}
         else:
             result[name] = summary(exits[name], floor)
+    result["warm_ratio"] = round(
+        result["ask_anthropic"]["first_byte"]["median_ms"] / result["ask_anthropic_warm"]["first_byte"]["median_ms"], 1
+    )
     result["no_bytecode_cache"] = no_cache
     return result
 
