@@ -43,6 +43,7 @@ from .schemas import (
     RecordsOut,
     RememberOut,
     TextIn,
+    TurnIn,
     TurnOut,
 )
 from .state import ServeState
@@ -187,9 +188,12 @@ async def forget(peer: str, body: ForgetIn, state: State, workspace: WorkspaceQu
     },
 )
 async def turn(
-    peer: str, body: TextIn, request: Request, state: State, workspace: WorkspaceQuery = None
+    peer: str, body: TurnIn, request: Request, state: State, workspace: WorkspaceQuery = None
 ) -> Any:
-    """One whole turn (or a slash command), kept like a CLI turn; the reply streams as server-sent events."""
+    """One whole turn (or a slash command), kept like a CLI turn; the reply streams as server-sent events.
+
+    A client that lost the connection may send the turn again with the same `turn_id`: it is kept once.
+    """
     peer, workspace = where(state, peer, workspace)
     thread = ops.thread_for(body.thread)
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -203,7 +207,9 @@ async def turn(
         queue.put_nowait(("delta", {"text": text}))
 
     work = asyncio.ensure_future(
-        state.runtime.turn(body.text, peer=peer, thread=thread, workspace=workspace, on_delta=on_delta)
+        state.runtime.turn(
+            body.text, peer=peer, thread=thread, workspace=workspace, on_delta=on_delta, turn_id=body.turn_id
+        )
     )
     state.turns.add(work)
     work.add_done_callback(state.turns.discard)

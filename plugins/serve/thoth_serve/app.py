@@ -75,6 +75,7 @@ def create_app(
         state: ServeState = app.state.serve
         state.events.closed = False
         restore = on_stop_signal(state.events.close)
+        await replay(state.runtime)  # what a killed worker (or an earlier run) left journaled, not at the first turn
         reaper = asyncio.ensure_future(reap_idle(state.runtime))
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -215,13 +216,25 @@ def safe_next(target: str) -> str:
 
 
 async def reap_idle(runtime: Runtime) -> None:
-    """End idle sessions every minute, like the other frontends."""
+    """Every minute: end idle sessions, like the other frontends, and replay what dead workers left journaled."""
     while True:
         await asyncio.sleep(REAP_EVERY)
         try:
             await runtime.reap_idle()
         except Exception as exc:  # noqa: BLE001 - a failing plugin must not stop the service
             logger.error("thoth serve: ending idle sessions failed: %s", exc)
+        await replay(runtime)
+
+
+async def replay(runtime: Runtime) -> None:
+    """Replay the turn journal's rows no live process owns (a worker killed mid-write); never raises."""
+    try:
+        replayed = await runtime.recover()
+    except Exception as exc:  # noqa: BLE001 - the rows stay journaled for the next try
+        logger.error("thoth serve: replaying the turn journal failed: %s", exc)
+        return
+    if replayed:
+        logger.warning("thoth serve: replayed %d journaled turn(s) another process left unwritten", replayed)
 
 
 async def close(runtime: Runtime) -> None:

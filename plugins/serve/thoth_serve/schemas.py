@@ -36,6 +36,14 @@ class TextIn(BaseModel):
     thread: str | None = Field(None, description="The thread it belongs to (default `api`).")
 
 
+class TurnIn(TextIn):
+    turn_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        description="An id of the client's choosing: a retry with the same id (after a lost connection) is kept once.",
+    )
+
+
 class RememberOut(BaseModel):
     answer: str = Field(description="What /remember answered.")
     peer: str
