@@ -114,3 +114,17 @@ async def test_a_turns_episode_is_listed_searched_and_deleted(runtime, api):
     assert found["hits"] and all(hit["layer"] == "episodic" and hit["why"] for hit in found["hits"])
     assert (await api.delete(f"/v1/peers/ada/episodes/{episodes[0]['id']}")).json()["deleted"] is True
     assert (await api.get("/v1/peers/ada/episodes")).json()["records"] == []
+
+
+async def test_a_turn_sent_again_with_its_turn_id_is_kept_once(runtime, api):
+    if "episodic" not in runtime.pm.implementers("memory_records"):
+        pytest.skip("the episodic layer does not answer memory_records here")
+    sent = {"text": "I repaired the bicycle", "turn_id": "client-7:1"}
+    for _ in range(2):
+        answer = await api.post("/v1/peers/ada/turns", json=sent, headers={"Accept": "application/json"})
+        assert answer.status_code == 200 and answer.json()["turn_id"] == "client-7:1"
+    await runtime.drain()
+    episodes = (await api.get("/v1/peers/ada/episodes")).json()["records"]
+    assert len(episodes) == 1 and "bicycle" in episodes[0]["text"]
+    bad = await api.post("/v1/peers/ada/turns", json={"text": "x", "turn_id": "has space"})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("turn_id: String should match pattern")
