@@ -10,7 +10,9 @@ waits for (Python start-up and plugin imports included; the `budget` caps only t
 Warm (issue 38): the same process with `thoth serve` running for the home, a thin client of it,
 interleaved prompt by prompt with the in-process one (`THOTH_NO_SERVICE=1`) so load hits both alike;
 `same_recall_content` counts the prompts whose additionalContext is the same both ways (of those
-where both gave one), and `ratio` is the in-process median over the warm one.
+where both gave one), `warm_same_as_unbudgeted_in_process` the warm prompts whose context equals the
+in-process measurement's (no budget) for the same prompt, and `ratio` is the in-process median over
+the warm one.
 Median and p90 in milliseconds.
 
     .venv/bin/python bench/claude_code_hook.py [--runs 20] [--episodes 40]
@@ -77,8 +79,10 @@ async def seed(config: Path, project: Path, episodes: int) -> None:
     await runtime.aclose()
 
 
-async def in_process(config: Path, project: Path, runs: int) -> dict[str, float]:
-    """The hook's work on a loaded runtime, per prompt (each in a new session)."""
+async def in_process(
+    config: Path, project: Path, runs: int, contexts: dict[str, str] | None = None
+) -> dict[str, float]:
+    """The hook's work on a loaded runtime, per prompt (each in a new session); each prompt's context into contexts."""
     runtime = Runtime.load(config)
     settings = Settings.of(runtime.config)
     for_hooks(runtime, settings)
@@ -93,6 +97,8 @@ async def in_process(config: Path, project: Path, runs: int) -> dict[str, float]
         if i >= 3:  # warm-up: the embedder's first load
             times.append(time.perf_counter() - started)
         assert "related-episodes" in output, output[:300]
+        if contexts is not None:
+            contexts[prompt] = str(context_of(output))
     await runtime.aclose()
     return summary(times)
 
@@ -128,12 +134,13 @@ def context_of(stdout: str) -> str | None:
         return None
 
 
-def both_ways(config: Path, project: Path, runs: int) -> dict[str, object]:
+def both_ways(config: Path, project: Path, runs: int, reference: dict[str, str]) -> dict[str, object]:
     """The hook as a process with `thoth serve` running: warm (its client) and in-process, prompt by prompt."""
     thoth = str(Path(sys.executable).with_name("thoth"))
     env = environment(config)
     times: dict[str, list[float]] = {"warm": [], "cold": []}
     contexts: dict[str, list[str | None]] = {"warm": [], "cold": []}
+    asked: list[str] = []
     with service_running(config.parent, env):
         for i in range(runs + 1):
             prompt = f"What changed about the {TOPICS[i % len(TOPICS)]}?"
@@ -151,6 +158,7 @@ def both_ways(config: Path, project: Path, runs: int) -> dict[str, object]:
                 if i >= 1:  # the first round warms the page cache (and the service's embedder)
                     times[mode].append(time.perf_counter() - started)
                     contexts[mode].append(context_of(done.stdout))
+            asked += [prompt] if i >= 1 else []
     pairs = [(w, c) for w, c in zip(contexts["warm"], contexts["cold"], strict=True) if w and c]
     warm, cold = summary(times["warm"]), summary(times["cold"])
     return {
@@ -164,6 +172,9 @@ def both_ways(config: Path, project: Path, runs: int) -> dict[str, object]:
         },
         "ratio": round(cold["median_ms"] / warm["median_ms"], 1),
         "same_recall_content": f"{sum(w == c for w, c in pairs)}/{len(pairs)}",
+        "warm_same_as_unbudgeted_in_process": (
+            f"{sum(w == reference.get(p) for w, p in zip(contexts['warm'], asked, strict=True))}/{len(asked)}"
+        ),
     }
 
 
@@ -192,10 +203,11 @@ def main() -> None:
         for name in [n for n in os.environ if n.startswith("THOTH_") and n != "THOTH_CONFIG"]:
             del os.environ[name]
         asyncio.run(seed(config, project, args.episodes))
+        reference: dict[str, str] = {}  # each prompt's context in-process without a budget: what warm should give
         result = {
-            "in_process": asyncio.run(in_process(config, project, args.runs)),
+            "in_process": asyncio.run(in_process(config, project, args.runs, reference)),
             "process": as_process(config, project, args.runs),
-            **both_ways(config, project, args.runs),
+            **both_ways(config, project, args.runs, reference),
             "process_startup_only": startup(config, max(5, args.runs // 4)),
             "budget_s": Settings.of(load_config(config)).budget,
             "runs": args.runs,
