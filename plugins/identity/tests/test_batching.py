@@ -224,6 +224,8 @@ async def test_the_default_makes_one_derivation_request_per_twenty_turns(make_ru
     derive = [r for r in model.requests if r.purpose == "derive"]
     assert len(derive) == 1 and len(TURN.findall(derive[0].messages[-1].content)) == 20
     assert pending.waiting(backend_for(runtime).store, "default", "ann")[0] == 5
+    [status] = [s for s in await runtime.status(peer="ann") if s["plugin"] == "identity"]
+    assert status["derive_waiting"] == 5
     assert Counter(r.purpose for r in model.requests) == {"turn": 25, "derive": 1}  # no synthesis by default
     await runtime.end_session(await runtime.session(peer="ann", thread="t"), "done")
     await runtime.drain()
@@ -309,6 +311,38 @@ async def test_forget_takes_waiting_turns_off_the_queue(make_runtime):
     assert pending.waiting(store, "default", "ann")[0] == 1
     await runtime.forget(peer="ann")
     assert pending.waiting(store, "default", "ann")[0] == 0
+
+
+def test_the_queue_on_each_dialect(storage_config, tmp_path):
+    """Queued once; claimed oldest first, by one claimer at a time; a failure released, given up after two;
+    a deleted message leaves the queue; forget empties it."""
+    from thoth_identity.store import IdentityStore
+
+    from thoth_core.config import Config
+
+    store = IdentityStore(tmp_path / "identity.db", Config(data=storage_config))
+    try:
+        ids = [
+            store.add_message("w", "ann", thread="t", session_id="s", turn_id=f"t{i}", role=role, content=f"{role} {i}")
+            for i in range(4)
+            for role in ("user", "assistant")
+        ][::2]
+        for message_id in [*ids, ids[0]]:
+            pending.queue(store, "w", "ann", message_id)
+        assert pending.waiting(store, "w", "ann")[0] == 4
+        first = pending.claim(store, "w", "ann", limit=2)
+        assert [(r["text"], r["previous"]) for r in first] == [("user 0", None), ("user 1", "assistant 0")]
+        assert pending.waiting(store, "w", "ann")[0] == 2  # the claimed ones are a deriver's
+        assert [r["text"] for r in pending.claim(store, "w", "ann", limit=5, skip=[ids[2]])] == ["user 3"]
+        assert pending.failed(store, [ids[0]]) == [] and pending.failed(store, [ids[3]]) == []
+        assert [r["text"] for r in pending.claim(store, "w", "ann", limit=5)] == ["user 0", "user 2", "user 3"]
+        assert pending.failed(store, [ids[0], ids[3]]) == [ids[0], ids[3]]  # second failure: given up
+        pending.done(store, [ids[1]])
+        store.delete("w", "ann", "t")
+        assert pending.waiting(store, "w", "ann") == (0, None)
+        assert store.rows("SELECT count(*) AS n FROM derive_pending") == [{"n": 0}]
+    finally:
+        store.close()
 
 
 # --- nothing waiting is lost: killed processes -----------------------------------------------------

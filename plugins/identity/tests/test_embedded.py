@@ -170,6 +170,7 @@ async def test_cross_peer_isolation(make_runtime):
             "fact_history": 2,
             "messages": 2,
             "withheld": 0,
+            "derive_waiting": 0,
             "plugin": "identity",
         }
     ]

@@ -23,6 +23,7 @@ from typing import Any
 
 from thoth_core import ContextBlock, Reply, Session, ThothError, Turn
 
+from . import pending
 from .backend import IdentityBackend
 from .deriver import Deriver
 from .graph import block_facts
@@ -193,6 +194,10 @@ class EmbeddedBackend(IdentityBackend):
         """Derive the session's peer's waiting turns (`derive_at_session_end`)."""
         if self.settings.derive and self.settings.derive_at_session_end:
             await self.deriver.session_ended(session.workspace, session.peer)
+
+    def status(self, workspace: str, peer: str) -> dict[str, Any]:
+        """The store's counts, and how many of the peer's turns wait for the deriver."""
+        return {**super().status(workspace, peer), "derive_waiting": pending.waiting(self.store, workspace, peer)[0]}
 
     def close(self) -> None:
         """Stop the idle timers (waiting turns stay queued in the store), then close the store."""
