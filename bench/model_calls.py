@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import re
@@ -172,6 +173,7 @@ def measure(turns: int, sessions: int, identity: dict[str, Any]) -> dict[str, An
                 for number in range(1, sessions + 1):
                     before = len(seen)
                     asyncio.run(session(config, turns, f"session-{number}"))
+                    gc.collect()  # the SDK clients of the closed loop go now, not inside the next one
                     out[f"session_{number}"] = figures(seen[before:], turns)
             finally:
                 os.environ.pop("THOTH_HOME") if saved is None else os.environ.__setitem__("THOTH_HOME", saved)
