@@ -141,6 +141,7 @@ def both_ways(config: Path, project: Path, runs: int, reference: dict[str, str])
     times: dict[str, list[float]] = {"warm": [], "cold": []}
     contexts: dict[str, list[str | None]] = {"warm": [], "cold": []}
     asked: list[str] = []
+    floor: list[float] = []  # `python -c pass` between the prompts: the interpreter's own start-up, under the same load
     with service_running(config.parent, env):
         for i in range(runs + 1):
             prompt = f"What changed about the {TOPICS[i % len(TOPICS)]}?"
@@ -158,6 +159,9 @@ def both_ways(config: Path, project: Path, runs: int, reference: dict[str, str])
                 if i >= 1:  # the first round warms the page cache (and the service's embedder)
                     times[mode].append(time.perf_counter() - started)
                     contexts[mode].append(context_of(done.stdout))
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            floor.append(time.perf_counter() - started)
             asked += [prompt] if i >= 1 else []
     pairs = [(w, c) for w, c in zip(contexts["warm"], contexts["cold"], strict=True) if w and c]
     warm, cold = summary(times["warm"]), summary(times["cold"])
@@ -171,6 +175,7 @@ def both_ways(config: Path, project: Path, runs: int, reference: dict[str, str])
             "prompts_without_recall": sum("related-episodes" not in (c or "") for c in contexts["cold"]),
         },
         "ratio": round(cold["median_ms"] / warm["median_ms"], 1),
+        "python_floor": summary(floor[1:]),
         "same_recall_content": f"{sum(w == c for w, c in pairs)}/{len(pairs)}",
         "warm_same_as_unbudgeted_in_process": (
             f"{sum(w == reference.get(p) for w, p in zip(contexts['warm'], asked, strict=True))}/{len(asked)}"

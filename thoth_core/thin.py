@@ -174,6 +174,7 @@ def context(service: Service, args: list[str]) -> int | None:
 
 
 CORE_CLIENTS: dict[str, ThinClient] = {"ask": ask, "context": context}
+IN_PROCESS_ONLY = frozenset({"bundle", "chat", "config", "doctor", "forget", "init", "plugins", "serve", "storage"})
 
 
 def client_for(service: Service, command: str) -> ThinClient | None:
@@ -193,7 +194,9 @@ def client_for(service: Service, command: str) -> ThinClient | None:
 
 def run_thin(argv: Sequence[str]) -> int | None:
     """The exit code of the command run as a client of the home's service, or None to run it in-process."""
-    if not argv or any(os.environ.get(switch) for switch in OFF_SWITCHES):
+    if not argv or argv[0].startswith("-") or argv[0] in IN_PROCESS_ONLY:
+        return None  # decided without reading a file: `thoth --help`, `thoth init` cost what they did
+    if any(os.environ.get(switch) for switch in OFF_SWITCHES):
         return None
     home = data_home()
     service = find_service(home) if home is not None else None
