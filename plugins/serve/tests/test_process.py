@@ -139,3 +139,11 @@ def test_sigterm_stops_it_cleanly_and_withdraws_the_advertisement(home, start_se
         assert "".join(chunks) == ""  # the stream ended
     assert took < GRACE and "Traceback" not in other.log(), other.log()
     assert not (home / ".thoth" / "run" / "service.json").exists()
+
+
+def test_a_runtime_that_cannot_start_is_one_line_not_a_traceback(tmp_path):
+    broken = make_home(tmp_path, extra='\n[storage]\nurl = "mysql://nope"\n')
+    result = run_thoth("serve", "--port", "0", cwd=broken, env={"THOTH_CONFIG": str(broken / "thoth.toml")})
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.count("\n") <= 1 and "storage.url: expected a postgresql:// URL" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -17,6 +17,7 @@ import importlib
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -69,9 +70,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = not hasattr(app.state, "serve")
         if owned:
-            from thoth_core import Runtime
-
-            attach(app, Runtime.load(path), options)
+            attach(app, load_runtime(path), options)
         state: ServeState = app.state.serve
         state.events.closed = False
         restore = on_stop_signal(state.events.close)
@@ -126,6 +125,18 @@ def create_app(
     if runtime is not None:
         attach(app, runtime, options)
     return app
+
+
+def load_runtime(path: Path | None) -> Runtime:
+    """The service's runtime; a ThothError (a plugin's bad value, a store refusing its URL) ends the process with
+    its one line on stderr (exit 2), where a failing lifespan would print a traceback and go on."""
+    from thoth_core import Runtime
+
+    try:
+        return Runtime.load(path)
+    except ThothError as exc:
+        print(f"thoth: error: {one_line(exc)}", file=sys.stderr, flush=True)
+        os._exit(2)
 
 
 def from_environment() -> FastAPI:

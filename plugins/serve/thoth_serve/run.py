@@ -116,11 +116,14 @@ def serve_many(config: Any, listener: socket.socket, ready: Any, *, url: str, to
     from uvicorn.supervisors import Multiprocess
 
     supervisor = Multiprocess(config, sockets=[listener])
-    stop = threading.Event()
+    stop, failed = threading.Event(), threading.Event()
 
     def watch() -> None:
         if wait_for_workers(url, token=token, workers=workers, stop=stop):
             ready()
+        elif not stop.is_set():  # none ever answered (each failed to start, its line above): stop the supervisor
+            failed.set()
+            os.kill(os.getpid(), signal.SIGTERM)
 
     watcher = threading.Thread(target=watch, name="thoth-serve-ready", daemon=True)
     watcher.start()
@@ -129,6 +132,8 @@ def serve_many(config: Any, listener: socket.socket, ready: Any, *, url: str, to
     finally:
         stop.set()
         watcher.join(5)
+    if failed.is_set():
+        raise ThothError(f"no worker answered within {READY_TIMEOUT:.0f} s (why: the lines above)")
 
 
 def wait_for_workers(url: str, *, token: str | None, workers: int, stop: threading.Event) -> bool:
