@@ -17,11 +17,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from .errors import ThothError
 from .processes import pid_alive
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing: the hook process's start-up counts
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "CONNECT_TIMEOUT",
