@@ -482,3 +482,21 @@ def test_any_interleaving_derives_every_turn_exactly_once(ops, every):
 
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(run(Path(folder)))
+
+
+def test_bad_schedule_values_are_one_line_naming_the_key(make_runtime):
+    import pytest
+    from thoth_identity.layer import layer_for
+
+    from thoth_core import ConfigError
+
+    for key, value, expected in (
+        ("derive_every", 0, "plugins.identity.derive_every"),
+        ("derive_idle", -1, "plugins.identity.derive_idle"),
+        ("derive_at_session_end", "yes", "expected true or false, got 'yes'"),
+        ("model", 3, "expected a string, got 3"),
+        ("model_options", "small", "expected a table, got 'small'"),
+    ):
+        with pytest.raises(ConfigError) as raised:  # at start (`configure`)
+            layer_for(make_runtime({"identity": plugin}, config={"plugins": {"identity": {key: value}}}, batched=True))
+        assert expected in str(raised.value) and "\n" not in str(raised.value), (key, str(raised.value))

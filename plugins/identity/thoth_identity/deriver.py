@@ -47,7 +47,6 @@ class Deriver:
         self._busy: dict[tuple[str, str], int] = {}  # peers being derived here -> asked again meanwhile
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self.writing: Counter[tuple[str, str]] = Counter()  # post-turn writes of a peer under way here
-        self.requests = 0  # derivation requests this process made (for status and the bench)
 
     async def turn_stored(self, workspace: str, peer: str, message_id: int) -> None:
         """Queue a stored turn's message; derive the peer's waiting turns when a trigger fires, else arm the timer."""
@@ -128,7 +127,6 @@ class Deriver:
         from .derive import derive, derive_batch
 
         ids = [row["message_id"] for row in rows]
-        self.requests += 1
         try:
             if len(rows) == 1:
                 [row] = rows
