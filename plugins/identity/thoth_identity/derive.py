@@ -195,10 +195,19 @@ def _without_turn(item: Any) -> Any:
     return {key: value for key, value in item.items() if key != "turn"}
 
 
+BATCH_TAGS = re.compile(r"<(/?)(turn|message|previous-assistant-reply)\b", re.IGNORECASE)
+
+
+def _untagged(text: str) -> str:
+    """Text whose own `<turn>`, `<message>` tags cannot pass for the batch's (`‹turn`): no turn borrows another's."""
+    return BATCH_TAGS.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
+
+
 def batch_text(turns: list[tuple[str, str | None]]) -> str:
     """The numbered turns (message, the assistant's reply before it) as the batch request's one user message."""
     parts = []
-    for number, (message, previous) in enumerate(turns, start=1):
+    for number, (raw, before_raw) in enumerate(turns, start=1):
+        message, previous = _untagged(raw), before_raw and _untagged(before_raw)
         before = f"<previous-assistant-reply>\n{previous}\n</previous-assistant-reply>\n" if previous else ""
         parts.append(f'<turn n="{number}">\n{before}<message>\n{message}\n</message>\n</turn>')
     return "\n".join(parts)
