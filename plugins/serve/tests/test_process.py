@@ -92,6 +92,8 @@ def test_events_stream_tells_of_a_turn_that_landed(server):
 
 
 def test_mcp_at_slash_mcp_answers_initialize_and_a_tool(server):
+    assert server.request("POST", "/v1/peers/mia/memories", {"text": "I live in Lisbon"})[0] == 200
+
     async def round_trip() -> tuple[str, set[str], str]:
         async with (
             httpx.AsyncClient(headers=server.headers(), timeout=30) as client,
@@ -100,7 +102,7 @@ def test_mcp_at_slash_mcp_answers_initialize_and_a_tool(server):
         ):
             init = await session.initialize()
             tools = {tool.name for tool in (await session.list_tools()).tools}
-            recalled = await session.call_tool("recall", {"query": "Lisbon", "peer": "ada"})
+            recalled = await session.call_tool("recall", {"query": "Lisbon", "peer": "mia"})
             return init.server_info.name, tools, recalled.content[0].text
 
     name, tools, recalled = asyncio.run(round_trip())
@@ -127,8 +129,9 @@ def test_several_workers_on_sqlite_are_refused_in_one_line(home):
     assert result.stderr.count("\n") == 1 and "--workers 2" in result.stderr and "PostgreSQL" in result.stderr
 
 
-def test_sigterm_stops_it_cleanly_and_withdraws_the_advertisement(home, start_server):
-    other = start_server(home, "--peer", "cid", token=TOKEN)  # takes the home's advertisement over
+def test_sigterm_stops_it_cleanly_and_withdraws_the_advertisement(tmp_path, start_server):
+    home = make_home(tmp_path)  # its own: the module's service keeps advertising its home
+    other = start_server(home, "--peer", "cid", token=TOKEN)
     assert other.request("GET", "/v1/peers/ada/recall?q=x")[0] == 403
     with httpx.stream("GET", other.url + "/v1/events", headers=other.headers(), timeout=30) as events:
         chunks = events.iter_text()
