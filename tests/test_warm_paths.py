@@ -77,6 +77,9 @@ def test_ask_context_and_recall_print_the_same_as_in_process(served):
     assert as_json[0].returncode == as_json[1].returncode == 0
     warm_blocks, cold_blocks = (json.loads(done.stdout)["blocks"] for done in as_json)
     assert [(b["plugin"], b["tag"]) for b in warm_blocks] == [(b["plugin"], b["tag"]) for b in cold_blocks]
+    as_text = both("context", "which port is staging on?", "--peer", PEER, "--thread", "other")
+    assert as_text[0].returncode == as_text[1].returncode == 0
+    assert as_text[0].stdout == as_text[1].stdout and "6543" in as_text[0].stdout
     deadline = time.monotonic() + 60
     while True:  # the episodes' vectors are written in the background: the same once both see them
         warm, cold = both("recall", "staging database port", "--peer", PEER)

@@ -142,6 +142,7 @@ async def test_context_is_what_thoth_context_json_gives(api):
     found = (await api.post("/v1/peers/ada/context", json={"message": "where do I live?"})).json()
     assert found["tokens"] <= found["budget"] and found["blocks"]
     assert any("Oslo" in block["text"] and block["tokens"] > 0 for block in found["blocks"])
+    assert all(block["text"] in found["system"] for block in found["blocks"])  # the prompt `thoth context` prints
     assert {call["plugin"] for call in found["calls"]} >= {"identity", "procedural"}
 
 

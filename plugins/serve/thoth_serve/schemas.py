@@ -87,6 +87,7 @@ class ContextOut(BaseModel):
     thread: str
     tokens: int
     budget: int
+    system: str = Field(description="The rendered system prompt, as `thoth context` prints it (empty: no blocks).")
     blocks: list[dict[str, Any]] = Field(description="As `thoth context --json`: each block with its token count.")
     cut: list[dict[str, Any]]
     calls: list[dict[str, Any]]
