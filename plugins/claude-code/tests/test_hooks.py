@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import resource
 import time
 
 import pytest
@@ -106,6 +107,12 @@ def test_concurrent_stop_processes_record_a_turn_once(agent, hooks):
     assert counts() == {"episodes": 1, "turns": 1, "messages": 2}
 
 
+def children_cpu() -> float:
+    """CPU seconds the processes this test waited for have used."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def test_the_installed_commands_work_from_the_project_folder_and_session_end_detaches(agent, hooks, project):
     with (agent / "thoth.toml").open("a", encoding="utf-8") as toml:  # what is given, not how fast: a loaded
         toml.write("budget = 10.0\n")  # machine can spend the default 1.5 s starting Python (the budget tests time it)
@@ -118,10 +125,13 @@ def test_the_installed_commands_work_from_the_project_folder_and_session_end_det
     transcripts = list((agent / ".thoth" / "working" / "transcripts").rglob("*.jsonl"))
     assert len(transcripts) == 1
 
-    started = time.monotonic()
+    started, cpu = time.monotonic(), children_cpu()
     end = hooks.shell(commands["SessionEnd"], "SessionEnd", "s-1", reason="logout")
     assert end.returncode == 0 and end.stdout == ""
-    assert time.monotonic() - started < 1.5  # Claude Code gives SessionEnd hooks about 1.5 s
+    # Claude Code gives SessionEnd hooks about 1.5 s. On a loaded machine starting Python alone can take
+    # that long, so there the process's own CPU time shows it left the session's end to a detached worker.
+    elapsed, used = time.monotonic() - started, children_cpu() - cpu
+    assert elapsed < 1.5 or used < 1.0, (elapsed, used)
     deadline = time.monotonic() + 60
     while '"type": "session_end"' not in transcripts[0].read_text():
         assert time.monotonic() < deadline, (agent / ".thoth" / "claude-code" / "hooks.log").read_text()
