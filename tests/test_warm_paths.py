@@ -1,8 +1,9 @@
 """The warm paths against the real `thoth serve`: each command's output as a client equals its output in-process.
 
 One agent home (`thoth init`, the anthropic provider at the local fake Messages API), one real
-`thoth serve --port 0` process for it; every command runs as a real `thoth` process twice, as the
-service's thin client and in-process (`THOTH_NO_SERVICE=1`), and the two outputs are compared.
+`thoth serve --port 0` process for it, shared by the module's tests; every command runs as a real
+`thoth` process twice, as the service's thin client and in-process (`THOTH_NO_SERVICE=1`), and the
+two outputs are compared.
 """
 
 from __future__ import annotations
@@ -28,38 +29,52 @@ REPLY = "Noted: the staging database is on port 6543 now."
 PEER = "ana"
 
 
-@pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_anthropic) -> Iterator[Path]:
-    """An agent home with its service running; yields the home (the working directory of every command)."""
-    fake_anthropic.replies = [REPLY]
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An agent home with its service running, shared by the module's tests; yields the home (every command's cwd)."""
+    from thoth_core.testing.fake_anthropic import FakeAnthropic
+
+    fake = FakeAnthropic().start()
+    fake.replies = [REPLY]
+    home = tmp_path_factory.mktemp("warm") / "agent"
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("THOTH_HOME", "THOTH_LOAD_PLUGINS"):
+            patch.delenv(name, raising=False)
+        patch.setenv("ANTHROPIC_API_KEY", "test-key")
+        assert run_thoth("init", str(home)).returncode == 0
+        for key, value in (("thoth.model", "anthropic"), ("models.anthropic.base_url", fake.url)):
+            assert run_thoth("config", "set", key, value, cwd=home).returncode == 0
+        for key in ("thoth.deadline", "plugins.claude-code.budget"):  # a loaded CI machine: no plugin skipped for time
+            assert run_thoth("config", "set", key, "60", cwd=home).returncode == 0
+        assert run_thoth("config", "set", "plugins.claude-code.peer", PEER, cwd=home).returncode == 0
+        service = subprocess.Popen(
+            [str(THOTH), "serve", "--port", "0"],
+            cwd=home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert service.stdout is not None
+            line = service.stdout.readline()
+            assert line.startswith("THOTH_URL="), line
+            assert (home / ".thoth" / "run" / "service.json").exists()
+            yield home
+        finally:
+            os.killpg(service.pid, signal.SIGINT)
+            service.wait(60)
+            fake.stop()
+    assert not (home / ".thoth" / "run" / "service.json").exists()  # the advertisement goes with the service
+
+
+@pytest.fixture(autouse=True)
+def in_the_home(served: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs its commands from the agent home, with the key the provider needs."""
+    monkeypatch.chdir(served)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     for name in ("THOTH_HOME", "THOTH_LOAD_PLUGINS"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    home = tmp_path / "agent"
-    assert run_thoth("init", str(home)).returncode == 0
-    for key, value in (("thoth.model", "anthropic"), ("models.anthropic.base_url", fake_anthropic.url)):
-        assert run_thoth("config", "set", key, value, cwd=home).returncode == 0
-    for key in ("thoth.deadline", "plugins.claude-code.budget"):  # a loaded CI machine: no plugin skipped for time
-        assert run_thoth("config", "set", key, "60", cwd=home).returncode == 0
-    assert run_thoth("config", "set", "plugins.claude-code.peer", PEER, cwd=home).returncode == 0
-    monkeypatch.chdir(home)
-    service = subprocess.Popen(
-        [str(THOTH), "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert service.stdout is not None
-        line = service.stdout.readline()
-        assert line.startswith("THOTH_URL="), line
-        assert (home / ".thoth" / "run" / "service.json").exists()
-        yield home
-    finally:
-        os.killpg(service.pid, signal.SIGINT)
-        service.wait(60)
-    assert not (home / ".thoth" / "run" / "service.json").exists()  # the advertisement goes with the service
 
 
 def both(*args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess[str], ...]:
