@@ -149,8 +149,8 @@ def test_ask_streams_the_services_reply_without_importing_the_runtime(fake):
     floor = subprocess.run(
         [sys.executable, "-c", "import sys; print(len(sys.modules))"], capture_output=True, text=True
     )
-    # what the client adds to the interpreter's own start-up (about 70 modules: http.client and its email parser,
-    # json, tomllib, logging for the printable stream); the runtime's path imports over a thousand
+    # what the client adds to the interpreter's own start-up (json, socket,
+    # tomllib, logging for the printable stream); the runtime's path imports over a thousand
     assert probe["count"] - int(floor.stdout) < 100, probe["count"]
     assert fake.seen == [("turns", "/v1/peers/ana/turns?workspace=team", {"text": "hello there", "thread": "cli"})]
 
