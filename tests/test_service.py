@@ -203,3 +203,23 @@ def test_importing_the_client_loads_no_heavy_module(tmp_path):
 
 def test_the_advertisement_names_its_home(tmp_path: Path):
     assert service_file(tmp_path) == tmp_path / "run" / "service.json"
+
+
+@given(st.text(max_size=20), st.text(max_size=20))
+def test_the_query_encoding_is_urllib_s(key, value):
+    from urllib.parse import quote as urllib_quote
+    from urllib.parse import urlencode as urllib_urlencode
+
+    from thoth_core.service import quote, urlencode
+
+    assert urlencode({key: value}) == urllib_urlencode({key: value})
+    assert quote(value, safe="") == urllib_quote(value, safe="")
+
+
+def test_address_reads_the_advertised_urls_and_refuses_others():
+    from thoth_core.service import address
+
+    assert address("http://127.0.0.1:8766") == ("127.0.0.1", 8766, "")
+    assert address("http://[::1]:41237/base/") == ("::1", 41237, "/base")
+    for bad in ("https://127.0.0.1:1", "http://127.0.0.1", "http://:80", "http://h:0", "http://h:99999", "ftp://h:1"):
+        assert address(bad) is None, bad

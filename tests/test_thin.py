@@ -244,3 +244,46 @@ def test_parse_args_reads_back_any_order_and_spelling(options, flag, message, eq
 def test_parse_args_never_raises(args):
     parsed = parse_args(args, values=("--peer",), flags=("--json",), positional=1)
     assert parsed is None or len(parsed[0]) == 1
+
+
+NAMES = st.sampled_from(["thoth", "home", "plugins", "model", "homepage", "x"])
+VALUES = st.one_of(
+    st.text(max_size=12), st.integers(), st.booleans(), st.lists(st.text(max_size=5), max_size=3)
+)
+TABLES = st.dictionaries(NAMES, st.one_of(VALUES, st.dictionaries(NAMES, VALUES, max_size=3)), max_size=4)
+
+
+@given(document=st.dictionaries(NAMES, st.one_of(VALUES, TABLES), max_size=4), multiline=st.booleans())
+def test_the_home_read_without_tomllib_is_tomllib_s_or_none(document, multiline):
+    """home_setting never names another home than the file's: it gives tomllib's `[thoth] home`, or None."""
+    import tomllib
+
+    import tomlkit
+
+    from thoth_core.thin import home_setting
+
+    text = tomlkit.dumps(document)
+    if multiline:  # arrays over several lines, as people write them
+        text = text.replace(", ", ",\n    ")
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return
+    thoth = parsed.get("thoth")
+    expected = thoth.get("home") if isinstance(thoth, dict) else None
+    found = home_setting(text)
+    assert found is None or found == expected, (text, found, expected)
+
+
+def test_the_home_of_a_new_agent_home_is_read_without_tomllib(tmp_path):
+    import tomllib
+
+    from thoth_core.thin import home_setting
+
+    assert run_thoth("init", str(tmp_path / "agent")).returncode == 0
+    text = (tmp_path / "agent" / "thoth.toml").read_text()
+    assert home_setting(text) == tomllib.loads(text)["thoth"]["home"]
+    tricky_files = ('[thoth]\nhome = "a\\"b"\n', "thoth.home = 'x'\n", '[thoth]\nhome = """x"""\n')
+    for tricky in (*tricky_files, "[thoth]\nhome = 3\n"):
+        assert home_setting(tricky) is None, tricky
+    assert home_setting("[thoth]  # the core\nhome = 'data'  # here\n[plugins]\nhome = 'other'\n") == "data"

@@ -19,15 +19,16 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from urllib.parse import quote, urlencode, urlsplit
 
 from .errors import ThothError
 from .processes import pid_alive
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing: the hook process's start-up counts
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
+
+    Home = str | os.PathLike[str]
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -35,6 +36,7 @@ __all__ = [
     "Service",
     "ServiceError",
     "ServiceUnavailable",
+    "address",
     "advertised",
     "find_service",
     "service_file",
@@ -69,13 +71,19 @@ class ServiceError(ThothError):
         self.status = status
 
 
-def service_file(home: Path) -> Path:
+def service_file(home: Home) -> Path:
     """Where the service of this home advertises itself."""
-    return Path(home) / RUN_DIR / SERVICE_FILE
+    from pathlib import Path  # not at import: pathlib (with re and urllib.parse) costs a hook process 5-10 ms
+
+    return Path(_service_path(home))
+
+
+def _service_path(home: Home) -> str:
+    return os.path.join(os.fspath(home), RUN_DIR, SERVICE_FILE)
 
 
 @contextmanager
-def advertised(home: Path, *, url: str, token: str | None) -> Iterator[None]:
+def advertised(home: Home, *, url: str, token: str | None) -> Iterator[None]:
     """Advertise a service at `url` for this home while the block runs; the file is removed at exit if still ours."""
     path = service_file(home)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,28 +107,60 @@ def thin_commands() -> dict[str, str]:
     return {entry.name: entry.value for entry in entry_points(group=THIN_GROUP)}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: str | Path) -> dict[str, Any] | None:
     """The advertisement at path, or None when missing or unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as advertisement:
+            data = json.load(advertisement)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def find_service(home: Path) -> Service | None:
+def find_service(home: Home) -> Service | None:
     """The service advertised for this home if its process still runs, else None (no network call)."""
-    data = _read(service_file(home))
+    data = _read(_service_path(home))
     if data is None:
         return None
     url, pid, token, thin = data.get("url"), data.get("pid"), data.get("token"), data.get("thin", {})
     if not isinstance(url, str) or not isinstance(pid, int) or not (token is None or isinstance(token, str)):
         return None
-    if pid <= 0 or not pid_alive(pid) or urlsplit(url).scheme != "http":
+    if pid <= 0 or not pid_alive(pid) or address(url) is None:
         return None
     if not isinstance(thin, dict) or not all(isinstance(v, str) for v in thin.values()):
         thin = {}
     return Service(url=url, token=token, thin=thin)
+
+
+UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def quote(text: str, safe: str = "/") -> str:
+    """Percent-encode text's UTF-8 bytes except unreserved ones and `safe` (as urllib.parse.quote)."""
+    keep = UNRESERVED | frozenset(safe.encode("ascii"))
+    return "".join(chr(b) if b in keep else f"%{b:02X}" for b in text.encode("utf-8"))
+
+
+def urlencode(params: dict[str, Any]) -> str:
+    """A query string of these parameters, as urllib.parse.urlencode writes it (a space as +)."""
+    return "&".join(f"{plus(str(key))}={plus(str(value))}" for key, value in params.items())
+
+
+def plus(text: str) -> str:
+    """text for a query string: percent-encoded, a space as + (urllib.parse.quote_plus)."""
+    return quote(text, safe=" ").replace(" ", "+")
+
+
+def address(url: str) -> tuple[str, int, str] | None:
+    """(host, port, path prefix) of an `http://HOST:PORT[/PATH]` URL (IPv6 in brackets), or None for any other."""
+    if not url.startswith("http://"):
+        return None
+    netloc, _, path = url[len("http://") :].partition("/")
+    host, _, port = netloc.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port), ("/" + path).rstrip("/")
 
 
 class Service:
@@ -189,10 +229,12 @@ class Service:
 
         Raises ServiceUnavailable when the service cannot be reached or its headers do not come in time.
         """
-        parts = urlsplit(self.url)
-        host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        target = parts.path.rstrip("/") + quote(path, safe="/?&=%:@!$'()*+,;~-._")
-        sent = {"Host": parts.netloc, "Accept": "application/json", "Connection": "close", **(headers or {})}
+        found = address(self.url)
+        if found is None:
+            raise ServiceUnavailable(f"service at {self.url}: not an http://HOST:PORT address")
+        host, port, prefix = found
+        target = prefix + quote(path, safe="/?&=%:@!$'()*+,;~-._")
+        sent = {"Host": self.url.split("/")[2], "Accept": "application/json", "Connection": "close", **(headers or {})}
         if self.token:
             sent["Authorization"] = f"Bearer {self.token}"
         if body is not None:

@@ -15,16 +15,13 @@ done its work there (a turn sent: then one error line, never the turn twice).
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
-from pathlib import Path
-from urllib.parse import quote, urlencode
 
-from .service import Service, ServiceError, ServiceUnavailable, find_service
+from .service import Service, ServiceError, ServiceUnavailable, find_service, quote, urlencode
 
 ThinClient = Callable[[Service, list[str]], "int | None"]
 Parsed = tuple[list[str], dict[str, str | bool]]
@@ -35,32 +32,76 @@ CONTEXT_WAIT = 10.0  # seconds for a context or recall answer (the service answe
 OFF_SWITCHES = ("THOTH_NO_SERVICE", "THOTH_AGENT", "THOTH_LOAD_PLUGINS")  # set: the service may not be this process
 
 
-def config_file() -> Path | None:
+def config_file() -> str | None:
     """The config file the command would read: `$THOTH_CONFIG`, else the nearest `thoth.toml` upwards."""
     if os.environ.get("THOTH_CONFIG"):
-        named = Path(os.environ["THOTH_CONFIG"])
-        return named if named.is_file() else None
-    folder = Path.cwd().resolve()
-    for candidate in (folder, *folder.parents):
-        if (candidate / CONFIG_NAME).is_file():
-            return candidate / CONFIG_NAME
-    return None
+        named = os.environ["THOTH_CONFIG"]
+        return named if os.path.isfile(named) else None
+    folder = os.path.realpath(os.getcwd())
+    while True:
+        candidate = os.path.join(folder, CONFIG_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
-def data_home() -> Path | None:
+def data_home() -> str | None:
     """The data home a service of this config is advertised in (`default_home`), or None to decide in-process."""
     if os.environ.get("THOTH_HOME"):
-        return Path(os.environ["THOTH_HOME"]).expanduser()
+        return os.path.expanduser(os.environ["THOTH_HOME"])
     path = config_file()
     if path is None:
         return None  # the per-user app dir: the command in-process also says there is no agent home
-    import tomllib
-
     try:
-        home = tomllib.loads(path.read_text(encoding="utf-8")).get("thoth", {}).get("home")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        with open(path, encoding="utf-8") as config:
+            home = home_setting(config.read())
+    except (OSError, UnicodeDecodeError):
         return None  # in-process reports the file's problem in its own words
-    return (path.parent.resolve() / home).expanduser() if isinstance(home, str) and home else None
+    return os.path.expanduser(os.path.join(os.path.realpath(os.path.dirname(path)), home)) if home else None
+
+
+def home_setting(text: str) -> str | None:
+    """`[thoth] home` of a config file's text when it is written plainly (`home = "..."`), else None.
+
+    Not `tomllib`: with the `re` and `typing` it imports it costs a hook process about 10 ms of its
+    80. Anything this line reading is not sure of (a multi-line string, a dotted, quoted or inline
+    `thoth` or `home` key, an escape, a second `home`) gives None and the command runs in-process,
+    where the file is parsed.
+    """
+    if '"""' in text or "'''" in text:
+        return None
+    table, found = "", None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            table = "[[" if line.startswith("[[") else line.partition("]")[0][1:].strip()
+            continue
+        key, equals, value = (part.strip() for part in line.partition("="))
+        if not equals or line.startswith("#"):
+            continue  # blank, a comment, or an array's continuation line
+        if (table == "" and key.split(".")[0].strip("\"' ") == "thoth") or (table == "thoth" and "home" in key):
+            if key != "home" or table != "thoth":
+                return None  # `thoth.home = ...`, `thoth = {...}`, `"home" = ...`: in-process decides
+            mark = value[:1]
+            closing = value.find(mark, 1) if mark in ("\"", "'") else -1
+            rest = value[closing + 1 :].strip()
+            if closing < 0 or "\\" in value or found is not None or not (rest == "" or rest.startswith("#")):
+                return None
+            found = value[1:closing]
+    return found
+
+
+def user_name() -> str:
+    """The login name, as `getpass.getuser()` finds it (its module costs the hook process an import)."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if os.environ.get(name):
+            return os.environ[name]
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
 
 
 def parse_args(
@@ -121,7 +162,7 @@ def ask(service: Service, args: list[str]) -> int | None:
     (message,), options = parsed
     if not message.strip() or message.lstrip().startswith("/"):
         return None  # an empty message or a slash command: the command in-process answers it in its own words
-    peer = str(options.get("--peer") or getpass.getuser())
+    peer = str(options.get("--peer") or user_name())
     body = {"text": message, "thread": str(options.get("--thread", "cli"))}
     service.get("/v1/health")  # a hung service is found out here, before the turn is sent
     shown = False
@@ -153,7 +194,7 @@ def context(service: Service, args: list[str]) -> int | None:
     if parsed is None:
         return None
     (message,), options = parsed
-    peer = str(options.get("--peer") or getpass.getuser())
+    peer = str(options.get("--peer") or user_name())
     body = {"message": message, "thread": str(options.get("--thread", "cli"))}
     service.get("/v1/health")  # a hung service is found out here, within the connect timeout
     found = service.post(peer_path(peer, "context", options.get("--workspace")), body, wait=CONTEXT_WAIT)

@@ -15,7 +15,6 @@ import io
 import os
 import sys
 import time
-from pathlib import Path
 
 from thoth_core.service import Service, ServiceError, ServiceUnavailable
 
@@ -32,7 +31,8 @@ def process_started() -> float:
     if sys.argv[1:3] != [NAME, "hook"]:
         return time.monotonic()  # run inside another program (tests, a host): its start-up is not the hook's
     try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: since boot
+        with open("/proc/self/stat") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22: since boot
         age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return time.monotonic()
