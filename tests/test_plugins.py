@@ -125,6 +125,29 @@ def test_a_registry_keeps_the_last_registration_and_tryfirst_replaces_a_builtin(
     assert runtime.registry("register_models")["replay"] == "late"
 
 
+class SlowProvider:
+    """A model provider whose construction takes a while, so threads asking first overlap."""
+
+    @hookimpl
+    def register_models(self, register):
+        def build(runtime, options):
+            time.sleep(0.05)
+            return object()
+
+        register("slow", build)
+
+
+def test_threads_asking_for_the_model_at_once_share_one_provider(make_runtime):
+    runtime = make_runtime({"slow": SlowProvider()}, config={"thoth": {"model": "slow"}})
+    seen: list[object] = []
+    threads = [threading.Thread(target=lambda: seen.append(runtime.model())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and len({id(model) for model in seen}) == 1
+
+
 class BrokenCommands:
     @hookimpl
     def register_commands(self, register):

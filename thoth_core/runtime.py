@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -88,6 +89,7 @@ class Runtime:
         self._background: set[asyncio.Task[Any]] = set()
         self._models: dict[str, Callable[..., Model]] | None = None
         self._model: Model | None = None
+        self._model_lock = threading.Lock()  # plugins build it from threads (warm-ups, post-turn writes)
         self._commands: dict[str, Command] | None = None
         self._registrants: dict[tuple[str, str], str] = {}  # (register_* hook, name) -> the plugin that registered it
         self.command_problems: dict[str, str] = {}  # "plugin: /name" -> why its command was refused
@@ -189,17 +191,20 @@ class Runtime:
 
     def model(self) -> Model:
         """The configured model provider; raises ModelNotConfigured with how to fix it."""
-        if self._model is None:
-            name = self.model_name()
-            if name is None:
-                raise ModelNotConfigured(NO_MODEL_HELP)
-            if name not in self.models:
-                raise self.config.error(
-                    "thoth.model",
-                    f"unknown model provider {name!r}; available: {', '.join(sorted(self.models)) or 'none'}",
-                )
-            self._model = self.models[name](self, self.config.section(f"models.{name}"))
-        return self._model
+        if self._model is not None:
+            return self._model
+        with self._model_lock:  # one provider (one HTTP client) however many threads ask first
+            if self._model is None:
+                name = self.model_name()
+                if name is None:
+                    raise ModelNotConfigured(NO_MODEL_HELP)
+                if name not in self.models:
+                    raise self.config.error(
+                        "thoth.model",
+                        f"unknown model provider {name!r}; available: {', '.join(sorted(self.models)) or 'none'}",
+                    )
+                self._model = self.models[name](self, self.config.section(f"models.{name}"))
+            return self._model
 
     # --- sessions ---------------------------------------------------------------------
 
