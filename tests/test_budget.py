@@ -153,3 +153,11 @@ def test_trimmed_history_is_a_recent_suffix_within_budget_starting_with_the_user
     assert kept == messages[len(messages) - len(kept) :]
     assert sum(count_tokens(m.content) + 4 for m in kept) <= budget
     assert not kept or kept[0].role == "user"
+
+
+@given(st.one_of(TEXTS, st.text()))
+def test_the_token_count_is_one_per_piece_plus_one_per_eight_characters_of_a_word(text):
+    """The counter's shortcut (pieces, then the long words again) matches the estimate's definition."""
+    pieces = _PIECE.findall(text)
+    by_definition = sum(1 + (len(p) >> 3) if p[0].isalnum() or p[0] == "_" else 1 for p in pieces)
+    assert count_tokens(text) == by_definition
