@@ -19,7 +19,8 @@ conversations, scored on the held-out third. Likewise `signals` (`signals_cv.py`
 signals (neighbouring turns, time, names) each removed, per conversation and category, and their
 weights chosen per fold on two conversations and scored on the third. `--no-folds` skips both.
 `--set neighbour_weight=0` etc. measures the real recall path with a signal off;
-`--storage-url postgresql://...` (an empty database) runs it on the PostgreSQL backend.
+`--storage-url postgresql://...` (an empty database) runs it on the PostgreSQL backend; `--reindex`
+re-embeds every episode from the store once a conversation is in (the vectors an import computes).
 """
 
 from __future__ import annotations
@@ -159,6 +160,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             backend.rank = capturing  # type: ignore[attr-defined]
         for sample in data:
             n, seconds = await ingest(runtime, sample)
+            if args.reindex:  # every vector from the stored episode, as an import or `thoth episodes reindex` makes it
+                memory.flush()
+                memory.reindex()
             turns, ingest_seconds = turns + n, ingest_seconds + seconds
             peer = sample["sample_id"]
             now = max(at for at, _ in turns_of(sample)) + 86400
@@ -237,6 +241,7 @@ def cli() -> None:
         "--storage-url", help="run on the PostgreSQL backend: an empty database's postgresql:// URL ([storage] url)"
     )
     parser.add_argument("--no-folds", action="store_true", help="skip the fusion grid and cross-validation")
+    parser.add_argument("--reindex", action="store_true", help="re-embed every episode after each conversation")
     args = parser.parse_args()
     result = asyncio.run(main(args))
     json.dump(result, sys.stdout, indent=None if args.json else 2)

@@ -406,7 +406,7 @@ def test_neighbour_turns_are_indexed_with_each_episode(make_runtime):
     first = memory.write(Episode(workspace="default", peer="ann", thread="t", user="What did you do on Saturday?"))
     second = memory.write(Episode(workspace="default", peer="ann", thread="t", user="I went climbing."))
     assert memory.store.get(second.id).context == "What did you do on Saturday?"
-    assert memory.store.get(first.id).context == "I went climbing."
+    assert memory.store.get(first.id).context == "\nI went climbing."  # line 1: no previous turn; line 2: the next
     vector = memory.embed(["x"])
     assert vector is not None and vector.shape == (1, 384) and np.isclose(np.linalg.norm(vector), 1.0)
 

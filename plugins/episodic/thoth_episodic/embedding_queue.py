@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from itertools import islice
 from typing import TYPE_CHECKING, TypeVar
 
@@ -204,13 +203,10 @@ class EmbeddingQueue:
         self.backfilled += found
 
     def _missing(self, limit: int, skip: set[str]) -> dict[str, str]:
-        """Stored current episodes without a vector, except those to skip, with their own text only.
-
-        By now their stored context may also hold the next turn, so it is left out of the vector.
-        """
+        """Stored current episodes without a vector, except those to skip, with the text a turn's write embeds."""
         stored = self._store().unembedded(limit=limit + len(skip), recorded_before=self._started)
         found = [e for e in stored if e.id not in skip]
-        return {e.id: embed_text(replace(e, context="")) for e in found[:limit]}
+        return {e.id: embed_text(e) for e in found[:limit]}
 
     def _store_vectors(self, batch: dict[str, str]) -> bool:
         """Embed and store one batch; False (and stop) when there is no embedder."""

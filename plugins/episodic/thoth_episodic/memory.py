@@ -26,7 +26,7 @@ from .embedder import Embedder, EmbedderUnavailable
 from .embedding_queue import EmbeddingQueue, batches, pipelined
 from .explain import LINE_WIDTH, explain_line
 from .records import Episode, EpisodeStore, Hit, Query
-from .scoring import DAY, FUSIONS, embed_text
+from .scoring import DAY, FUSIONS, embed_text, previous_turn
 from .signals import Signals
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ class EpisodicMemory:
             self.queue.put(episode.id, embed_text(episode))
             self._backfill()
         if previous is not None and episode.id == made:  # a replaced episode's neighbours already know it
-            self.store.set_context(previous.id, _clip(previous.context + " " + episode.user, 2 * CONTEXT_CHARS))
+            self.store.set_context(previous.id, neighbours(previous.context, episode.user))
         return episode
 
     def write_many(
@@ -432,6 +432,15 @@ class EpisodicMemory:
 def _clip(text: str, limit: int = CONTEXT_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[-limit:]
+
+
+def neighbours(context: str, next_user: str) -> str:
+    """An episode's neighbour context once the next turn came: the previous turn's line, then the next's.
+
+    Each part is clipped to one line, so the first (the part the vector was computed from) stays
+    as the episode's write left it, whatever comes after (`scoring.embed_text`).
+    """
+    return f"{previous_turn(context)}\n{_clip(next_user)}"
 
 
 def when(at: float) -> str:

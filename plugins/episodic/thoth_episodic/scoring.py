@@ -6,8 +6,8 @@ a named `Fusion` rule (`FUSIONS`). The default, `"bm25-first"`, keeps BM25's top
 and orders the rest by a weighted sum of each signal's z-scores over its candidates; `"score"`
 is the equal-weight mean of min-max normalised scores; `"rrf"` is reciprocal-rank fusion
 (each list adds 1/(60 + rank)), which discards how much better the first candidate was.
-The dense text of an episode starts with the end of its neighbour context (the previous
-turn of its thread), so a short answer ("Yes, last Friday!") carries what it answers.
+The dense text of an episode starts with the end of the previous turn of its thread (the first
+line of its neighbour context), so a short answer ("Yes, last Friday!") carries what it answers.
 Recency multiplies the fused score by `1 - w + w * exp(-age / tau)`: with weight w = 0.3 an
 old episode keeps at least 70 % of its relevance, so the whole store stays searchable;
 tau = 0 (or w = 0) turns recency off. Then, when the query carries `signals` (`signals.py`:
@@ -137,10 +137,21 @@ def index_text(episode: Episode) -> str:
 
 
 def embed_text(episode: Episode, max_chars: int = 1000, context_chars: int = 200) -> str:
-    """The text the dense embedding is computed from: the end of the neighbour context, then the turn."""
+    """The text the dense embedding is computed from: the end of the previous turn, then the turn.
+
+    Only the context's first line, the previous turn as the episode was written, enters it: the
+    next turn's words (its second line, added later) would give an import, a re-embedding or a
+    backfill another vector than the turn's own write gave (and ranked worse on LoCoMo dev).
+    """
     reply = episode.assistant[: max_chars // 2]
     own = (episode.user + ("\n" + reply if reply else ""))[:max_chars]
-    return f"{episode.context[-context_chars:]}\n{own}" if episode.context else own
+    previous = previous_turn(episode.context)
+    return f"{previous[-context_chars:]}\n{own}" if previous else own
+
+
+def previous_turn(context: str) -> str:
+    """The previous turn's part of an episode's neighbour context (its first line; see `memory.neighbours`)."""
+    return context.split("\n", 1)[0]
 
 
 def recency_factor(age_days: float, tau_days: float, weight: float) -> float:
