@@ -8,16 +8,17 @@ from thoth_core import RecallHit
 
 from .policy import visible
 from .render import fact_label
-from .store import IdentityStore, query_terms
+from .search import word_stems
+from .store import IdentityStore
 
 
 def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str, limit: int) -> list[RecallHit]:
-    """The peer's current facts sharing words with the query, then its matching observations, best first."""
-    terms = set(query_terms(query))
+    """The peer's current facts sharing a word's stem with the query, then its matching observations, best first."""
+    stems = word_stems(query)
     facts = [
         fact
         for fact in visible(store, workspace, peer, facts=store.current_facts(workspace, peer))[0]
-        if terms & set(query_terms(fact_label(fact, peer).replace("_", " ")))
+        if stems & word_stems(fact_label(fact, peer).replace("_", " "))
     ]
     items: list[RecallHit] = [
         {

@@ -8,7 +8,7 @@ from typing import Any
 from thoth_core import ContextBlock
 from thoth_core.budget import block_tokens, truncate
 
-from .store import query_terms
+from .search import word_stems
 
 TAG = "user-model"
 PRIORITY = 70
@@ -16,12 +16,13 @@ OTHER_FACTS = 10  # facts unrelated to the message that still come along
 
 
 def relevant_facts(facts: list[dict[str, Any]], text: str, *, others: int = OTHER_FACTS) -> list[dict[str, Any]]:
-    """Facts for a message: the name, those sharing words with it, then at most `others` of the rest (newest)."""
-    terms = set(query_terms(text))
+    """Facts for a message: the name, those sharing a stem with it, then at most `others` of the rest (newest)."""
+    stems = word_stems(text)
 
     def relevant(fact: dict[str, Any]) -> bool:
-        words = set(query_terms(f"{fact['predicate'].replace('_', ' ')} {fact['object']}"))
-        return fact["predicate"] == "name" or bool(words & terms)
+        return fact["predicate"] == "name" or bool(
+            stems & word_stems(f"{fact['predicate'].replace('_', ' ')} {fact['object']}")
+        )
 
     ordered = sorted(facts, key=lambda f: (f["predicate"] != "name", not relevant(f), -f["valid_from"]))
     chosen = [f for f in ordered if relevant(f)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from typing import Any
 
 from thoth_core.database import Database
@@ -28,6 +29,18 @@ STOPWORDS = frozenset(
 def owner_token(workspace: str, peer: str) -> str:
     """The FTS5 token that marks one peer's observations."""
     return "o" + hashlib.sha1(f"{workspace}\x00{peer}".encode()).hexdigest()[:20]
+
+
+def word_stems(text: str) -> set[str]:
+    """The Porter stems of a text's content words, as FTS5's porter tokenizer stems observations ("hike", "hiking")."""
+    return {_stem(word) for word in query_terms(text, limit=64)}
+
+
+@lru_cache(maxsize=4096)
+def _stem(word: str) -> str:
+    from snowballstemmer import stemmer  # its package loads every language's stemmer: 10 ms, first use only
+
+    return str(stemmer("porter").stemWord(word))
 
 
 def query_terms(text: str, limit: int = 16) -> list[str]:
