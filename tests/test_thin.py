@@ -152,13 +152,14 @@ def test_ask_streams_the_services_reply_without_importing_the_runtime(fake):
     # what the client adds to the interpreter's own start-up (json, socket,
     # tomllib, logging for the printable stream); the runtime's path imports over a thousand
     assert probe["count"] - int(floor.stdout) < 100, probe["count"]
-    assert fake.seen == [("turns", "/v1/peers/ana/turns?workspace=team", {"text": "hello there", "thread": "cli"})]
+    sent = {"text": "hello there", "thread": "cli", "saved": True}
+    assert fake.seen == [("turns", "/v1/peers/ana/turns?workspace=team", sent)]
 
 
 def test_the_console_script_answers_through_the_service(fake):
     done = run_thoth("ask", "hi", "--peer", "ana", "--thread", "t9")
     assert (done.returncode, done.stdout, done.stderr) == (0, "Hello from the service.\n", "")
-    assert fake.seen[-1][2] == {"text": "hi", "thread": "t9"}
+    assert fake.seen[-1][2] == {"text": "hi", "thread": "t9", "saved": True}
 
 
 def test_context_prints_the_prompt_and_its_summary_as_in_process(fake):

@@ -10,6 +10,7 @@ distribution described by a hand-written `.dist-info` (the metadata pip itself w
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -123,17 +124,20 @@ def site(tmp_path_factory) -> Path:
     ]
     installed = subprocess.run(pip, capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr
+    return with_fakes(target, FAKES, extra=("broken = thoth_test_fakes.missing",))
+
+
+def with_fakes(target: Path, fakes: dict[str, str], *, extra: tuple[str, ...] = ()) -> Path:
+    """TARGET as a site directory holding the fake plugins (name -> source) as distribution thoth-test-fakes."""
     package = target / "thoth_test_fakes"
-    package.mkdir()
+    package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    for name, source in FAKES.items():
+    for name, source in fakes.items():
         (package / f"{name}.py").write_text(source)
     info = target / "thoth_test_fakes-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thoth-test-fakes\nVersion: 0.1\n")
-    points = [f"{name.replace('_', '-')} = thoth_test_fakes.{name}" for name in FAKES] + [
-        "broken = thoth_test_fakes.missing"
-    ]
+    points = [f"{name.replace('_', '-')} = thoth_test_fakes.{name}" for name in fakes] + list(extra)
     (info / "entry_points.txt").write_text("[thoth]\n" + "\n".join(points) + "\n")
     return target
 
@@ -308,6 +312,30 @@ def test_a_turn_a_layer_cannot_save_exits_3_and_is_written_at_the_next_start(sit
     assert written.read_text() == "keep this\n"
     again = thoth(site, tmp_path, "context", "hi", "--peer", "bob", load="disk-full", WRITTEN=str(written))
     assert again.returncode == 0 and written.read_text() == "keep this\n"  # replayed once, then struck off
+
+
+def test_through_a_running_service_a_turn_a_layer_cannot_save_exits_3_with_the_same_line(tmp_path):
+    """All installed plugins and the disk-full fake: the service's client says what in-process says."""
+    site = with_fakes(tmp_path / "site", {"disk_full": FAKES["disk_full"]})
+    (tmp_path / "thoth.toml").write_text('[thoth]\nmodel = "replay"\n[models.replay]\nrules = [{ reply = "Noted." }]\n')
+    written = tmp_path / "written.txt"
+    env = {"PYTHONPATH": str(site), "DISK_FULL": "1", "WRITTEN": str(written)}
+    environ = {k: v for k, v in {**os.environ, **env}.items() if k != "THOTH_LOAD_PLUGINS"}
+    script = Path(sys.executable).with_name("thoth")
+    service = subprocess.Popen(
+        [str(script), "serve", "--port", "0"], cwd=tmp_path, env=environ, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert service.stdout is not None and service.stdout.readline().startswith("THOTH_URL=")
+        warm = thoth(site, tmp_path, "ask", "keep this", "--peer", "ann", load=None, **env)
+        cold = thoth(site, tmp_path, "ask", "keep that", "--peer", "ann", load=None, THOTH_NO_SERVICE="1", **env)
+    finally:
+        service.terminate()
+        service.wait(60)
+    assert warm.returncode == cold.returncode == 3 and warm.stdout == cold.stdout == "Noted.\n", warm.stderr
+    last = [done.stderr.splitlines()[-1] for done in (warm, cold)]
+    assert last[0] == last[1] and last[0].startswith("thoth: error: Not saved yet: disk-full (OSError: [Errno 28]")
+    assert not written.exists()
 
 
 def test_a_slow_post_turn_write_does_not_hold_the_exit_and_the_turn_stays_journaled(site, tmp_path):

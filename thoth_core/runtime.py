@@ -385,6 +385,14 @@ class Runtime:
         """Replied turns some layer could not write yet (they stay journaled)."""
         return self.writes.unsaved
 
+    async def not_saved(self, turn_id: str, *, timeout: float) -> dict[str, str]:
+        """What could not write a replied turn, plugin -> error, once its writes ended (at most `timeout` s).
+
+        Empty when every layer wrote it, or when its writes still run after `timeout` (they go on, journaled).
+        """
+        await self.writes.written(turn_id, timeout=timeout)
+        return {k: v for e in self.writes.unsaved if e["turn_id"] == turn_id for k, v in e["failed"].items()}
+
     async def recover(self) -> int:
         """Replay the journal: each turn a killed or failing process left unwritten goes to the plugins missing it."""
         return await self.writes.recover()

@@ -163,9 +163,9 @@ def ask(service: Service, args: list[str]) -> int | None:
     if not message.strip() or message.lstrip().startswith("/"):
         return None  # an empty message or a slash command: the command in-process answers it in its own words
     peer = str(options.get("--peer") or user_name())
-    body = {"text": message, "thread": str(options.get("--thread", "cli"))}
+    body = {"text": message, "thread": str(options.get("--thread", "cli")), "saved": True}
     service.get("/v1/health")  # a hung service is found out here, before the turn is sent
-    shown = False
+    shown = answered = False
     try:
         for event, data in service.events(peer_path(peer, "turns", options.get("--workspace")), body, wait=TURN_WAIT):
             if event == "delta":
@@ -175,6 +175,11 @@ def ask(service: Service, args: list[str]) -> int | None:
                 if data.get("model") == "command" and not shown:
                     write(str(data.get("reply", "")))
                 write("\n")
+                answered = True
+            elif event == "saved" and answered:  # as in-process: a turn some layer could not save exits 3
+                if data.get("message"):
+                    error_line(str(data["message"]))
+                    return 3
                 return 0
             elif event == "error":
                 error_line(str(data.get("error", "the turn failed")))
@@ -182,8 +187,13 @@ def ask(service: Service, args: list[str]) -> int | None:
     except ServiceUnavailable as exc:
         if not exc.sent:
             raise
+        if answered:
+            error_line(f"the service stopped before saying whether the turn was saved ({exc})")
+            return 3
         error_line(f"the service stopped answering during the turn ({exc}); it may still keep the turn")
         return 2
+    if answered:  # a service that does not tell
+        return 0
     error_line("the service ended the turn's stream without its reply")
     return 2
 

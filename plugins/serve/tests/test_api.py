@@ -209,3 +209,24 @@ def make_test_home(tmp_path, monkeypatch):
     return make
 
 
+
+
+class FullDisk:
+    @hookimpl
+    def post_turn_write(self, turn):
+        raise OSError(28, "No space left on device")
+
+
+async def test_a_turn_asked_to_say_whether_it_was_saved_names_the_layer_that_could_not(runtime, api):
+    turn = {"text": "keep this", "thread": "web", "saved": True}
+    events = sse_events((await api.post("/v1/peers/ada/turns", json=turn)).text)
+    assert [name for name, _ in events][-2:] == ["done", "saved"] and events[-1][1] == {"failed": {}, "message": None}
+    runtime.register(FullDisk(), name="full-disk")
+    events = sse_events((await api.post("/v1/peers/ada/turns", json=turn)).text)
+    name, saved = events[-1]
+    assert name == "saved" and list(saved["failed"]) == ["full-disk"]
+    assert saved["message"].startswith("Not saved yet: full-disk (OSError: [Errno 28] No space left on device)")
+    answer = (await api.post("/v1/peers/ada/turns", json=turn, headers={"Accept": "application/json"})).json()
+    assert answer["reply"] == REPLY and answer["not_saved"] == saved["message"]
+    plain = await api.post("/v1/peers/ada/turns", json={"text": "hi"}, headers={"Accept": "application/json"})
+    assert plain.json()["not_saved"] is None  # not asked: not waited for

@@ -21,6 +21,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from thoth_core.errors import ThothError
+from thoth_core.writes import unsaved_message
 
 from . import ops
 from .events import sse
@@ -233,10 +234,17 @@ async def turn(
             "thread": thread,
         }
 
+    async def saved() -> dict[str, Any]:
+        """Which layers could not save the turn, and the line a person is told (`thoth ask` prints it, exit 3)."""
+        wait = float(state.runtime.config.get("thoth.exit_deadline"))
+        failed = await state.runtime.not_saved(work.result().turn.id, timeout=wait)
+        return {"failed": failed, "message": unsaved_message(failed) if failed else None}
+
     accept = request.headers.get("accept", "")
     if "application/json" in accept and SSE_TYPE not in accept:
         await asyncio.shield(work)
-        return finished()
+        answer = finished()
+        return answer | {"not_saved": (await saved())["message"]} if body.saved else answer
     head = await queue.get()
     done = finished() if head[0] == "end" else None  # refused before any reply (no model, bad text): one error
 
@@ -252,6 +260,9 @@ async def turn(
             yield sse("done", finished())
         except Exception as exc:  # noqa: BLE001 - the client sees it as the stream's last event
             yield sse("error", {"error": ops.one_line(exc)})
+            return
+        if body.saved:
+            yield sse("saved", await saved())
 
     return StreamingResponse(stream(), media_type=SSE_TYPE, headers={"Cache-Control": "no-store"})
 

@@ -42,6 +42,11 @@ class TurnIn(TextIn):
         pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
         description="An id of the client's choosing: a retry with the same id (after a lost connection) is kept once.",
     )
+    saved: bool = Field(
+        False,
+        description="Wait for the turn's post-turn writes (at most `[thoth] exit_deadline` s) and say what could "
+        "not save it: a last `saved` event {failed, message}, or `not_saved` in the JSON answer.",
+    )
 
 
 class RememberOut(BaseModel):
@@ -101,6 +106,7 @@ class TurnOut(BaseModel):
     cut_short: bool
     thread: str
     error: str | None = Field(None, description="A slash command's one-line error.")
+    not_saved: str | None = Field(None, description="With `saved`: the line saying which layers could not save it.")
 
 
 class RecordOut(Open):
