@@ -148,6 +148,41 @@ def test_threads_asking_for_the_model_at_once_share_one_provider(make_runtime):
     assert len(seen) == 8 and len({id(model) for model in seen}) == 1
 
 
+class SlowRegistry:
+    """Registers a provider slowly: a thread reading the registry is still at it when another plugin registers."""
+
+    def __init__(self) -> None:
+        self.reading = threading.Event()
+
+    @hookimpl
+    def register_models(self, register):
+        self.reading.set()
+        time.sleep(0.2)
+        register("slow", lambda runtime, options: object())
+
+
+class NamedProvider:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @hookimpl
+    def register_models(self, register):
+        register(self.name, lambda runtime, options: object())
+
+
+def test_a_registry_read_while_a_plugin_registers_is_not_kept_without_it(make_runtime):
+    slow = SlowRegistry()
+    runtime = make_runtime({"slow": slow})
+    runtime.register(NamedProvider("early"), name="early")  # the registry read at start-up is no longer kept
+    slow.reading.clear()
+    reader = threading.Thread(target=lambda: runtime.models)  # as a plugin's warm-up thread asks for the model
+    reader.start()
+    assert slow.reading.wait(5)
+    runtime.register(NamedProvider("late"), name="late")
+    reader.join()
+    assert {"slow", "early", "late"} <= set(runtime.models)
+
+
 class BrokenCommands:
     @hookimpl
     def register_commands(self, register):

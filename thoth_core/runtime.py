@@ -91,6 +91,7 @@ class Runtime:
         self._model: Model | None = None
         self._model_lock = threading.Lock()  # plugins build it from threads (warm-ups, post-turn writes)
         self._commands: dict[str, Command] | None = None
+        self._registered = 0  # plugins registered after start-up (`register`): the registries' cache key
         self._registrants: dict[tuple[str, str], str] = {}  # (register_* hook, name) -> the plugin that registered it
         self.command_problems: dict[str, str] = {}  # "plugin: /name" -> why its command was refused
         self.writes = TurnWriter(self)
@@ -114,6 +115,7 @@ class Runtime:
         _calls.replay(self.pm, registered)
         check_plugin_values(self.config, [plugin])
         self._models = self._commands = None
+        self._registered += 1  # a registry another thread is reading now is not kept (`models`, `commands`)
         return registered
 
     # --- per-plugin state -------------------------------------------------------------
@@ -159,14 +161,18 @@ class Runtime:
     @property
     def models(self) -> dict[str, Callable[..., Model]]:
         """Model provider factories by name."""
-        if self._models is None:
-            self._models = self.registry("register_models")
-        return self._models
+        models, seen = self._models, self._registered
+        if models is None:
+            models = self.registry("register_models")
+            if seen == self._registered:  # a plugin registered meanwhile (by another thread) may be missing
+                self._models = models
+        return models
 
     @property
     def commands(self) -> dict[str, Command]:
         """Slash commands by name."""
-        if self._commands is None:
+        commands, seen = self._commands, self._registered
+        if commands is None:
             found: dict[str, Command] = {}
             for plugin in dict.fromkeys(self.pm.implementers("register_commands")):
 
@@ -182,8 +188,10 @@ class Runtime:
                     self._registrants[("register_commands", command.name)] = plugin
 
                 _calls.call_here(self.pm, "register_commands", {"register": register}, only={plugin})
-            self._commands = found
-        return self._commands
+            if seen == self._registered:
+                self._commands = found
+            commands = found
+        return commands
 
     def model_name(self) -> str | None:
         """The configured provider, or anthropic when its key or URL is in the environment."""
