@@ -206,12 +206,13 @@ class Runtime:
                 name = self.model_name()
                 if name is None:
                     raise ModelNotConfigured(NO_MODEL_HELP)
-                if name not in self.models:
+                models = self.models  # read once: uncached while another thread registers a plugin
+                if name not in models:
                     raise self.config.error(
                         "thoth.model",
-                        f"unknown model provider {name!r}; available: {', '.join(sorted(self.models)) or 'none'}",
+                        f"unknown model provider {name!r}; available: {', '.join(sorted(models)) or 'none'}",
                     )
-                self._model = self.models[name](self, self.config.section(f"models.{name}"))
+                self._model = models[name](self, self.config.section(f"models.{name}"))
             return self._model
 
     # --- sessions ---------------------------------------------------------------------

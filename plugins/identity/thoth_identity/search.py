@@ -40,7 +40,7 @@ def word_stems(text: str) -> set[str]:
 def _stem(word: str) -> str:
     from snowballstemmer import stemmer  # its package loads every language's stemmer: 10 ms, first use only
 
-    return str(stemmer("porter").stemWord(word))
+    return str(stemmer("porter").stemWord(word))  # a stemmer per word: one keeps state while it stems
 
 
 def query_terms(text: str, limit: int = 16) -> list[str]:
