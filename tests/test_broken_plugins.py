@@ -263,9 +263,15 @@ def test_doctor_shows_the_same_verdicts_and_refused_commands_and_load_failures(s
 )
 def test_recall_with_a_broken_backend_is_one_line_naming_it(site, home, backend, problem):
     set_backend(home, backend)
-    code, out, err = thoth(site, home, "recall", "hi", "--peer", "ann", load="episodic,backends")
+    code, out, err = thoth(site, home, "episodes", "search", "hi", "--peer", "ann", load="episodic,backends")
     assert code != 0 and out == ""
     assert err.splitlines() == [f"thoth: error: plugin 'backends': episodic backend {backend!r} {problem}"]
+    code, out, err = thoth(site, home, "recall", "hi", "--peer", "ann", load="episodic,backends")  # every layer's
+    assert (code, out) == (1, "Nothing of ann's matches.\n")
+    assert err.splitlines() == [  # the runtime's line on a hook that failed; the other layers still answered
+        "thoth: ERROR thoth_core._calls: plugin episodic: recall failed: PluginError: "
+        f"plugin 'backends': episodic backend {backend!r} {problem}"
+    ]
 
 
 @pytest.mark.slow
@@ -342,7 +348,7 @@ def test_a_plugin_cli_command_that_raises_is_one_line_naming_the_plugin_and_debu
 @pytest.mark.slow
 def test_debug_shows_where_a_backend_failed(site, home):
     set_backend(home, "search-raises")
-    code, _, err = thoth(site, home, "--debug", "recall", "hi", "--peer", "ann", load="episodic,backends")
+    code, _, err = thoth(site, home, "--debug", "episodes", "search", "hi", "--peer", "ann", load="episodic,backends")
     assert code == 2 and 'raise RuntimeError("search exploded")' in err
     assert err.splitlines()[-1].startswith("thoth: error: plugin 'backends': episodic backend 'search-raises'")
 

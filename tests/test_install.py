@@ -90,7 +90,7 @@ def test_init_context_turn_and_recall_by_meaning_in_a_new_home(installed, tmp_pa
     # a paraphrase sharing no word with the episode, asked from a new thread
     recall = thoth(installed, "recall", "Which cat do you remember me getting?", "--peer", "ann", "--json", cwd=home)
     assert recall.returncode == 0, recall.stderr
-    hits = json.loads(recall.stdout)
+    hits = json.loads(recall.stdout)["hits"]  # every layer's, one list
     assert hits and "kitten named Miso" in json.dumps(hits[0]), recall.stdout
     later = thoth(installed, "context", "Which cat do you remember me getting?", "--peer", "ann", "--thread", "new",
                   "--json", cwd=home)

@@ -250,6 +250,29 @@ def context(message: str, peer: str, thread: str, workspace: str | None, as_json
 
 
 @cli.command()
+@click.argument("query")
+@peer_option
+@workspace_option
+@click.option("--k", default=8, show_default=True, type=click.IntRange(1, 100), help="How many memories.")
+@click.option("--layer", default=None, help="Only this layer's (or plugin's) memories, e.g. identity.")
+@click.option("--json", "as_json", is_flag=True, help="The hits, why each matched and which plugins failed, as JSON.")
+def recall(query: str, peer: str, workspace: str | None, k: int, layer: str | None, as_json: bool) -> None:
+    """Recall what every layer remembers of a peer that matches QUERY, by meaning and words, with why.
+
+    A layer that could not answer is logged (one line on stderr, naming it) and the exit code is 1.
+    """
+    from .recall import answer_lines
+
+    async def go() -> list[dict[str, Any]]:
+        found = (await runtime().recall(query=query, peer=peer, workspace=workspace, limit=k, layer=layer)).as_dict()
+        click.echo(json.dumps(found, indent=2, default=str) if as_json else "\n".join(answer_lines(found)))
+        return list(found["failed"])
+
+    if run(go()):
+        sys.exit(1)
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins(as_json: bool) -> None:
     """List every plugin: distribution, version, hooks, enabled."""

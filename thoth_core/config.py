@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
         "exit_deadline": 5.0,
         "idle_minutes": 30.0,
         "max_tokens": 1024,
+        "embedder": "minilm",
     },
     "budget": {
         "total": 6000,
@@ -71,6 +72,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.exit_deadline": ((int, float), "a number of seconds"),
     "thoth.idle_minutes": ((int, float), "a number of minutes"),
     "thoth.max_tokens": (int, "an integer"),
+    "thoth.embedder": (str, "an embedder name (none: recall matches words only)"),
     "thoth.home": (str, "a path"),
     "thoth.founders": (list, "a list of people (frontend user ids or names)"),
     "thoth.owner": (str, "a person's name (who decides approvals when founders is empty)"),

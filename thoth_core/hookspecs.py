@@ -289,6 +289,10 @@ def layer_status(workspace: str, peer: str, runtime: Runtime) -> LayerStatus | N
 def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[RecallHit] | None:
     """What this plugin remembers of one peer that matches a query, best first, at most `limit` items.
 
+    `runtime.meaning.rank` ranks texts by meaning and words for a plugin that holds no index of its own.
+    `Runtime.recall` fuses every plugin's list into one: by each hit's rank in its list and, where
+    `why["dense"]` holds the query's cosine (from `runtime.meaning`'s embedder), by meaning across plugins.
+
     Returns:
         Dicts with `layer`, `kind`, `id`, `text`, `score` (comparable within the plugin only),
         `why` (how it matched: a dict of signals) and `at` (unix seconds); only the named peer's items.

@@ -28,8 +28,10 @@ from .home import default_home
 from .inputs import check_name, check_scope, check_text
 from .journal import TurnJournal
 from .manager import ThothPluginManager
+from .meaning import Meaning
 from .models import NO_MODEL_HELP, Model, ModelRequest, configured_model
 from .plugins import make_plugin_manager
+from .recall import Recalled, fuse
 from .redact import Redactor
 from .results import command_output, handler_problem
 from .schema import check_plugin_values
@@ -95,6 +97,7 @@ class Runtime:
         self._registrants: dict[tuple[str, str], str] = {}  # (register_* hook, name) -> the plugin that registered it
         self.command_problems: dict[str, str] = {}  # "plugin: /name" -> why its command was refused
         self.writes = TurnWriter(self)
+        self.meaning = Meaning(self)  # the embedder and vectors every layer's recall by meaning shares
         self._recovered = False
         self.config.declare(self.pm.get_plugins())  # a plugin's configure reads its table over its CONFIG_DEFAULTS
         _calls.call_here(self.pm, "configure", {"runtime": self})  # historic: replayed for plugins registered later
@@ -470,6 +473,7 @@ class Runtime:
         journaled = held + self.writes.forget(workspace=workspace, peer=peer, thread=thread)  # owed, failed meanwhile
         journaled += await asyncio.to_thread(self.journal.forget, workspace=workspace, peer=peer, thread=thread)
         receipt: dict[str, dict[str, int]] = {"journal": {"unwritten turns": journaled}} if journaled else {}
+        self.meaning.clear()  # no vector of what is deleted stays in memory
         kwargs = {"peer": peer, "thread": thread, "workspace": workspace, "runtime": self, "wait": wait}
         outcomes = await _calls.call(self.pm, "forget", kwargs, deadlines=self, extra=wait)  # a remote queue's wait
         for plugin, result, call in outcomes:
@@ -501,6 +505,26 @@ class Runtime:
         if workspace is not None:
             check_name("workspace", workspace)
         return {"peer": peer, "workspace": workspace or self.config.get("thoth.workspace"), "runtime": self}
+
+    async def recall(
+        self, *, query: str, peer: str, workspace: str | None = None, limit: int = 8, layer: str | None = None
+    ) -> Recalled:
+        """Every layer's memories of a peer matching a query, fused into one list, best first (`thoth_core.recall`).
+
+        `layer` keeps one layer's hits (or one plugin's); a plugin that fails or times out is named in `failed`.
+        """
+        scope = self._record_scope(peer, workspace)
+        if not query.strip():
+            raise InputError("query: required, a non-empty text")
+        outcomes = await self.call("recall", query=query, limit=limit, **scope)
+        ranked, failed = [], []
+        for plugin, result, call in outcomes:
+            if call.status != "ok":
+                failed.append({"plugin": plugin, "status": call.status, "error": call.error})
+                continue
+            hits = [dict(hit, plugin=plugin) for hit in result or [] if isinstance(hit, dict) and hit.get("text")]
+            ranked.append([h for h in hits if layer in (None, plugin, h.get("layer"))][:limit])
+        return Recalled(hits=fuse(ranked, limit), failed=failed, peer=peer, workspace=scope["workspace"], query=query)
 
     async def records(
         self,

@@ -86,7 +86,7 @@ def home_setting(text: str) -> str | None:
             if key != "home" or table != "thoth":
                 return None  # `thoth.home = ...`, `thoth = {...}`, `"home" = ...`: in-process decides
             mark = value[:1]
-            closing = value.find(mark, 1) if mark in ("\"", "'") else -1
+            closing = value.find(mark, 1) if mark in ('"', "'") else -1
             rest = value[closing + 1 :].strip()
             if closing < 0 or "\\" in value or found is not None or not (rest == "" or rest.startswith("#")):
                 return None
@@ -224,7 +224,30 @@ def context(service: Service, args: list[str]) -> int | None:
     return 0
 
 
-CORE_CLIENTS: dict[str, ThinClient] = {"ask": ask, "context": context}
+def recall(service: Service, args: list[str]) -> int | None:
+    """`thoth recall QUERY [--peer P] [--k N] [--layer L]`: every layer's hits, fused by the service."""
+    parsed = parse_args(args, values=("--peer", "--workspace", "--k", "--layer"), positional=1)
+    if parsed is None:
+        return None
+    (query,), options = parsed
+    k = str(options.get("--k", "8"))
+    if not query.strip() or not k.isdigit() or not 1 <= int(k) <= 100:
+        return None  # click says what is wrong, in-process
+    peer = str(options.get("--peer") or user_name())
+    service.get("/v1/health")  # a hung service is found out here, within the connect timeout
+    path = f"/v1/peers/{quote(peer, safe='')}/recall"
+    found = service.get(
+        path, wait=CONTEXT_WAIT, q=query, k=k, workspace=options.get("--workspace"), layer=options.get("--layer")
+    )
+    from .recall import answer_lines, failure_line
+
+    write("\n".join(answer_lines(found)) + "\n")
+    for failed in found["failed"]:
+        error_line(failure_line(failed))
+    return 1 if found["failed"] else 0
+
+
+CORE_CLIENTS: dict[str, ThinClient] = {"ask": ask, "context": context, "recall": recall}
 IN_PROCESS_ONLY = frozenset({"bundle", "chat", "config", "doctor", "forget", "init", "plugins", "serve", "storage"})
 
 
@@ -287,6 +310,7 @@ __all__ = [
     "main",
     "parse_args",
     "peer_path",
+    "recall",
     "run_thin",
     "write",
 ]

@@ -50,8 +50,8 @@ async def observe(peers: list[str], agents: list[str]) -> dict[str, Any]:
         await runtime.drain()
         views: dict[str, Any] = {}
         for peer in peers:  # first: the probe sessions they open are then in the export too
-            found = await runtime.call("recall", query=PROBE, peer=peer, workspace="default", limit=50, runtime=runtime)
-            texts = [item.get("text", "") for _, items, _ in found for item in items or []]
+            found = await runtime.recall(query=PROBE, peer=peer, workspace="default", limit=50)  # every layer's
+            texts = [hit["text"] for hit in found.hits]
             session = await runtime.session(peer=peer, thread="invariants-probe")
             assembly = await runtime.context(Turn(PROBE, peer, "invariants-probe", session.workspace), session)
             views[peer] = {

@@ -1,4 +1,4 @@
-"""Built-in slash commands: /help, /done, /whoami, /layers, /approvals, /approve, /reject, /forget."""
+"""Built-in slash commands: /help, /done, /whoami, /layers, /approvals, /approve, /reject, /forget, /recall."""
 
 from __future__ import annotations
 
@@ -122,6 +122,15 @@ async def _forget(runtime: Runtime, args: str, session: Any, **_: Any) -> str:
     return f"Forgot {scope}. " + ("; ".join(parts) or "Nothing was held.")
 
 
+async def _recall(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
+    from thoth_core.recall import answer_lines
+
+    if not args.strip():
+        return "usage: /recall QUERY"
+    found = await runtime.recall(query=args, peer=session.peer, workspace=session.workspace, limit=8)
+    return "\n".join(answer_lines(found.as_dict()))
+
+
 @hookimpl
 def register_commands(register):  # type: ignore[no-untyped-def]
     register(Command("help", "list the slash commands", _help))
@@ -132,3 +141,4 @@ def register_commands(register):  # type: ignore[no-untyped-def]
     register(Command("approve", "approve a pending item", _approve, usage="ITEM_ID"))
     register(Command("reject", "reject a pending item", _reject, usage="ITEM_ID [reason]"))
     register(Command("forget", "forget this thread (or `all` about you)", _forget, usage="[all]"))
+    register(Command("recall", "what every layer remembers of you matching a query, and why", _recall, usage="QUERY"))

@@ -101,10 +101,15 @@ def test_forget_with_the_index_on_erases_the_vectors_and_later_commands_exit_0(h
     assert holders(home, dave) == {}  # no forgotten vector, as float32 or float16, in any file (index, temporaries)
     assert f"{db.name}.usearch" in str(holders(home, erin))  # the others' are still indexed
 
-    recalled = run_thoth("recall", "the garden weather", "--peer", "erin", "--json", cwd=home, env=ENV, timeout=120)
+    recalled = run_thoth(
+        "episodes", "search", "the garden weather", "--peer", "erin", "--json", cwd=home, env=ENV, timeout=120
+    )
     assert recalled.returncode == 0, recalled.stderr
     assert {hit["peer"] for hit in json.loads(recalled.stdout)} == {"erin"}
-    assert run_thoth("recall", "the garden", "--peer", "dave", "--json", cwd=home, env=ENV).stdout.strip() == "[]"
+    assert (
+        run_thoth("episodes", "search", "the garden", "--peer", "dave", "--json", cwd=home, env=ENV).stdout.strip()
+        == "[]"
+    )
     asked = run_thoth("ask", "--peer", "erin", "how is the garden?", cwd=home, env=ENV, timeout=120)
     assert asked.returncode == 0 and "Hello from the replay." in asked.stdout, asked.stderr
     again = run_thoth("forget", "--peer", "erin", cwd=home, env=ENV, timeout=120)  # the next forget too

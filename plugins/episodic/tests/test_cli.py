@@ -47,7 +47,7 @@ def ep(text: str, days_ago: float, peer: str = "ann", **extra) -> Episode:
     return Episode(workspace="default", peer=peer, thread="t", user=text, occurred_at=at, recorded_at=at, **extra)
 
 
-def test_recall_prints_hits_with_scores_and_json(home):
+def test_episodes_search_prints_hits_with_scores_and_json(home):
     seed(
         home,
         [
@@ -56,11 +56,11 @@ def test_recall_prints_hits_with_scores_and_json(home):
             ep("tomatoes for bob", 1, peer="bob"),
         ],
     )
-    out, _ = thoth("recall", "garden tomatoes", "--peer", "ann", "--k", "1")
+    out, _ = thoth("episodes", "search", "garden tomatoes", "--peer", "ann", "--k", "1")
     day = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 3 * DAY))
     dense = out.split("dense ")[1][:4]
     assert out == f'1. {day} ann/t  "We planted tomatoes in the garden"  dense {dense} · bm25 #1\n'
-    hits = json.loads(thoth("recall", "garden tomatoes", "--peer", "ann", "--json")[0])
+    hits = json.loads(thoth("episodes", "search", "garden tomatoes", "--peer", "ann", "--json")[0])
     assert [h["user"] for h in hits][0] == "We planted tomatoes in the garden" and len(hits) == 2
     assert set(hits[0]["why"]) == {"score", "dense", "dense_rank", "bm25", "bm25_rank", "recency", "age_days"}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from thoth_episodic import plugin
 from thoth_episodic.embedder import EmbedderUnavailable, MiniLMEmbedder
-from thoth_episodic.memory import memory_for, summarize
+from thoth_episodic.memory import explain_hit, memory_for, summarize
 from thoth_episodic.records import Episode
 from thoth_episodic.sqlite_store import SQLiteStore
 
@@ -77,7 +77,7 @@ async def test_conformance_kit(make_runtime):
     await check_layer_plugin(runtime, "episodic")
 
 
-async def test_recall_command_explains_each_hit_in_one_line_of_at_most_80_columns(make_runtime):
+async def test_a_search_explains_each_hit_in_one_line_of_at_most_80_columns(make_runtime):
     runtime = make_runtime({"episodic": plugin})
     texts = [
         "We booked the flight to Montreal for the conference in the spring, window seats, two bags each.",
@@ -88,9 +88,9 @@ async def test_recall_command_explains_each_hit_in_one_line_of_at_most_80_column
     for text in texts:
         await runtime.turn(text, peer="ann", thread="t1")
     await runtime.drain()
-    out = (await runtime.turn("/recall Montreal trip", peer="ann", thread="t")).reply.text
-    lines = out.splitlines()
     hits = memory_for(runtime).recall("Montreal trip", workspace="default", peer="ann", k=5)
+    lines = [explain_hit(i, hit) for i, hit in enumerate(hits, 1)]  # as `thoth episodes search` prints them
+    out = "\n".join(lines)
     assert len(lines) == len(hits) >= 3 and all(len(line) <= 80 for line in lines), lines
     today = time.strftime("%Y-%m-%d", time.gmtime())
     assert lines[0].startswith(f'1. {today} ann/t1  "') and '…"' in out  # the long turn is clipped
@@ -100,7 +100,6 @@ async def test_recall_command_explains_each_hit_in_one_line_of_at_most_80_column
         assert line.endswith(f"dense {hit.dense:.2f} · bm25 " + (f"#{hit.bm25_rank}" if hit.bm25_rank else "–"))
     shown = {line.rsplit("bm25 ", 1)[1] for line, hit in zip(lines, hits, strict=True) if hit.bm25_rank}
     assert len(shown) == len(ranked)  # ... and the lines say so
-    assert (await runtime.turn("/recall", peer="ann", thread="t")).reply.text == "usage: /recall QUERY"
 
 
 def test_a_hit_bm25_did_not_find_shows_a_dash_and_wide_text_still_fits():

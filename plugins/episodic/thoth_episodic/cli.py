@@ -1,4 +1,4 @@
-"""`thoth recall` and `thoth episodes list|export|import|reindex` (progress bars on stderr)."""
+"""`thoth episodes list|search|export|import|reindex` (progress bars on stderr)."""
 
 from __future__ import annotations
 
@@ -47,33 +47,9 @@ def _progress(length: int, label: str) -> Any:
     return click.progressbar(length=length, label=label, file=sys.stderr)
 
 
-@click.command()
-@click.argument("query")
-@click.option("--peer", required=True, help="Whose episodes to search.")
-@workspace_option
-@click.option("--k", default=5, show_default=True, help="How many episodes.")
-@as_of_option
-@click.option("--json", "as_json", is_flag=True, help="Episodes and scores as JSON.")
-def recall(query: str, peer: str, workspace: str | None, k: int, as_of: str | None, as_json: bool) -> None:
-    """Recall a peer's past episodes related to QUERY, showing why each was recalled."""
-
-    async def go() -> None:
-        at = parse_time(as_of)
-        hits = memory_for(runtime()).recall(query, workspace=_workspace(workspace), peer=peer, k=k, as_of=at)
-        if as_json:
-            click.echo(json.dumps(hits_json(hits), indent=2))
-            return
-        for i, hit in enumerate(hits, 1):
-            click.echo(explain_hit(i, hit))
-        if not hits:
-            click.echo("No related episodes.")
-
-    run(go())
-
-
 @click.group(cls=HelpGroup)
 def episodes() -> None:
-    """List, export, import or re-embed episodic memory."""
+    """List, search, export, import or re-embed episodic memory."""
 
 
 @episodes.command("list")
@@ -100,6 +76,30 @@ def list_episodes(peer: str | None, workspace: str | None, as_of: str | None, li
 def render_hit_line(episode: Episode) -> str:
     """One episode as a list line."""
     return render_hit(Hit(episode, 0.0))[2:]
+
+
+@episodes.command("search")
+@click.argument("query")
+@click.option("--peer", required=True, help="Whose episodes to search.")
+@workspace_option
+@click.option("--k", default=5, show_default=True, help="How many episodes.")
+@as_of_option
+@click.option("--json", "as_json", is_flag=True, help="Episodes and scores as JSON.")
+def search(query: str, peer: str, workspace: str | None, k: int, as_of: str | None, as_json: bool) -> None:
+    """Search a peer's past episodes for QUERY (as of a past moment with --as-of), showing why each matched."""
+
+    async def go() -> None:
+        at = parse_time(as_of)
+        hits = memory_for(runtime()).recall(query, workspace=_workspace(workspace), peer=peer, k=k, as_of=at)
+        if as_json:
+            click.echo(json.dumps(hits_json(hits), indent=2))
+            return
+        for i, hit in enumerate(hits, 1):
+            click.echo(explain_hit(i, hit))
+        if not hits:
+            click.echo("No related episodes.")
+
+    run(go())
 
 
 @episodes.command("export")

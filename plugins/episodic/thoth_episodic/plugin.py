@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import Command, ContextBlock, ThothError, hookimpl
+from thoth_core import ContextBlock, ThothError, hookimpl
 from thoth_core.schema import Choice, Number, Text
 
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
 from .bundle import bundle_import as bundle_import
 from .embedder import MINILM_OPTIONS
-from .memory import NAME, STORE_OPTIONS, Settings, explain_hit, memory_for
+from .memory import NAME, STORE_OPTIONS, Settings, memory_for
 from .memory_records import delete_memory_record as delete_memory_record  # hookimpls: registered with this module
 from .memory_records import memory_record as memory_record
 from .memory_records import memory_records as memory_records
@@ -112,13 +112,6 @@ def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | None:
     return related_block(memory_for(session.runtime), turn, session)
 
 
-def _recall(args: str, session: Session, runtime: Runtime, **_: Any) -> str:
-    if not args.strip():
-        return "usage: /recall QUERY"
-    hits = memory_for(runtime).recall(args, workspace=session.workspace, peer=session.peer, k=5)
-    return "\n".join(explain_hit(i, h) for i, h in enumerate(hits, 1)) or "No related episodes."
-
-
 @hookimpl
 def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[dict[str, Any]]:
     """The peer's episodes related to a query (hybrid: dense and BM25), with why each matched."""
@@ -141,17 +134,10 @@ def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) 
 
 
 @hookimpl
-def register_commands(register: Callable[..., None]) -> None:
-    """/recall QUERY."""
-    register(Command("recall", "recall past episodes related to a query, with why", _recall, usage="QUERY"))
-
-
-@hookimpl
 def register_cli_commands(cli: click.Group) -> None:
-    """`thoth recall` and `thoth episodes list|export|import|reindex`."""
-    from .cli import episodes, recall
+    """`thoth episodes list|search|export|import|reindex`."""
+    from .cli import episodes
 
-    cli.add_command(recall)
     cli.add_command(episodes)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from thoth_identity import plugin
 from thoth_identity.render import relevant_facts
-from thoth_identity.search import word_stems
+
+from thoth_core.words import word_stems
 
 KUNGSLEDEN = "My favourite hiking trail is the Kungsleden in Lapland"
 

@@ -128,7 +128,9 @@ REMEMBER_USAGE = (
 async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[RecallHit]:
     """The peer's facts and observations matching a query."""
     store = (await backend_async(runtime)).store
-    return await asyncio.to_thread(recall_items, store, workspace=workspace, peer=peer, query=query, limit=limit)
+    return await asyncio.to_thread(
+        recall_items, store, runtime, workspace=workspace, peer=peer, query=query, limit=limit
+    )
 
 
 @hookimpl

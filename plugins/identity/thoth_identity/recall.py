@@ -1,49 +1,51 @@
-"""What the identity layer recalls for a query: the peer's facts that match it, then observations (BM25).
+"""What the identity layer recalls for a query: the peer's facts and observations, by meaning and by words.
 
-Derived facts and observations come back only when the write policy shows them (`policy`), as in the block."""
+The candidates are every current fact, the observations full-text search finds and the newest
+`SCAN` observations; `runtime.meaning` ranks them (cosine and shared stems, fused). Derived facts
+and observations come back only when the write policy shows them (`policy`), as in the block.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from thoth_core import RecallHit
 
 from .policy import visible
 from .render import fact_label
-from .search import word_stems
 from .store import IdentityStore
 
+if TYPE_CHECKING:
+    from thoth_core import Runtime
 
-def recall_items(store: IdentityStore, *, workspace: str, peer: str, query: str, limit: int) -> list[RecallHit]:
-    """The peer's current facts sharing a word's stem with the query, then its matching observations, best first."""
-    stems = word_stems(query)
-    facts = [
-        fact
-        for fact in visible(store, workspace, peer, facts=store.current_facts(workspace, peer))[0]
-        if stems & word_stems(fact_label(fact, peer).replace("_", " "))
-    ]
-    items: list[RecallHit] = [
-        {
-            "layer": "identity",
-            "kind": "fact",
-            "id": f"fact:{fact['id']}",
-            "text": fact_label(fact, peer),
-            "score": 1.0,
-            "why": {"fact": fact["predicate"], "confidence": fact["confidence"]},
-            "at": fact["valid_from"],
-        }
-        for fact in sorted(facts, key=lambda f: -f["valid_from"])
-    ]
-    found = store.search_observations(workspace, peer, query, limit=limit)
-    for row in visible(store, workspace, peer, observations=found)[1]:
-        bm25 = float(f"{-float(row['rank']):.3g}")  # FTS5's rank is negative, and tiny in a small index
-        items.append(
+SCAN = 500  # the newest observations searched by meaning beyond those full-text search finds
+
+
+def recall_items(
+    store: IdentityStore, runtime: Runtime, *, workspace: str, peer: str, query: str, limit: int
+) -> list[RecallHit]:
+    """The peer's facts and observations matching the query by meaning or words, best first."""
+    found = {row["id"]: row for row in store.search_observations(workspace, peer, query, limit=limit * 3)}
+    for row in store.recent_observations(workspace, peer, limit=SCAN):
+        found.setdefault(row["id"], row)
+    facts, observations = visible(
+        store, workspace, peer, facts=store.current_facts(workspace, peer), observations=found.values()
+    )
+    items: list[tuple[str, dict[str, Any]]] = [("fact", f) for f in facts] + [("observation", o) for o in observations]
+    texts = [fact_label(row, peer) if kind == "fact" else row["content"] for kind, row in items]
+    hits: list[RecallHit] = []
+    for match in runtime.meaning.rank(query, texts, limit=limit):
+        kind, row = items[match.index]
+        hits.append(
             {
                 "layer": "identity",
-                "kind": "observation",
-                "id": f"observation:{row['id']}",
-                "text": row["content"],
-                "score": bm25,
-                "why": {"bm25": bm25, "confidence": row["confidence"], "author": row["author"]},
-                "at": row["created_at"],
+                "kind": kind,
+                "id": f"{kind}:{row['id']}",
+                "text": texts[match.index],
+                "score": match.score,
+                "why": dict(match.why, confidence=row["confidence"])
+                | ({"fact": row["predicate"]} if kind == "fact" else {"author": row["author"]}),
+                "at": row["valid_from"] if kind == "fact" else row["created_at"],
             }
         )
-    return items[:limit]
+    return hits

@@ -7,8 +7,7 @@ from typing import Any
 
 from thoth_core import ContextBlock
 from thoth_core.budget import block_tokens, truncate
-
-from .search import word_stems
+from thoth_core.words import word_stems
 
 TAG = "user-model"
 PRIORITY = 70

@@ -10,46 +10,18 @@ Either way a row's `rank` is lower for a better match (FTS5's BM25 is negative; 
 from __future__ import annotations
 
 import hashlib
-import re
-from functools import lru_cache
 from typing import Any
 
 from thoth_core.database import Database
+from thoth_core.words import STOPWORDS, query_terms
 
 OBSERVATION_COLUMNS = "id, workspace, peer, owner, content, kind, author, confidence, message_id, source, created_at"
-_WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
-STOPWORDS = frozenset(
-    "the and for are but not you your yours with this that what when where which who whom why how was were "
-    "have has had can could would should will shall may might must our ours they them their there here from "
-    "into onto about over under than then its it's just also very much many some any all each more most "
-    "please tell know want need like does did doing done been being get got let make made say said".split()
-)
+__all__ = ["OBSERVATION_COLUMNS", "STOPWORDS", "owner_token", "query_terms", "search_observations"]
 
 
 def owner_token(workspace: str, peer: str) -> str:
     """The FTS5 token that marks one peer's observations."""
     return "o" + hashlib.sha1(f"{workspace}\x00{peer}".encode()).hexdigest()[:20]
-
-
-def word_stems(text: str) -> set[str]:
-    """The Porter stems of a text's content words, as FTS5's porter tokenizer stems observations ("hike", "hiking")."""
-    return {_stem(word) for word in query_terms(text, limit=64)}
-
-
-@lru_cache(maxsize=4096)
-def _stem(word: str) -> str:
-    from snowballstemmer import stemmer  # its package loads every language's stemmer: 10 ms, first use only
-
-    return str(stemmer("porter").stemWord(word))  # a stemmer per word: one keeps state while it stems
-
-
-def query_terms(text: str, limit: int = 16) -> list[str]:
-    """Distinct content words of a message, for a full-text OR query."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(text.lower()):
-        if word not in STOPWORDS:
-            seen.setdefault(word, None)
-    return list(seen)[:limit]
 
 
 def search_observations(db: Database, workspace: str, peer: str, text: str, *, limit: int) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from thoth_mcp.memory import interleave
 from thoth_mcp.scope import thread_for
 from thoth_mcp.serve import is_loopback
 
@@ -53,12 +52,6 @@ def test_writes_go_to_the_mcp_thread_unless_one_is_named():
     assert thread_for("notes") == "notes"
     with pytest.raises(ScopeError, match="^thread: "):
         thread_for("a/b")
-
-
-def test_recall_takes_each_plugins_best_first():
-    ranked = [[{"id": "e1"}, {"id": "e2"}, {"id": "e3"}], [{"id": "f1"}]]
-    assert [h["id"] for h in interleave(ranked, 3)] == ["e1", "f1", "e2"]
-    assert interleave([], 5) == []
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def test_what_alice_remembers_alice_recalls_and_bob_cannot(server):
     assert not found.structured_content["failed"], found.structured_content["failed"]
     hit = next(h for h in found.structured_content["hits"] if word in h["text"])
     assert hit["layer"] == "identity" and isinstance(hit["score"], int | float) and hit["why"]
-    assert word in server.text(found) and "score" in server.text(found)
+    assert word in server.text(found) and "in its layer" in server.text(found) and "dense" in server.text(found)
 
     as_bob = server.tool("recall", query=f"bees {word}", peer="bob")
     assert not as_bob.is_error, server.text(as_bob)

@@ -13,12 +13,12 @@ import getpass
 import inspect
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.budget import block_tokens
 from thoth_core.errors import ThothError
+from thoth_core.recall import answer_lines, failure_line
 from thoth_core.scope import NAME, Scope, valid_name
 from thoth_core.types import Session, Turn
 
@@ -61,26 +61,6 @@ def required_text(key: str, value: object) -> str:
     return value.strip()
 
 
-def explain_why(why: Any) -> str:
-    """The signals a recall hit matched on, as `name value, ...`."""
-    if isinstance(why, dict):
-        return ", ".join(f"{k} {v}" for k, v in why.items()) or "-"
-    return str(why) if why else "-"
-
-
-def when(at: Any) -> str:
-    """A unix time as a date, or empty."""
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if isinstance(at, int | float) and at > 0 else ""
-
-
-def interleave(ranked: list[list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
-    """Each plugin's best first, then each one's second, ...; at most limit (scores differ in scale by plugin)."""
-    out: list[dict[str, Any]] = []
-    for rank in range(max((len(r) for r in ranked), default=0)):
-        out += [hits[rank] for hits in ranked if rank < len(hits)]
-    return out[:limit]
-
-
 class Memory:
     """The server's view of Thoth's memory, scoped to the peer each call names."""
 
@@ -116,27 +96,9 @@ class Memory:
         query = required_text("query", query)
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise ThothError(f"limit: expected 1 to {MAX_LIMIT}, got {limit!r}")
-        outcomes = await self.runtime.call(
-            "recall", query=query, peer=peer, workspace=workspace, limit=limit, runtime=self.runtime
-        )
-        ranked, failed = [], []
-        for plugin, result, call in outcomes:
-            if call.status != "ok":
-                failed.append({"plugin": plugin, "status": call.status, "error": call.error})
-                continue
-            hits = [dict(item, plugin=plugin) for item in result or [] if isinstance(item, dict) and item.get("text")]
-            ranked.append(hits[:limit])
-        hits = jsonable(interleave(ranked, limit))
-        lines = [f"{len(hits)} memories of {peer} matching {query!r}:" if hits else f"Nothing of {peer}'s matches."]
-        for number, hit in enumerate(hits, start=1):
-            stamp = when(hit.get("at"))
-            lines.append(
-                f"{number}. [{hit.get('layer', hit['plugin'])} {hit.get('kind', 'item')}] {hit['text']}"
-                f"\n   score {hit.get('score')} ({explain_why(hit.get('why'))}){'; ' + stamp if stamp else ''}"
-            )
-        lines += [f"({f['plugin']} could not answer: {f['status']} {f['error'] or ''})".strip() for f in failed]
-        data = {"peer": peer, "workspace": workspace, "query": query, "hits": hits, "failed": failed}
-        return Answer("\n".join(lines), data)
+        found = await self.runtime.recall(query=query, peer=peer, workspace=workspace, limit=limit)
+        data = jsonable(found.as_dict())
+        return Answer("\n".join(answer_lines(data) + [f"({failure_line(f)})" for f in data["failed"]]), data)
 
     async def remember(self, *, text: str, peer: str | None, workspace: str | None, thread: str | None) -> Answer:
         """Keep a hard fact or a note about the peer (the identity layer's /remember)."""

@@ -24,6 +24,7 @@ from .knowledge import Reflexion, load_notes, load_reflexion, matching, reflexio
 from .persona import PersonaError, load_persona
 from .records import memory_record as memory_record  # hookimpls: registered with this module
 from .records import memory_records as memory_records
+from .records import recall as recall
 from .settings import DEFAULTS, NAME, Settings
 from .shared import sync_skills
 from .skills import discover, load_skill, skill_block

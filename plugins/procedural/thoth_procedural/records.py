@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import MemoryRecord, hookimpl
+from thoth_core import MemoryRecord, RecallHit, hookimpl
 
 from .knowledge import read_notes
 from .persona import PERSONA_ORDER, PersonaError, read_persona_file
@@ -94,6 +94,14 @@ def memory_records(runtime: Runtime, kind: str | None, limit: int, before: float
     found = [r for r in all_records(runtime, kind) if before is None or r["at"] < before]
     found.sort(key=lambda r: r["at"], reverse=True)
     return found[:limit]
+
+
+@hookimpl
+def recall(query: str, limit: int, runtime: Runtime) -> list[RecallHit]:
+    """The knowledge notes and skills matching a query by meaning or words, each by its best paragraph."""
+    return runtime.meaning.record_hits(
+        query, all_records(runtime, "knowledge") + all_records(runtime, "skill"), limit=limit
+    )
 
 
 @hookimpl

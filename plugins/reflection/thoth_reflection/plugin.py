@@ -16,6 +16,7 @@ from .documents import documents
 from .importance import ARCHIVE_FILE
 from .records import memory_record as memory_record  # hookimpls: registered with this module
 from .records import memory_records as memory_records
+from .records import recall as recall
 from .settings import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
 from .settings import state
 from .transient import records_of

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thoth_core import MemoryRecord, ThothError, hookimpl
+from thoth_core import MemoryRecord, RecallHit, ThothError, hookimpl
 
 from . import reflexion_files
 from .settings import State, state
@@ -101,6 +101,13 @@ def memory_records(
     found = [r for r in found if before is None or r["at"] < before]
     found.sort(key=lambda r: r["at"], reverse=True)
     return found[:limit]
+
+
+@hookimpl
+def recall(query: str, peer: str, workspace: str, limit: int, runtime: Runtime) -> list[RecallHit]:
+    """The reflexion records and the rules this peer may see that match a query, each by its best paragraph."""
+    st = state(runtime)
+    return runtime.meaning.record_hits(query, reflexion_records(st) + rule_records(st, peer, workspace), limit=limit)
 
 
 @hookimpl

@@ -142,11 +142,12 @@ async def recall(
     q: Annotated[str, Query(min_length=1, max_length=2000, description="What to look for.")],
     k: Annotated[int, Query(ge=1, le=ops.MAX_K, description="At most this many hits.")] = 8,
     workspace: WorkspaceQuery = None,
+    layer: Annotated[str | None, Query(max_length=128, description="Only this layer's (or plugin's) hits.")] = None,
 ) -> dict[str, Any]:
-    """Every layer's memories of the peer matching `q`, each with its score and why it matched."""
+    """Every layer's memories of the peer matching `q` in one list, each with why it matched and its place."""
     peer, workspace = where(state, peer, workspace)
     started = time.perf_counter()
-    found = await ops.recall(state.runtime, peer=peer, workspace=workspace, query=q, k=k)
+    found = await ops.recall(state.runtime, peer=peer, workspace=workspace, query=q, k=k, layer=layer)
     state.metrics.observe("recall", time.perf_counter() - started)
     return found
 

@@ -38,34 +38,14 @@ def thread_for(requested: str | None) -> str:
     return DEFAULT_THREAD if not requested else valid_name("thread", requested)
 
 
-def interleave(ranked: list[list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
-    """Each plugin's best first, then each one's second, ...; at most limit (scores differ in scale by plugin)."""
-    out: list[dict[str, Any]] = []
-    for rank in range(max((len(r) for r in ranked), default=0)):
-        out += [hits[rank] for hits in ranked if rank < len(hits)]
-    return out[:limit]
-
-
 async def recall(
     runtime: Runtime, *, peer: str, workspace: str, query: str, k: int, layer: str | None = None
 ) -> dict[str, Any]:
     """Every layer's hits for the query (or one layer's), with why each matched, and which plugins failed."""
     if not query.strip():
         raise ThothError("q: required, a non-empty query")
-    outcomes = await runtime.call("recall", query=query, peer=peer, workspace=workspace, limit=k, runtime=runtime)
-    ranked, failed = [], []
-    for plugin, result, call in outcomes:
-        if call.status != "ok":
-            failed.append({"plugin": plugin, "status": call.status, "error": call.error})
-            continue
-        hits = [
-            dict(item, plugin=plugin)
-            for item in result or []
-            if isinstance(item, dict) and item.get("text") and (layer is None or layer in (plugin, item.get("layer")))
-        ]
-        ranked.append(hits[:k])
-    hits = jsonable(interleave(ranked, k))
-    return {"peer": peer, "workspace": workspace, "query": query, "hits": hits, "failed": failed}
+    found = await runtime.recall(query=query, peer=peer, workspace=workspace, limit=k, layer=layer)
+    return dict(jsonable(found.as_dict()))
 
 
 async def remember(runtime: Runtime, *, peer: str, workspace: str, text: str, thread: str) -> dict[str, Any]:
@@ -117,5 +97,15 @@ async def approvals(runtime: Runtime, *, peer: str, workspace: str) -> list[dict
     return [jsonable({k: v for k, v in item.items() if k != "path"}) for item in items]
 
 
-__all__ = ["DEFAULT_THREAD", "MAX_K", "approvals", "context", "forget", "interleave", "jsonable", "one_line",
-           "recall", "remember", "thread_for"]
+__all__ = [
+    "DEFAULT_THREAD",
+    "MAX_K",
+    "approvals",
+    "context",
+    "forget",
+    "jsonable",
+    "one_line",
+    "recall",
+    "remember",
+    "thread_for",
+]

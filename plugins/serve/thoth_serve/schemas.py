@@ -65,6 +65,9 @@ class RecallHitOut(Open):
     why: dict[str, Any] = Field(default_factory=dict, description="The signals it matched on.")
     at: float | None = None
     plugin: str
+    fused: dict[str, Any] = Field(
+        default_factory=dict, description="Its place in the one list: score, rank in its layer, rank by meaning."
+    )
 
 
 class PluginFailure(BaseModel):

@@ -22,16 +22,16 @@ reap nor count each other's sessions; forgetting a peer removes its sessions wit
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thoth_core import ContextBlock, DoctorLine, LastThread, Session, ThothError, Turn, count_tokens, hookimpl
-from thoth_core.owners import split_owner
 from thoth_core.runtime import MISSING_CONTEXT
-from thoth_core.sections import HomeSections, home_sections
+from thoth_core.sections import home_sections
 
 from .bundle import bundle_export as bundle_export  # hookimpls: registered with this module
 from .bundle import bundle_import as bundle_import
+from .memory_file import read_memory, visible_memory
+from .recall import recall as recall  # hookimpls: registered with this module
 from .records import memory_record as memory_record  # hookimpls: registered with this module
 from .records import memory_records as memory_records
 from .state import CONFIG_DEFAULTS as CONFIG_DEFAULTS  # the core reads CONFIG_DEFAULTS here
@@ -48,35 +48,12 @@ MEMORY_PRIORITY = 90
 WITHOUT_CONTEXT = "turns without context"  # the status key naming what recent turns went without
 
 
-def read_memory(path: Path, sections: HomeSections | None = None) -> str:
-    """MEMORY.md's text (its marked sections as every host sees them, when `sections` are shared);
-    a missing file is empty, an unreadable one an error naming it."""
-    try:
-        if sections is not None:
-            return sections.read(path).strip()
-        return path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ThothError(f"{path}: cannot read the auto-memory file: {exc}") from exc
-
-
 def session_memory(session: Session) -> str:
     """The lines of MEMORY.md this session's peer may see."""
     assert session.runtime is not None  # the runtime calls session hooks with its own sessions
     working = state(session.runtime)
     text = read_memory(working.settings.memory_file, home_sections(session.runtime))
     return visible_memory(text, peer=session.peer, workspace=session.workspace)
-
-
-def visible_memory(text: str, *, peer: str, workspace: str) -> str:
-    """The lines of MEMORY.md this peer may see: untagged ones and its own (tag removed)."""
-    kept = []
-    for line in text.splitlines():
-        content, owner = split_owner(line)
-        if owner is None or owner == (peer, workspace):
-            kept.append(content)
-    return "\n".join(kept).strip()
 
 
 def tail_within(text: str, budget: int) -> str:
