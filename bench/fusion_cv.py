@@ -95,11 +95,11 @@ def mean(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(v, 4) if k == "MRR" else round(100 * v, 2) for k, v in out.items()} | {"questions": len(rows)}
 
 
-def candidate_ceiling(questions: list[Question]) -> dict[str, float]:
-    """R@10 (percent) a perfect re-ranking of each question's candidates would reach: what fusion can gain at most."""
+def candidate_ceiling(questions: list[Question], n: int = CANDIDATES) -> dict[str, float]:
+    """R@10 (percent) a perfect re-ranking of each question's first `n` candidates per signal would reach."""
     found = []
     for q in questions:
-        keys = {key for key, _, _ in [*q.dense[:CANDIDATES], *q.lexical[:CANDIDATES]]}
+        keys = {key for key, _, _ in [*q.dense[:n], *q.lexical[:n]]}
         held = {q.episodes[key].turn_id.split("/", 1)[1] for key in keys if key in q.episodes}
         found.append(min(len(held & set(q.evidence)), 10) / len(q.evidence))
     return {"R@10": round(100 * statistics.fmean(found), 2), "questions": len(found)} if found else {}

@@ -9,7 +9,9 @@ Each question is answered by the real recall path restricted to its own conversa
 the day after the last session. Reports, overall and per category (1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop, 5 adversarial): R@k (mean fraction of evidence turns in the
 top k, the LoCoMo paper's Table 3 measure), all@k, any@k, MRR@10, and timings. Cut-offs up to 10
-and MRR come from a recall of k=10, as an agent asks; larger ones from a recall of 50.
+and MRR come from a recall of k=10, as an agent asks; larger ones from a recall of 50. Beside them,
+per category, `candidate_ceiling_k10`: the R@10 a perfect re-ranking of the candidates a recall of
+k=10 ranks would reach (evidence beyond them no ranking can bring back).
 
 It also records the dense and BM25 candidates of every question and, re-ranking them offline
 (`fusion_cv.py`), prints `fusion`: R@1/5/10 and MRR of the hybrid vs BM25-only vs dense-only
@@ -42,7 +44,7 @@ from fusion_cv import Question, candidate_ceiling, report
 from signals_cv import report as signals_report
 from thoth_episodic import plugin, postgres_store, sqlite_store
 from thoth_episodic.memory import memory_for
-from thoth_episodic.scoring import FUSIONS
+from thoth_episodic.scoring import FUSIONS, candidate_count
 
 from thoth_core.testing import make_test_runtime
 from thoth_core.types import Reply, Session, Turn
@@ -204,6 +206,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "overall": summarise(everything),
         "overall_excluding_adversarial": summarise([r for c, rows in per_category.items() if c != 5 for r in rows]),
         "per_category": {f"{c} {name}": summarise(per_category[c]) for c, name in CATEGORIES.items()},
+        # R@10 a perfect re-ranking of what a recall of k=10 ranks (its candidates per signal) would reach
+        "candidate_ceiling_k10": {
+            f"{c} {name}": candidate_ceiling([q for q in questions if q.category == c], candidate_count(10))
+            for c, name in CATEGORIES.items()
+        },
         "ingest": {"seconds": round(ingest_seconds, 2), "turns_per_second": round(turns / ingest_seconds, 1)},
         "query_ms": {
             "median": round(statistics.median(query_ms), 2),

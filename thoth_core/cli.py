@@ -257,8 +257,9 @@ def context(message: str, peer: str, thread: str, workspace: str | None, as_json
 @click.option("--layer", default=None, help="Only this layer's (or plugin's) memories, e.g. identity.")
 @click.option("--json", "as_json", is_flag=True, help="The hits, why each matched and which plugins failed, as JSON.")
 def recall(query: str, peer: str, workspace: str | None, k: int, layer: str | None, as_json: bool) -> None:
-    """Recall what every layer remembers of a peer that matches QUERY, by meaning and words, with why.
+    """Recall what every layer remembers of a peer matching QUERY, with why.
 
+    Every layer is searched by meaning and by words; the hits come in one list (docs/recall.md).
     A layer that could not answer is logged (one line on stderr, naming it) and the exit code is 1.
     """
     from .recall import answer_lines

@@ -22,7 +22,7 @@ def test_ask_recall_and_forget_go_through_the_json_file(thoth_env, thoth_home):
     versions = json.loads((thoth_home / "episodes.json").read_text())["versions"]
     assert sorted(row["user"] for row in versions) == ["my cat is called Miso", "my dog is called Rex"]
 
-    recalled = run_thoth("recall", "what is my cat called?", "--peer", "ann", "--json", cwd=home)
+    recalled = run_thoth("episodes", "search", "what is my cat called?", "--peer", "ann", "--json", cwd=home)
     assert recalled.returncode == 0, recalled.stderr
     [hit] = json.loads(recalled.stdout)  # ann's episode only, never bob's
     assert hit["user"] == "my cat is called Miso" and hit["why"]["bm25_rank"] == 1
@@ -32,4 +32,4 @@ def test_ask_recall_and_forget_go_through_the_json_file(thoth_env, thoth_home):
     assert json.loads(forgot.stdout)["episodic"] == {"episodes": 1}
     versions = json.loads((thoth_home / "episodes.json").read_text())["versions"]
     assert [row["peer"] for row in versions] == ["bob"]
-    assert json.loads(run_thoth("recall", "cat", "--peer", "ann", "--json", cwd=home).stdout) == []
+    assert json.loads(run_thoth("episodes", "search", "cat", "--peer", "ann", "--json", cwd=home).stdout) == []

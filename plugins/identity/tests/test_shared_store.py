@@ -67,7 +67,7 @@ def test_facts_supersede_with_history_and_multi_values_accumulate(store):
     assert store.current_facts("w", "bob") == []
 
 
-def test_observations_are_searched_for_one_peer_only_and_kept_once(store):
+def test_observations_are_searched_for_one_peer_only_and_kept_once(store, make_runtime):
     for text in ("Ann sails a small boat on weekends", "Ann is allergic to peanuts", "Ann writes Rust at work"):
         store.add_observation("w", "ann", text, kind="explicit", author="deriver", confidence=0.8, source="t")
     store.add_observation("w", "bob", "Bob sails across the Atlantic", kind="x", author="d", confidence=1, source="t")
@@ -80,7 +80,7 @@ def test_observations_are_searched_for_one_peer_only_and_kept_once(store):
     assert [o["content"] for o in found] == ["Ann sails a small boat on weekends"]
     assert set(found[0]) == {*OBSERVATION_COLUMNS.split(", "), "rank"}  # the same row in both dialects
     assert store.search_observations("w", "carol", "sailing boat", limit=5) == []
-    [item] = recall_items(store, workspace="w", peer="ann", query="peanuts", limit=5)
+    [item] = recall_items(store, make_runtime().meaning, workspace="w", peer="ann", query="peanuts", limit=5)
     assert (item["kind"], item["text"]) == ("observation", "Ann is allergic to peanuts") and item["score"] > 0
     assert [o["content"] for o in store.recent_observations("w", "ann", limit=1)] == ["Ann writes Rust at work"]
 

@@ -132,7 +132,9 @@ async def test_rows_kept_before_the_policy_are_held_back_as_the_block_is_made(ma
     assert "Sails on weekends." in text and "hobby: sailing" in text
     assert FRENCH_ORDER not in text and "language: French" not in text
     assert "I prefer French." in text and "Prefers French." not in text  # the person's own note stays
-    recalled = recall_items(store, workspace="default", peer=MALLORY, query="French language", limit=10)
+    recalled = recall_items(
+        store, runtime.meaning, workspace="default", peer=MALLORY, query="French language", limit=10
+    )
     assert [item["text"] for item in recalled] == ["I prefer French."]
 
 

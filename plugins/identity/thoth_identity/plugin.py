@@ -129,7 +129,7 @@ async def recall(query: str, peer: str, workspace: str, limit: int, runtime: Run
     """The peer's facts and observations matching a query."""
     store = (await backend_async(runtime)).store
     return await asyncio.to_thread(
-        recall_items, store, runtime, workspace=workspace, peer=peer, query=query, limit=limit
+        recall_items, store, runtime.meaning, workspace=workspace, peer=peer, query=query, limit=limit
     )
 
 

@@ -1,7 +1,7 @@
 """What the identity layer recalls for a query: the peer's facts and observations, by meaning and by words.
 
 The candidates are every current fact, the observations full-text search finds and the newest
-`SCAN` observations; `runtime.meaning` ranks them (cosine and shared stems, fused). Derived facts
+`SCAN` observations; the runtime's `meaning` ranks them (cosine and shared stems, fused). Derived facts
 and observations come back only when the write policy shows them (`policy`), as in the block.
 """
 
@@ -16,13 +16,13 @@ from .render import fact_label
 from .store import IdentityStore
 
 if TYPE_CHECKING:
-    from thoth_core import Runtime
+    from thoth_core.meaning import Meaning
 
 SCAN = 500  # the newest observations searched by meaning beyond those full-text search finds
 
 
 def recall_items(
-    store: IdentityStore, runtime: Runtime, *, workspace: str, peer: str, query: str, limit: int
+    store: IdentityStore, meaning: Meaning, *, workspace: str, peer: str, query: str, limit: int
 ) -> list[RecallHit]:
     """The peer's facts and observations matching the query by meaning or words, best first."""
     found = {row["id"]: row for row in store.search_observations(workspace, peer, query, limit=limit * 3)}
@@ -34,7 +34,7 @@ def recall_items(
     items: list[tuple[str, dict[str, Any]]] = [("fact", f) for f in facts] + [("observation", o) for o in observations]
     texts = [fact_label(row, peer) if kind == "fact" else row["content"] for kind, row in items]
     hits: list[RecallHit] = []
-    for match in runtime.meaning.rank(query, texts, limit=limit):
+    for match in meaning.rank(query, texts, limit=limit):
         kind, row = items[match.index]
         hits.append(
             {
