@@ -40,7 +40,7 @@ Answer briefly from the context you already have and suggest trying again in a m
 
 @pytest.fixture
 def home_with_every_layer(tmp_path, thoth_home):
-    """A project with a knowledge note, MEMORY.md lines of two peers and a reflexion record."""
+    """A project with a knowledge note, a skill, MEMORY.md lines of two peers and a reflexion record."""
     (tmp_path / "knowledge").mkdir()
     (tmp_path / "knowledge" / "ops.md").write_text(
         "# Deploying\n\nThe deploy script lives in scripts/deploy and needs the staging key.\n\n"
@@ -51,6 +51,12 @@ def home_with_every_layer(tmp_path, thoth_home):
         "# Memory\n\n"
         "- [2026-12-01] alice is training for a half marathon in May <!-- peer:alice ws:default -->\n"
         "- [2026-12-01] bob plays the cello in an orchestra <!-- peer:bob ws:default -->\n"
+    )
+    skill = tmp_path / ".claude" / "skills" / "release-notes"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: release-notes\ndescription: Write the release notes for a new version from the merged pull"
+        " requests.\n---\n\n# Release notes\n\n1. List the merged pull requests since the last tag.\n"
     )
     (tmp_path / "reflexion").mkdir()
     (tmp_path / "reflexion" / "2026-11-21-model-overloaded.md").write_text(REFLEXION)
@@ -85,6 +91,7 @@ async def test_every_layer_is_found_by_meaning_and_the_best_comes_first(home_wit
             "coffee maker cleaning": ("procedural", "knowledge", "espresso"),
             "running race": ("working", "memory", "half marathon"),
             "the provider was busy": ("reflection", "reflexion", "overloaded"),
+            "announce what changed in a version": ("procedural", "skill", "release notes"),
         }
         for query, (layer, kind, words) in expected.items():
             hits = await top(runtime, query)

@@ -98,10 +98,12 @@ def memory_records(runtime: Runtime, kind: str | None, limit: int, before: float
 
 @hookimpl
 def recall(query: str, limit: int, runtime: Runtime) -> list[RecallHit]:
-    """The knowledge notes and skills matching a query by meaning or words, each by its best paragraph."""
-    return runtime.meaning.record_hits(
-        query, all_records(runtime, "knowledge") + all_records(runtime, "skill"), limit=limit
-    )
+    """The knowledge notes (by their best paragraph) and skills (by name and description) matching a query."""
+    skills: list[MemoryRecord] = [
+        {**skill, "text": f"{skill['id'].removeprefix('skill:')}: {skill.get('meta', {}).get('description', '')}"}
+        for skill in all_records(runtime, "skill")
+    ]  # a skill is chosen by its description, as `/skill` and the skills index offer it; its steps are not searched
+    return runtime.meaning.record_hits(query, all_records(runtime, "knowledge") + skills, limit=limit)
 
 
 @hookimpl
