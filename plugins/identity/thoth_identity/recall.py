@@ -18,7 +18,7 @@ from .store import IdentityStore
 if TYPE_CHECKING:
     from thoth_core.meaning import Meaning
 
-SCAN = 500  # the newest observations searched by meaning beyond those full-text search finds
+SCAN = 100  # the newest observations searched by meaning beyond those full-text search finds (each cold: ~5 ms)
 
 
 def recall_items(
