@@ -83,31 +83,20 @@ def _short(value: Any) -> str:
 
 async def recall(runtime: Runtime, who: Who, query: str, *, layer: str | None = None,
                  limit: int = 20) -> tuple[list[Hit], list[str]]:
-    """Every layer's hits for the query (or one layer's) with their explanation, and one line per layer that failed."""
-    outcomes = await runtime.call(
-        "recall", query=query, peer=who.peer, workspace=who.workspace or runtime.config.get("thoth.workspace"),
-        limit=limit, runtime=runtime,
-    )
+    """Every layer's hits for the query (or one layer's) in one list, explained; one line per layer that failed."""
+    found = await runtime.recall(query=query, peer=who.peer, workspace=who.workspace, limit=limit, layer=layer)
     hits: list[Hit] = []
-    failed: list[str] = []
-    for plugin, result, call in outcomes:
-        if call.status != "ok":
-            failed.append(f"{plugin}: {call.status} {call.error or ''}".strip())
-            continue
-        for item in result or []:
-            if not isinstance(item, dict) or not item.get("text"):
-                continue
-            hit_layer = str(item.get("layer") or runtime.layer_of(plugin))
-            if layer is not None and layer not in (plugin, hit_layer):
-                continue
-            score = item.get("score")
-            at = item.get("at")
-            hits.append(Hit(
-                plugin=plugin, layer=hit_layer, kind=str(item.get("kind", "")), id=str(item.get("id", "")),
-                text=str(item["text"]), score=float(score) if isinstance(score, int | float) else None,
-                at=float(at) if isinstance(at, int | float) else None, why=_why(item.get("why")),
-            ))
-    return hits, failed
+    for item in found.hits:
+        plugin, score, at, fused = item["plugin"], item.get("score"), item.get("at"), item.get("fused") or {}
+        place = [("place", f"#{fused['layer_rank']} in its layer")] if fused.get("layer_rank") else []
+        place += [("by meaning", f"#{fused['meaning_rank']}")] if fused.get("meaning_rank") else []
+        hits.append(Hit(
+            plugin=plugin, layer=str(item.get("layer") or runtime.layer_of(plugin)), kind=str(item.get("kind", "")),
+            id=str(item.get("id", "")), text=str(item["text"]),
+            score=float(score) if isinstance(score, int | float) else None,
+            at=float(at) if isinstance(at, int | float) else None, why=place + _why(item.get("why")),
+        ))
+    return hits, [f"{f['plugin']}: {f['status']} {f['error'] or ''}".strip() for f in found.failed]
 
 
 @dataclass(frozen=True)
