@@ -17,6 +17,7 @@ from thoth_procedural import plugin as procedural
 from thoth_reflection import plugin as reflection
 from thoth_working import plugin as working
 
+from thoth_core.errors import InputError
 from thoth_core.meaning import FLOOR, passages, related
 from thoth_core.recall import answer_lines, fuse
 from thoth_core.testing import make_test_runtime
@@ -224,3 +225,18 @@ def test_an_answer_says_who_and_each_hit_in_two_lines():
         "   #1 in its layer, #1 by meaning (dense 0.5; words b)",
     ]
     assert answer_lines({**found, "hits": []}) == ["Nothing of ann's matches."]
+
+
+async def test_an_unknown_layer_or_an_empty_query_is_one_line_naming_it(home_with_every_layer):
+    runtime = home_with_every_layer()
+    try:
+        with pytest.raises(InputError) as bad_layer:
+            await runtime.recall(query="deploy", peer="alice", layer="episodes")
+        assert str(bad_layer.value) == (
+            "layer: nothing named 'episodes' recalls here; one of: episodic, identity, procedural, reflection, working"
+        )
+        with pytest.raises(InputError, match="^query: required, a non-empty text$"):
+            await runtime.recall(query="  ", peer="alice")
+        assert {h["layer"] for h in await top(runtime, "how do we deploy", layer="procedural")} == {"procedural"}
+    finally:
+        await runtime.aclose()

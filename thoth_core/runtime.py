@@ -516,6 +516,10 @@ class Runtime:
         scope = self._record_scope(peer, workspace)
         if not query.strip():
             raise InputError("query: required, a non-empty text")
+        recallers = self.pm.implementers("recall")
+        known = sorted({*recallers, *map(self.layer_of, recallers)})
+        if layer is not None and layer not in known:
+            raise InputError(f"layer: nothing named {layer!r} recalls here; one of: {', '.join(known)}")
         outcomes = await self.call("recall", query=query, limit=limit, **scope)
         ranked, failed = [], []
         for plugin, result, call in outcomes:
