@@ -197,10 +197,10 @@ def test_fusing_keeps_each_layers_order_and_takes_the_best_next_by_meaning(cosin
     for p, layer in enumerate(ranked):
         mine = [h["id"] for h in fused if h["id"].startswith(f"{p}")]
         assert mine == [h["id"] for h in layer][: len(mine)]  # a layer's own order stands
-    if all(c is None for layer in cosines for c in layer):  # no meaning: each layer's first, then each one's second
+    if all((c or 0.0) < FLOOR for layer in cosines for c in layer):  # none related: each layer's first, second, ...
         order = sorted(((r, p) for p, layer in enumerate(ranked) for r in range(len(layer))))
         assert [h["id"] for h in fused] == [f"{p}{r}" for r, p in order][:limit]
-    firsts = [(c, p) for p, layer in enumerate(cosines) if layer and (c := layer[0]) is not None]
+    firsts = [(c, p) for p, layer in enumerate(cosines) if layer and (c := layer[0]) is not None and c >= FLOOR]
     if (
         fused
         and firsts

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .recall import FLOOR, RRF_K
 from .words import word_stems
 
 if TYPE_CHECKING:
@@ -31,11 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The cosine at which a text is related to a query. On LoCoMo dev (bench/meaning_floor.py), per conversation,
-# 0.3 keeps 89-93% of the turns that answer a question and 34-47% of the others, which are about the same two
-# people; 0.25 keeps 94-97% and 50-61%, 0.35 80-86% and 20-32%.
-FLOOR = 0.3
-RRF_K = 60  # reciprocal rank fusion's constant, as episodic's `rrf`
 CACHE = 20_000  # vectors kept: 384 floats each, 30 MB at most
 
 
