@@ -20,7 +20,6 @@ from thoth_working import plugin as working
 from thoth_core.errors import InputError
 from thoth_core.meaning import FLOOR, passages, related
 from thoth_core.recall import answer_lines, fuse
-from thoth_core.testing import make_test_runtime
 
 LAYERS = {"working": working, "identity": identity, "episodic": episodic, "procedural": procedural}
 REFLEXION = """---
@@ -40,7 +39,7 @@ Answer briefly from the context you already have and suggest trying again in a m
 
 
 @pytest.fixture
-def home_with_every_layer(tmp_path, thoth_home):
+def home_with_every_layer(tmp_path, make_runtime):
     """A project with a knowledge note, a skill, MEMORY.md lines of two peers and a reflexion record."""
     (tmp_path / "knowledge").mkdir()
     (tmp_path / "knowledge" / "ops.md").write_text(
@@ -64,7 +63,7 @@ def home_with_every_layer(tmp_path, thoth_home):
 
     def make(**config):
         plugins = {**LAYERS, "reflection": reflection}
-        return make_test_runtime(thoth_home, plugins, root=tmp_path, config=config)
+        return make_runtime(plugins, root=tmp_path, config=config)  # closed after the test
 
     return make
 
@@ -82,90 +81,72 @@ async def top(runtime, query, peer="alice", **options):
 
 async def test_every_layer_is_found_by_meaning_and_the_best_comes_first(home_with_every_layer):
     runtime = home_with_every_layer()
-    try:
-        await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland", "I have a dog named Rex")
-        expected = {
-            "Where do I like to hike?": ("identity", "fact", "Kungsleden"),  # "hike" is not "hiking"
-            "walking in the mountains": ("identity", "fact", "Kungsleden"),  # no word in common
-            "animal companion": ("identity", "observation", "Rex"),
-            "how do we deploy": ("procedural", "knowledge", "staging key"),
-            "coffee maker cleaning": ("procedural", "knowledge", "espresso"),
-            "running race": ("working", "memory", "half marathon"),
-            "the provider was busy": ("reflection", "reflexion", "overloaded"),
-            "announce what changed in a version": ("procedural", "skill", "release notes"),
-        }
-        for query, (layer, kind, words) in expected.items():
-            hits = await top(runtime, query)
-            assert hits, query
-            best = hits[0]
-            assert (best["layer"], best["kind"]) == (layer, kind) and words in best["text"], (query, hits)
-            assert best["why"]["dense"] >= FLOOR and best["fused"]["layer_rank"] == 1, best
-        assert await top(runtime, "What is the capital of Peru?", layer="identity") == []
-    finally:
-        await runtime.aclose()
+    await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland", "I have a dog named Rex")
+    expected = {
+        "Where do I like to hike?": ("identity", "fact", "Kungsleden"),  # "hike" is not "hiking"
+        "walking in the mountains": ("identity", "fact", "Kungsleden"),  # no word in common
+        "animal companion": ("identity", "observation", "Rex"),
+        "how do we deploy": ("procedural", "knowledge", "staging key"),
+        "coffee maker cleaning": ("procedural", "knowledge", "espresso"),
+        "running race": ("working", "memory", "half marathon"),
+        "the provider was busy": ("reflection", "reflexion", "overloaded"),
+        "announce what changed in a version": ("procedural", "skill", "release notes"),
+    }
+    for query, (layer, kind, words) in expected.items():
+        hits = await top(runtime, query)
+        assert hits, query
+        best = hits[0]
+        assert (best["layer"], best["kind"]) == (layer, kind) and words in best["text"], (query, hits)
+        assert best["why"]["dense"] >= FLOOR and best["fused"]["layer_rank"] == 1, best
+    assert await top(runtime, "What is the capital of Peru?", layer="identity") == []
 
 
 async def test_one_peers_lines_and_facts_are_never_recalled_for_another(home_with_every_layer):
     runtime = home_with_every_layer()
-    try:
-        await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
-        for query in ("cello orchestra", "hiking trail Kungsleden", "half marathon"):
-            seen = {"alice": await top(runtime, query), "bob": await top(runtime, query, peer="bob")}
-            assert not any("cello" in h["text"] for h in seen["alice"]), seen
-            assert not any("Kungsleden" in h["text"] or "marathon" in h["text"] for h in seen["bob"]), seen
-        assert "cello" in (await top(runtime, "cello orchestra", peer="bob"))[0]["text"]
-    finally:
-        await runtime.aclose()
+    await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
+    for query in ("cello orchestra", "hiking trail Kungsleden", "half marathon"):
+        seen = {"alice": await top(runtime, query), "bob": await top(runtime, query, peer="bob")}
+        assert not any("cello" in h["text"] for h in seen["alice"]), seen
+        assert not any("Kungsleden" in h["text"] or "marathon" in h["text"] for h in seen["bob"]), seen
+    assert "cello" in (await top(runtime, "cello orchestra", peer="bob"))[0]["text"]
 
 
 async def test_without_an_embedder_words_alone_match_and_the_log_says_so_once(home_with_every_layer, caplog):
     runtime = home_with_every_layer(thoth={"embedder": "none"})
-    try:
-        await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
-        [hit] = await top(runtime, "Where do I like to hike?", layer="identity")  # the stem still joins them
-        assert hit["why"]["dense"] is None and hit["why"]["words"] == ["hike"]
-        assert await top(runtime, "walking in the mountains", layer="identity") == []
-    finally:
-        await runtime.aclose()
+    await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
+    [hit] = await top(runtime, "Where do I like to hike?", layer="identity")  # the stem still joins them
+    assert hit["why"]["dense"] is None and hit["why"]["words"] == ["hike"]
+    assert await top(runtime, "walking in the mountains", layer="identity") == []
     runtime = home_with_every_layer(thoth={"embedder": "no-such-model"})
-    try:
-        with caplog.at_level(logging.WARNING, logger="thoth_core.meaning"):
-            for _ in range(3):
-                await top(runtime, "how do we deploy")
-        lines = [r.getMessage() for r in caplog.records if r.name == "thoth_core.meaning"]
-        assert lines == [
-            "recall by meaning is off: no plugin registers the embedder 'no-such-model' ([thoth] embedder); "
-            "layers match by words alone"
-        ]
-    finally:
-        await runtime.aclose()
+    with caplog.at_level(logging.WARNING, logger="thoth_core.meaning"):
+        for _ in range(3):
+            await top(runtime, "how do we deploy")
+    lines = [r.getMessage() for r in caplog.records if r.name == "thoth_core.meaning"]
+    assert lines == [
+        "recall by meaning is off: no plugin registers the embedder 'no-such-model' ([thoth] embedder); "
+        "layers match by words alone"
+    ]
 
 
 async def test_forget_leaves_no_vector_in_memory(home_with_every_layer):
     runtime = home_with_every_layer()
-    try:
-        await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
-        await top(runtime, "Where do I like to hike?")
-        assert len(runtime.meaning) > 0
-        await runtime.forget(peer="alice")
-        assert len(runtime.meaning) == 0
-        assert not any("Kungsleden" in h["text"] for h in await top(runtime, "Where do I like to hike?"))
-    finally:
-        await runtime.aclose()
+    await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
+    await top(runtime, "Where do I like to hike?")
+    assert len(runtime.meaning) > 0
+    await runtime.forget(peer="alice")
+    assert len(runtime.meaning) == 0
+    assert not any("Kungsleden" in h["text"] for h in await top(runtime, "Where do I like to hike?"))
 
 
 async def test_the_recall_command_and_its_usage(home_with_every_layer):
     runtime = home_with_every_layer()
-    try:
-        await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
-        reply = (await runtime.turn("/recall walking in the mountains", peer="alice", thread="t")).reply.text
-        lines = reply.splitlines()
-        assert lines[0] == "1 memories of alice matching 'walking in the mountains':", reply
-        assert lines[1] == "1. [identity fact] favourite hiking trail: the Kungsleden in Lapland"
-        assert lines[2].startswith("   #1 in its layer, #1 by meaning (dense 0.")
-        assert (await runtime.turn("/recall", peer="alice", thread="t")).reply.text == "usage: /recall QUERY"
-    finally:
-        await runtime.aclose()
+    await remembered(runtime, "My favourite hiking trail is the Kungsleden in Lapland")
+    reply = (await runtime.turn("/recall walking in the mountains", peer="alice", thread="t")).reply.text
+    lines = reply.splitlines()
+    assert lines[0] == "1 memories of alice matching 'walking in the mountains':", reply
+    assert lines[1] == "1. [identity fact] favourite hiking trail: the Kungsleden in Lapland"
+    assert lines[2].startswith("   #1 in its layer, #1 by meaning (dense 0.")
+    assert (await runtime.turn("/recall", peer="alice", thread="t")).reply.text == "usage: /recall QUERY"
 
 
 def test_a_documents_passages_join_headings_and_drop_front_matter_and_comments():
@@ -229,14 +210,11 @@ def test_an_answer_says_who_and_each_hit_in_two_lines():
 
 async def test_an_unknown_layer_or_an_empty_query_is_one_line_naming_it(home_with_every_layer):
     runtime = home_with_every_layer()
-    try:
-        with pytest.raises(InputError) as bad_layer:
-            await runtime.recall(query="deploy", peer="alice", layer="episodes")
-        assert str(bad_layer.value) == (
-            "layer: nothing named 'episodes' recalls here; one of: episodic, identity, procedural, reflection, working"
-        )
-        with pytest.raises(InputError, match="^query: required, a non-empty text$"):
-            await runtime.recall(query="  ", peer="alice")
-        assert {h["layer"] for h in await top(runtime, "how do we deploy", layer="procedural")} == {"procedural"}
-    finally:
-        await runtime.aclose()
+    with pytest.raises(InputError) as bad_layer:
+        await runtime.recall(query="deploy", peer="alice", layer="episodes")
+    assert str(bad_layer.value) == (
+        "layer: nothing named 'episodes' recalls here; one of: episodic, identity, procedural, reflection, working"
+    )
+    with pytest.raises(InputError, match="^query: required, a non-empty text$"):
+        await runtime.recall(query="  ", peer="alice")
+    assert {h["layer"] for h in await top(runtime, "how do we deploy", layer="procedural")} == {"procedural"}
