@@ -279,3 +279,18 @@ def test_notes_two_hosts_append_at_once_are_all_kept(tmp_path: Path, storage_url
     finally:
         for home in homes:
             home.close()
+
+
+async def test_a_line_written_on_one_host_is_recalled_on_another_until_forgotten(hosts: Hosts) -> None:
+    a, b, c = hosts.runtime("A"), hosts.runtime("B"), hosts.runtime("C")
+    await propose(a)  # A's session end writes "ann prefers green tea." into the shared MEMORY.md section
+
+    async def recalled(runtime: Runtime, peer: str) -> list[str]:
+        found = await runtime.recall(query="which teas do I like", peer=peer, layer="working")  # no embedder here
+        assert not found.failed, found.failed
+        return [hit["text"] for hit in found.hits]
+
+    assert "ann prefers green tea." in await recalled(b, "ann")  # "teas": by its stem, on B
+    assert "ann prefers green tea." not in await recalled(b, "zed")  # another peer never
+    await c.forget(peer="ann")
+    assert "ann prefers green tea." not in await recalled(b, "ann")  # forgotten on C: gone on B too
