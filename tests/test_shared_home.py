@@ -294,3 +294,22 @@ async def test_a_line_written_on_one_host_is_recalled_on_another_until_forgotten
     assert "ann prefers green tea." not in await recalled(b, "zed")  # another peer never
     await c.forget(peer="ann")
     assert "ann prefers green tea." not in await recalled(b, "ann")  # forgotten on C: gone on B too
+
+
+async def test_recall_in_a_database_outage_names_the_layer_at_once_and_answers_again_after(
+    hosts: Hosts, pg_server: Any
+) -> None:
+    a, c = hosts.runtime("A"), hosts.runtime("C")
+    await propose(a)
+    with outage(pg_server):
+        started = time.monotonic()
+        found = await c.recall(query="which teas do I like", peer="ann")
+        assert time.monotonic() - started < 10.0  # a layer that cannot reach the store fails, it does not hang
+        assert "working" in {f["plugin"] for f in found.failed}
+    deadline = time.monotonic() + 60
+    while True:  # the database is back: the pools reconnect on their own
+        found = await c.recall(query="which teas do I like", peer="ann")
+        if not found.failed or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert not found.failed and "ann prefers green tea." in [hit["text"] for hit in found.hits]
