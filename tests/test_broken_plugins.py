@@ -479,7 +479,8 @@ async def test_wrong_results_of_recall_tools_and_status_are_bad_result_keeping_w
     )
     assert (hits, call.status) == ([{"layer": "x", "text": "good"}], "bad-result")
     assert call.error == "returned a list holding str (1 of 2 items), expected a list of dicts (RecallHit) or None"
-    [(_, tools, call)] = await runtime.call("turn_tools", turn=None, session=None)
+    outcomes = await runtime.call("turn_tools", turn=None, session=await runtime.session(peer="ann", thread="t"))
+    [(_, tools, call)] = [outcome for outcome in outcomes if outcome[0] == "wrong"]
     assert (tools, call.status, call.error) == (
         None,
         "bad-result",

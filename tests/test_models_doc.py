@@ -54,11 +54,11 @@ def test_the_inline_rules_example_answers_as_documented(tmp_path):
     [
         (
             anthropic_model,
-            {"model": '"claude-sonnet-4-6"', "timeout": "60", "max_retries": "2", "max_tool_rounds": "4"},
+            {"model": '"claude-sonnet-4-6"', "timeout": "60", "max_retries": "2", "max_tool_rounds": "8"},
         ),
         (
             openai_model,
-            {"model": '"gpt-4.1-mini"', "timeout": "60", "max_retries": "2", "max_tool_rounds": "4"},
+            {"model": '"gpt-4.1-mini"', "timeout": "60", "max_retries": "2", "max_tool_rounds": "8"},
         ),
         (claude_cli_model, {"command": '"claude"', "timeout": "300", "output_format": '"stream-json"'}),
     ],

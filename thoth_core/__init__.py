@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
     from .answers import InvalidAnswer, ask_for
     from .budget import Assembly, count_tokens
-    from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError
+    from .errors import ConfigError, ModelError, ModelNotConfigured, PluginError, ThothError, ToolLimit
     from .hookspecs import HookPolicy, hookimpl, hookspec
     from .manager import PluginInfo, ThothPluginManager
     from .models import Model, ModelRequest, complete
@@ -93,6 +93,7 @@ __all__ = [
     "Session",
     "ThothError",
     "ThothPluginManager",
+    "ToolLimit",
     "ToolDefinition",
     "Turn",
     "TurnResult",

@@ -9,8 +9,9 @@ so the budget check is exact for the estimate and errs high against real tokeniz
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 from .types import ContextBlock, Cut, Message, PluginCall, quoted
 
@@ -64,6 +65,7 @@ class Assembly:
     cuts: list[Cut] = field(default_factory=list)
     calls: list[PluginCall] = field(default_factory=list)
     budget: int = 0
+    tools: list[dict[str, Any]] = field(default_factory=list)  # the model's tool calls: name, plugin, tokens, ms
 
     @property
     def system(self) -> str:
@@ -74,6 +76,17 @@ class Assembly:
     def tokens(self) -> int:
         """Estimated tokens of the system prompt."""
         return sum(block_tokens(b) for b in self.blocks)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report `thoth context --json` prints: blocks with their tokens, cuts, plugin calls, tool calls."""
+        return {
+            "blocks": [dict(asdict(b), tokens=block_tokens(b)) for b in self.blocks],
+            "cut": [asdict(c) for c in self.cuts],
+            "calls": [asdict(c) for c in self.calls],
+            "tokens": self.tokens,
+            "budget": self.budget,
+            "tools": self.tools,
+        }
 
 
 def _fit(

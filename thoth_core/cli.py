@@ -215,26 +215,20 @@ def ask(message: str, peer: str, thread: str, workspace: str | None) -> None:
 @peer_option
 @thread_option
 @workspace_option
-@click.option("--json", "as_json", is_flag=True, help="Blocks, token counts and cuts as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Blocks, token counts, cuts and the tools offered as JSON.")
 def context(message: str, peer: str, thread: str, workspace: str | None, as_json: bool) -> None:
     """Show the context a turn would get, without calling a model."""
-    from .budget import block_tokens
+    from .tools import offered
     from .types import Turn
 
     async def gather() -> None:
         rt = runtime()
         session = await rt.session(peer=peer, thread=thread, workspace=workspace)
-        assembly = await rt.context(Turn(message, peer, thread, session.workspace), session)
+        turn = Turn(message, peer, thread, session.workspace)
+        assembly = await rt.context(turn, session)
         if as_json:
-            blocks = [dict(asdict(b), tokens=block_tokens(b)) for b in assembly.blocks]
-            out = {
-                "blocks": blocks,
-                "cut": [asdict(c) for c in assembly.cuts],
-                "calls": [asdict(c) for c in assembly.calls],
-                "tokens": assembly.tokens,
-                "budget": assembly.budget,
-            }
-            click.echo(json.dumps(out, indent=2))
+            tools = offered(await rt.tools(turn, session), rt.config)
+            click.echo(json.dumps(dict(assembly.as_dict(), offered_tools=tools), indent=2, default=str))
             return
         click.echo(assembly.system or "(no context blocks)")
         click.echo(f"\n-- {assembly.tokens}/{assembly.budget} tokens from {len(assembly.blocks)} blocks", err=True)

@@ -38,12 +38,15 @@ DEFAULTS: dict[str, Any] = {
         "idle_minutes": 30.0,
         "max_tokens": 1024,
         "embedder": "minilm",
+        "tool_calls": 6,
+        "tool_seconds": 30.0,
     },
     "budget": {
         "total": 6000,
         "history": 4000,
         "message": 8000,
         "per_plugin": 800,
+        "tools": 3000,
         "layers": {"working": 1000, "identity": 800, "episodic": 1200, "procedural": 2500, "reflection": 400},
     },
     "plugins": {"disabled": []},
@@ -53,12 +56,14 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # Upper bounds beyond which a token count is surely a mistake.
-LIMITS = {f"budget.{key}": 10_000_000 for key in ("total", "history", "message", "per_plugin")} | {
-    "thoth.max_tokens": 10_000_000
+LIMITS = {f"budget.{key}": 10_000_000 for key in ("total", "history", "message", "per_plugin", "tools")} | {
+    "thoth.max_tokens": 10_000_000,
+    "thoth.tool_calls": 1000,
 }
 DAY = 86_400
 # Upper bounds of times (1e308 seconds overflow a timer): a day of seconds, a year of idle minutes.
 TIME_LIMITS = {"thoth.deadline": DAY, "thoth.background_deadline": DAY, "thoth.exit_deadline": DAY}
+TIME_LIMITS |= {"thoth.tool_seconds": DAY}
 TIME_LIMITS |= {"thoth.idle_minutes": 366 * 24 * 60}
 
 # key -> (type, description) for the keys the core owns.
@@ -72,6 +77,8 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "thoth.exit_deadline": ((int, float), "a number of seconds"),
     "thoth.idle_minutes": ((int, float), "a number of minutes"),
     "thoth.max_tokens": (int, "an integer"),
+    "thoth.tool_calls": (int, "an integer (tool calls the model may make in one turn)"),
+    "thoth.tool_seconds": ((int, float), "a number of seconds (for all of a turn's tool calls)"),
     "thoth.embedder": (str, "an embedder name (none: recall matches words only)"),
     "thoth.home": (str, "a path"),
     "thoth.founders": (list, "a list of people (frontend user ids or names)"),
@@ -80,6 +87,7 @@ SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
     "budget.history": (int, "an integer"),
     "budget.message": (int, "an integer"),
     "budget.per_plugin": (int, "an integer"),
+    "budget.tools": (int, "an integer (tokens of tool results in one turn)"),
     "budget.layers": (dict, "a table of per-layer token budgets"),
     "plugins.disabled": (list, "a list of plugin names"),
     "privacy.pii": (list, "a list of personal data kinds to redact"),
@@ -280,10 +288,13 @@ def validate(config: Config) -> None:
         "thoth.exit_deadline",
         "thoth.idle_minutes",
         "thoth.max_tokens",
+        "thoth.tool_calls",
+        "thoth.tool_seconds",
         "budget.total",
         "budget.history",
         "budget.message",
         "budget.per_plugin",
+        "budget.tools",
     ):
         limit = LIMITS.get(key, math.inf)
         if config.get(key) is not None and not 0 < config.get(key) < limit:

@@ -29,3 +29,7 @@ class ModelError(ThothError):
 
 class InputError(ThothError):
     """A name or message a person or frontend gave that cannot be used; says which and why (nothing was kept)."""
+
+
+class ToolLimit(ThothError):
+    """A tool call past the turn's limits (calls, seconds): not run; the model is told and answers without tools."""

@@ -118,6 +118,7 @@ POLICIES: dict[str, HookPolicy] = {
     "idle_sessions": HookPolicy("each", "background"),
     "approvals": HookPolicy("each", "background"),
     "decide": HookPolicy("first", "background"),
+    "hold_write": HookPolicy("first", "background"),
     "workspace_admin": HookPolicy("each", "background"),
     "doctor_checks": HookPolicy("each", "background"),
     "notify": HookPolicy("each", "background"),
@@ -344,6 +345,26 @@ def decide(
     The runtime calls it only once the approvals policy allowed `actor` this decision on the item,
     so the plugin keeps its storage logic and checks no one. Stops at first non-None result: only
     the plugin that owns `item_id` answers.
+    """
+
+
+@hookspec(firstresult=True)
+def hold_write(kind: str, text: str, record: str | None, flags: list[str], tier: str, session: Session) -> str | None:
+    """Keep a memory write the model proposed (a tool call) in the approval queue, for a person to decide.
+
+    The runtime calls it when the write policy does not apply the write by itself. Stops at first
+    non-None result: the plugin that keeps such items answers.
+
+    Args:
+        kind: `remember` (a note about the session's peer) or `correct` (new text for one of their records).
+        text: the text, already refused when it holds a secret or cannot be stored.
+        record: the record `correct` changes (an id `memory_record` knows), else None.
+        flags: why the write policy held it (e.g. `instruction`, `other-peer`, `unjudged`).
+        tier: the write policy's tier of the text.
+        session: the session whose model proposed it: the item is about its peer and workspace.
+
+    Returns:
+        The approvals item id (the pending twin's, when the same write waits already), or None.
     """
 
 

@@ -31,6 +31,7 @@ DEFAULT_PLUGINS = {
     "uninstalled-models": "thoth_core.default_plugins.uninstalled_model",
     "commands": "thoth_core.default_plugins.commands",
     "repl": "thoth_core.default_plugins.repl",
+    "memory_tools": "thoth_core.default_plugins.memory_tools",
 }
 
 FIRST_PARTY = ("working", "identity", "episodic", "procedural", "reflection", "blackboard", "tui", "slack")

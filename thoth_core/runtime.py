@@ -35,7 +35,7 @@ from .recall import Recalled, fuse
 from .redact import Redactor
 from .results import command_output, handler_problem
 from .schema import check_plugin_values
-from .tools import recorded
+from .tools import ToolBudget, recorded
 from .types import (
     CheckIn,
     Command,
@@ -306,8 +306,8 @@ class Runtime:
         assembly.calls = calls
         return assembly
 
-    async def tools(self, turn: Turn, session: Session) -> list[dict[str, Any]]:
-        """The tools plugins offer for this turn, each handler recording its calls in the transcript."""
+    async def tools(self, turn: Turn, session: Session, budget: ToolBudget | None = None) -> list[dict[str, Any]]:
+        """The tools plugins offer for this turn, each handler recording its calls, within the turn's `budget`."""
         outcomes = await self.call("turn_tools", turn=turn, session=session)
         tools: list[dict[str, Any]] = []  # ToolDefinition, as the model providers take them
         for plugin, result, _ in outcomes:
@@ -316,7 +316,9 @@ class Runtime:
                     logger.error("plugin %s: turn_tools returned %r, not a tool definition; skipped", plugin, tool)
                     continue
                 tools.append(
-                    dict(tool, handler=recorded(tool, plugin, turn, session)) if callable(tool.get("handler")) else tool
+                    dict(tool, handler=recorded(tool, plugin, turn, session, budget))
+                    if callable(tool.get("handler"))
+                    else tool
                 )
         return tools
 
@@ -356,9 +358,11 @@ class Runtime:
         self.writes.retry_now()  # what this process could not write yet is retried as a new turn comes
         model = self.model()  # no model configured: the turn is refused before anything is accepted
         # the message is journaled (synced) while the context gathers, before the model is called
+        budget = ToolBudget.of(self.config)  # what the model's tool calls may spend in this turn
         assembly, tools, (kept, journaled) = await asyncio.gather(
-            self.context(turn, session), self.tools(turn, session), self.writes.accept(turn, session)
+            self.context(turn, session), self.tools(turn, session, budget), self.writes.accept(turn, session)
         )
+        assembly.tools = budget.made
         # the plugins whose context this turn goes without (timed out, failed): post-turn writers may count them
         turn.extra[MISSING_CONTEXT] = {call.plugin: call.status for call in assembly.calls if call.status != "ok"}
         message, message_cut = fit_message(text, int(self.config.get("budget.message")))
@@ -370,7 +374,7 @@ class Runtime:
             max_tokens=int(self.config.get("thoth.max_tokens")),
         )
         streamed = self.writes.stream(kept, model.name, on_delta, journaled=journaled)
-        reply = await self._ask(model, request, turn, session, streamed)
+        reply = await self._ask(model, request, turn, session, streamed, budget)
         self.last = result = TurnResult(reply, assembly, session, turn)
         await self.record(turn, reply, session)  # the whole reply replaces the part journaled so far
         try:
@@ -410,9 +414,18 @@ class Runtime:
         return await self.writes.recover()
 
     async def _ask(
-        self, model: Model, request: ModelRequest, turn: Turn, session: Session, streamed: StreamedReply
+        self,
+        model: Model,
+        request: ModelRequest,
+        turn: Turn,
+        session: Session,
+        streamed: StreamedReply,
+        budget: ToolBudget | None = None,
     ) -> Reply:
-        """Stream the model's reply through `streamed`; a failed or cancelled stream keeps the turn, cut short."""
+        """Stream the model's reply through `streamed`; a failed or cancelled stream keeps the turn, cut short.
+
+        When the turn's tool calls hit a limit, the reply ends with one line saying which.
+        """
         usage = Usage()
         try:
             async for item in model.stream(request):
@@ -420,6 +433,9 @@ class Runtime:
                     usage = item
                     continue
                 streamed.add(item)
+            if budget is not None and budget.stopped:
+                logger.info("turn %s: tool calls stopped at %s", turn.id, budget.stopped)
+                streamed.add(f"\n\n(Tool calls stopped: {budget.stopped} was reached.)")
             await streamed.end()
         except asyncio.CancelledError:  # stopped (Ctrl-C, a closed frontend): kept as far as it was shown
             self.background(self.record(turn, streamed.cut(), session))
@@ -669,6 +685,21 @@ class Runtime:
         if failed:
             raise ThothError(f"{failed[0].plugin} could not {decision} {item_id}: {failed[0].error}")
         raise ThothError(f"no pending item {item_id!r}")
+
+    async def hold_write(
+        self, *, kind: str, text: str, session: Session, flags: list[str], tier: str, record: str | None = None
+    ) -> str | None:
+        """Queue a write the model proposed for a person's approval (`hold_write`); the item id, or None (no queue)."""
+        outcomes = await self.call(
+            "hold_write", kind=kind, text=text, record=record, flags=flags, tier=tier, session=session
+        )
+        for _, result, _ in outcomes:
+            if result is not None:
+                return str(result)
+        failed = [call for _, _, call in outcomes if call.status != "ok"]
+        if failed:
+            raise ThothError(f"{failed[0].plugin} could not queue it for approval: {failed[0].error}")
+        return None
 
     async def _pending(self) -> tuple[list[dict[str, Any]], list[PluginCall]]:
         """Every plugin's pending items, each naming whom it is about, and the calls that failed to list theirs."""

@@ -17,6 +17,8 @@ Scripting, through the `fake_anthropic` fixture:
   `fake.replies` may also be a callable body -> str | dict. When the request forces a tool
   (`tool_choice` `{"type": "tool", "name": ...}`, as for a structured answer), a reply that is a
   JSON object comes back as that tool's call; any other reply stays text, to script a bad answer.
+  When the request forbids tools (`tool_choice` `{"type": "none"}`), a rule's `tool_use` is
+  dropped: the answer is its text only, `DEFAULT_REPLY` when it has none.
 - `fake.fail_with(529, times=2)` answers the next 2 requests with that status (all of them
   without `times`), with the real error body and a short `retry-after`; `mid_stream=True`
   sends an SSE `error` event after the first delta instead. `fake.slow = 2.0` waits that long
@@ -372,6 +374,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("count_tokens"):
             return self._json(200, {"input_tokens": sum(usage.values())})
         rule = fake.pick(body)
+        if (body.get("tool_choice") or {}).get("type") == "none":  # no tool calls: the rule's text only
+            rule = {k: v for k, v in rule.items() if k != "tool_use"} | {"reply": rule.get("reply") or DEFAULT_REPLY}
         content = reply_content(rule, forced_tool(body))
         output = sum(estimate_tokens(b.get("text") or json.dumps(b.get("input"))) for b in content)
         message = message_json(body, content, usage, output)

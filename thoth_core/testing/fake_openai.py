@@ -13,6 +13,8 @@ Scripting, through the `fake_openai` fixture (the same rules as `fake_anthropic`
   may have `tool_call` ({"name", "arguments"}: a dict or a JSON string) to call a tool after its
   text, `once`, `delay` (seconds between streamed pieces), `pause` (a `threading.Event` the stream
   waits for after its first text delta); `fake.replies` may also be a callable body -> str | dict.
+  When the request forbids tools (`tool_choice: "none"`), a rule's `tool_call` is dropped: the
+  answer is its text only, `DEFAULT_REPLY` when it has none.
 - `fake.fail_with(500, times=2)` answers the next 2 requests with that status (all without
   `times`) and a short `retry-after-ms`; `fake.slow = 2.0` waits that long before answering;
   `fake.api_key = "k"` answers 401 to any other key (without it any key, or none, is accepted,
@@ -278,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("model") or not isinstance(body.get("messages"), list) or not body["messages"]:
             return self._json(400, error_body(400, "you must provide a model parameter and messages"))
         rule = self.state.pick(body)
+        if body.get("tool_choice") == "none":  # no tool calls: the rule's text only
+            rule = {k: v for k, v in rule.items() if k != "tool_call"} | {"reply": rule.get("reply") or DEFAULT_REPLY}
         reply, calls = str(rule.get("reply", "")), tool_calls(rule)
         if body.get("stream"):
             delay, pause = float(rule.get("delay", 0)), rule.get("pause")

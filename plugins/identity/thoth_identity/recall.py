@@ -40,7 +40,7 @@ def recall_items(
             {
                 "layer": "identity",
                 "kind": kind,
-                "id": f"{kind}:{row['id']}",
+                "id": f"{kind[0]}{row['id']}",  # the record ids `/correct` and `memory_record` know: f12, o34
                 "text": texts[match.index],
                 "score": match.score,
                 "why": dict(match.why, confidence=row["confidence"])

@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
+from thoth_core.memory_tools import SCHEMAS
+
 TOOLS = {
     "recall",
     "remember",
+    "correct",
     "forget",
     "context",
     "approvals_list",
@@ -100,7 +105,7 @@ def test_bad_input_is_a_one_line_tool_error_and_the_server_keeps_running(server)
     cases = [
         ("recall", {"query": "bees", "peer": "../alice"}, "recall: peer: '../alice' is not a valid name"),
         ("recall", {"query": "bees"}, "recall: peer: required"),
-        ("recall", {"query": "bees", "peer": "alice", "limit": 0}, "recall: limit: expected 1 to 50, got 0"),
+        ("recall", {"query": "bees", "peer": "alice", "limit": 0}, "recall: limit: expected 1 to 20, got 0"),
         ("remember", {"text": "  ", "peer": "alice"}, "remember: text: required"),
         ("context", {"message": "hi", "peer": "alice", "workspace": "a/b"}, "context: workspace: 'a/b' is not"),
     ]
@@ -110,6 +115,36 @@ def test_bad_input_is_a_one_line_tool_error_and_the_server_keeps_running(server)
         text = server.text(result)
         assert text.startswith(expected) and "\n" not in text, text
     assert len(server.call("list_tools").tools) == len(TOOLS)
+
+
+def test_correct_takes_the_core_schema_and_holds_the_change_for_approval(server):
+    pytest.importorskip("thoth_reflection", reason="a correction waits in the reflection layer's approval queue")
+    listed = {tool.name: tool for tool in server.call("list_tools").tools}["correct"].input_schema
+    core = SCHEMAS["correct"]["input_schema"]
+    for key, spec in core["properties"].items():  # pydantic adds a title, the core's type and description stay
+        assert spec.items() <= listed["properties"][key].items(), (key, listed["properties"][key])
+    assert listed["required"] == core["required"]
+    recall = {tool.name: tool for tool in server.call("list_tools").tools}["recall"].input_schema
+    assert (
+        recall["properties"]["limit"]["maximum"] == SCHEMAS["recall"]["input_schema"]["properties"]["limit"]["maximum"]
+    )
+
+    peer, other = f"fay{uuid.uuid4().hex[:6]}", f"gus{uuid.uuid4().hex[:6]}"
+    assert not server.tool("remember", text="I work at Acme", peer=peer).is_error
+    found = server.tool("recall", query="employer Acme", peer=peer)
+    record = next(hit["id"] for hit in found.structured_content["hits"] if "Acme" in hit["text"])
+    assert f"(id {record})" in server.text(found)
+    held = server.tool("correct", id=record, text="I work at Globex", peer=peer)  # recall's id is the record's
+    assert not held.is_error, server.text(held)
+    assert server.text(held).startswith("held for approval as ") and "/approve" in server.text(held)
+    items = server.tool("approvals_list", peer=peer).structured_content["items"]
+    [item] = [item for item in items if item["id"] in server.text(held)]
+    assert item["kind"] == "correction" and record in item["title"] and item["body"] == "I work at Globex"
+    assert "Acme" in server.text(server.tool("recall", query="employer Acme", peer=peer))  # not applied yet
+
+    foreign = server.tool("correct", id=record, text="I work at Initech", peer=other)
+    assert foreign.is_error
+    assert server.text(foreign) == f"correct: {other} has no record {record!r}; recall gives the ids"
 
 
 def test_context_shows_each_block_with_its_layer_and_tokens(server):

@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.budget import block_tokens
+from thoth_core.default_plugins.memory_tools import settings_of
 from thoth_core.errors import ThothError
+from thoth_core.memory_tools import SCHEMAS, run_tool
 from thoth_core.recall import answer_lines, failure_line
 from thoth_core.scope import NAME, Scope, valid_name
 from thoth_core.types import Session, Turn
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_LIMIT = 50
+MAX_LIMIT: int = SCHEMAS["recall"]["input_schema"]["properties"]["limit"]["maximum"]  # the core recall tool's bound
 MAX_TEXT = 20_000  # characters of a fact, note or message a tool accepts
 DECISIONS = {"approve": "approved", "reject": "rejected"}  # decision -> its past tense
 
@@ -98,7 +100,10 @@ class Memory:
             raise ThothError(f"limit: expected 1 to {MAX_LIMIT}, got {limit!r}")
         found = await self.runtime.recall(query=query, peer=peer, workspace=workspace, limit=limit)
         data = jsonable(found.as_dict())
-        return Answer("\n".join(answer_lines(data) + [f"({failure_line(f)})" for f in data["failed"]]), data)
+        lines = answer_lines(data)  # a head line, then two lines a hit: the hit, then why it matched
+        for index, hit in enumerate(data["hits"]):
+            lines[1 + 2 * index] += f"  (id {hit['id']})"
+        return Answer("\n".join(lines + [f"({failure_line(f)})" for f in data["failed"]]), data)
 
     async def remember(self, *, text: str, peer: str | None, workspace: str | None, thread: str | None) -> Answer:
         """Keep a hard fact or a note about the peer (the identity layer's /remember)."""
@@ -107,6 +112,20 @@ class Memory:
         session, turn = await self._session(peer, workspace, thread_for(thread))
         message = await self._command("remember", text, turn, session)
         return Answer(message, {"peer": peer, "workspace": workspace, "thread": session.thread, "message": message})
+
+    async def correct(
+        self, *, record: str, text: str, peer: str | None, workspace: str | None, thread: str | None
+    ) -> Answer:
+        """New text for one of the peer's records, as a turn's model proposes it (`run_tool`'s `correct`)."""
+        peer, workspace = self.where(peer, workspace)
+        session, turn = await self._session(peer, workspace, thread_for(thread))
+        tool_input = {"id": record, "text": text}
+        settings = settings_of(self.runtime)
+        message = await run_tool(self.runtime, "correct", tool_input, turn=turn, session=session, settings=settings)
+        if message.startswith("error:"):
+            raise ThothError(message.removeprefix("error:").strip())
+        data = {"peer": peer, "workspace": workspace, "thread": session.thread, "id": record, "message": message}
+        return Answer(message, data)
 
     async def forget(self, *, peer: str | None, workspace: str | None, thread: str | None, confirm: bool) -> Answer:
         """Delete the peer's data (or one thread of it) in every layer; only with confirm=True."""

@@ -18,6 +18,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from thoth_core.errors import ThothError
+from thoth_core.memory_tools import SCHEMAS
 
 from .memory import MAX_LIMIT, Answer, Memory, one_line
 
@@ -30,9 +31,10 @@ logger = logging.getLogger(__name__)
 INSTRUCTIONS = """Thoth is a chat agent's long-term memory in five layers (working, identity, episodic,
 procedural, reflection). Every tool works for one peer (the person the memory is about): pass
 `peer` unless the server is pinned to one. Use `recall` before answering questions about the
-person or past work, `remember` for durable facts they state, `context` to see what a turn would
-be given, `skills_list` and `skill_load` for the agent's procedures. `forget` deletes data for good
-and needs confirm=true. Resources: thoth://persona (the persona stack), thoth://skills (the skills)."""
+person or past work, `remember` for durable facts they state, `correct` to propose new text for a
+record recall showed wrong (by its id; a person approves it), `context` to see what a turn would be
+given, `skills_list` and `skill_load` for the agent's procedures. `forget` deletes data for good and
+needs confirm=true. Resources: thoth://persona (the persona stack), thoth://skills (the skills)."""
 
 Peer = Annotated[
     str | None,
@@ -40,17 +42,23 @@ Peer = Annotated[
 ]
 Workspace = Annotated[str | None, Field(description="Workspace; default: the server's (from thoth.toml).")]
 Thread = Annotated[str | None, Field(description="Thread the call belongs to; default `mcp`.")]
+LIMIT_BOUNDS = {"minimum": 1, "maximum": MAX_LIMIT}  # shown, as the core's; `Memory.recall` checks them in one line
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 DESCRIPTIONS = {
     "recall": (
         "Search the peer's memory (facts, notes, past conversations) for a query; each hit says its "
-        "layer, score and why it matched."
+        "id, layer, score and why it matched."
     ),
     "remember": (
         "Remember a durable fact or note about the peer (a hard fact when it states one, else a "
         "note); secrets are refused."
+    ),
+    "correct": (
+        "Propose new text for one of the peer's remembered records (an id from recall, like f12 or o34) "
+        "when it is wrong. It waits for a person's approval (approvals_list) unless the home's write "
+        "policy applies it at once; the answer says which."
     ),
     "forget": (
         "Delete everything every layer holds about the peer (or one thread of theirs), for good, "
@@ -101,7 +109,7 @@ def build_server(runtime: Runtime, scope: Scope) -> MCPServer:
         query: Annotated[str, Field(description="What to look for, in words.")],
         peer: Peer = None,
         workspace: Workspace = None,
-        limit: Annotated[int, Field(description=f"At most this many memories (1-{MAX_LIMIT}).")] = 8,
+        limit: Annotated[int, Field(description="At most this many hits.", json_schema_extra=LIMIT_BOUNDS)] = 8,
     ) -> CallToolResult:
         """Search the peer's memory."""
         return await answered("recall", memory.recall(query=query, peer=peer, workspace=workspace, limit=limit))
@@ -115,6 +123,18 @@ def build_server(runtime: Runtime, scope: Scope) -> MCPServer:
     ) -> CallToolResult:
         """Remember a fact or note about the peer."""
         return await answered("remember", memory.remember(text=text, peer=peer, workspace=workspace, thread=thread))
+
+    @server.tool(annotations=WRITES, description=DESCRIPTIONS["correct"])
+    async def correct(
+        id: Annotated[str, Field(description=core_description("correct", "id"))],  # noqa: A002 - the core schema's
+        text: Annotated[str, Field(description=core_description("correct", "text"))],
+        peer: Peer = None,
+        workspace: Workspace = None,
+        thread: Thread = None,
+    ) -> CallToolResult:
+        """Propose new text for one of the peer's records."""
+        work = memory.correct(record=id, text=text, peer=peer, workspace=workspace, thread=thread)
+        return await answered("correct", work)
 
     @server.tool(annotations=DELETES, description=DESCRIPTIONS["forget"])
     async def forget(
@@ -191,6 +211,11 @@ def build_server(runtime: Runtime, scope: Scope) -> MCPServer:
         return await read("thoth://skills", memory.skills_index())
 
     return server
+
+
+def core_description(tool: str, argument: str) -> str:
+    """An argument's description in the core memory tool's schema (`thoth_core.memory_tools.SCHEMAS`)."""
+    return str(SCHEMAS[tool]["input_schema"]["properties"][argument]["description"])
 
 
 def _version() -> str:

@@ -18,6 +18,7 @@ from thoth_core import (
     ModelError,
     ModelNotConfigured,
     ModelRequest,
+    ToolLimit,
     Usage,
     complete,
     hookimpl,
@@ -332,18 +333,66 @@ def test_the_fake_requires_the_version_header_like_the_api(fake_anthropic):
 
 
 async def test_tool_rounds_are_bounded_and_calls_without_handlers_end_the_reply(claude, fake_anthropic):
-    fake_anthropic.replies = [{"reply": "Looking.", "tool_use": {"name": "search", "input": {"q": "x"}}}]
+    fake_anthropic.replies = [
+        {"match": "more", "reply": "Still looking.", "tool_use": {"name": "search", "input": {"q": "x"}}},
+        {"reply": "Looking.", "tool_use": {"name": "search", "input": {"q": "x"}}},
+    ]
     schema = {"name": "search", "description": "Search.", "input_schema": {"type": "object"}}
     runtime = claude(max_tool_rounds=2)
     model = runtime.model()
     ask = [Message("user", "find x")]
-    loops = await complete(
-        model, ModelRequest(system=[], messages=ask, tools=[dict(schema, handler=lambda _input: "more")])
-    )
-    assert len(fake_anthropic.messages_requests) == 3 and loops.text == "Looking.\n\nLooking.\n\nLooking."
+    ran = []
+    search = dict(schema, handler=lambda tool_input: ran.append(tool_input) or "more")
+    loops = await complete(model, ModelRequest(system=[], messages=ask, tools=[search]))
+    bodies = [r.body for r in fake_anthropic.messages_requests]
+    assert [b.get("tool_choice") for b in bodies] == [None, None, {"type": "none"}]  # the last one must answer
+    assert len(ran) == 2 and loops.text == "Looking.\n\nStill looking.\n\nStill looking."
     plain = await complete(model, ModelRequest(system=[], messages=ask, tools=[schema]))
     await runtime.aclose()
     assert len(fake_anthropic.messages_requests) == 4 and plain.text == "Looking."
+
+
+async def test_a_tool_past_the_turn_limits_is_an_error_and_the_model_answers_without_tools(claude, fake_anthropic):
+    fake_anthropic.replies = [
+        {"match": "not run", "reply": "From what I know: use make deploy."},
+        {"reply": "Checking.", "tool_use": {"name": "search", "input": {"q": "deploy"}}},
+    ]
+
+    def search(_input):
+        raise ToolLimit("not run: the turn's 6 tool calls are used up; answer with what you have")
+
+    runtime = claude()
+    tools = [{"name": "search", "input_schema": {"type": "object"}, "handler": search}]
+    reply = await complete(runtime.model(), ModelRequest(system=[], messages=[Message("user", "deploy?")], tools=tools))
+    await runtime.aclose()
+    first, second = fake_anthropic.messages_requests
+    [result] = second.body["messages"][-1]["content"]
+    assert result["is_error"] is True and result["content"].startswith("not run: the turn's 6 tool calls")
+    assert "tool_choice" not in first.body and second.body["tool_choice"] == {"type": "none"}
+    assert reply.text == "Checking.\n\nFrom what I know: use make deploy."
+
+
+async def test_the_memory_tool_type_passes_through_and_its_handler_answers(claude, fake_anthropic):
+    fake_anthropic.replies = [
+        {"match": "kept notes", "reply": "Your notes say: ship on Friday."},
+        {"tool_use": {"name": "memory", "input": {"command": "view", "path": "/memories"}}},
+    ]
+    calls = []
+
+    def memory(tool_input):
+        calls.append(tool_input)
+        return "kept notes: ship on Friday"
+
+    runtime = claude()
+    assert runtime.model().tool_types == {"custom", "memory_20250818"}
+    tools = [{"type": "memory_20250818", "name": "memory", "handler": memory}]
+    reply = await complete(runtime.model(), ModelRequest(system=[], messages=[Message("user", "notes?")], tools=tools))
+    await runtime.aclose()
+    first, second = fake_anthropic.messages_requests
+    assert first.body["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    assert calls == [{"command": "view", "path": "/memories"}]
+    assert second.body["messages"][-1]["content"][0]["content"] == "kept notes: ship on Friday"
+    assert reply.text == "Your notes say: ship on Friday."
 
 
 async def test_an_answer_schema_is_a_forced_tool_and_its_input_the_reply(claude, fake_anthropic):

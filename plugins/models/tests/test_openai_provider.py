@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import socket
@@ -13,7 +14,16 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
-from thoth_core import ConfigError, ContextBlock, ModelError, ModelNotConfigured, ModelRequest, complete, hookimpl
+from thoth_core import (
+    ConfigError,
+    ContextBlock,
+    ModelError,
+    ModelNotConfigured,
+    ModelRequest,
+    ToolLimit,
+    complete,
+    hookimpl,
+)
 from thoth_core.answers import InvalidAnswer, ask_for
 from thoth_core.doctor import diagnose
 from thoth_core.types import Message
@@ -124,16 +134,58 @@ async def test_tools_are_converted_and_handlers_answer_tool_calls(local, fake_op
 
 
 async def test_tool_rounds_are_bounded_and_calls_without_handlers_end_the_reply(local, fake_openai):
-    fake_openai.replies = [{"reply": "Again.", "tool_call": {"name": "loop", "arguments": "{}"}}]
+    fake_openai.replies = [
+        {"match": "more", "reply": "Done.", "tool_call": {"name": "loop", "arguments": "{}"}},
+        {"reply": "Again.", "tool_call": {"name": "loop", "arguments": "{}"}},
+    ]
     runtime = local(max_tool_rounds=2)
-    looping = {"name": "loop", "input_schema": {"type": "object"}, "handler": lambda _: "more"}
+    ran = []
+    looping = {"name": "loop", "input_schema": {"type": "object"}, "handler": lambda i: ran.append(i) or "more"}
     reply = await complete(runtime.model(), ModelRequest(system=[], messages=[Message("user", "go")], tools=[looping]))
-    assert len(fake_openai.completions) == 3 and reply.text.count("Again.") == 3
+    assert [r.body.get("tool_choice") for r in fake_openai.completions] == [None, None, "none"]
+    assert len(ran) == 2 and reply.text == "Again.\n\nDone.\n\nDone."
     fake_openai.requests.clear()
     free = {"name": "loop", "input_schema": {"type": "object"}}
     await complete(runtime.model(), ModelRequest(system=[], messages=[Message("user", "go")], tools=[free]))
     await runtime.aclose()
     assert len(fake_openai.completions) == 1
+
+
+async def test_a_tool_past_the_turn_limits_is_an_error_and_the_model_answers_without_tools(local, fake_openai):
+    fake_openai.replies = [
+        {"match": "not run", "reply": "From what I know: use make deploy."},
+        {"reply": "Checking.", "tool_call": {"name": "search", "arguments": {"q": "deploy"}}},
+    ]
+
+    def search(_input):
+        raise ToolLimit("not run: the turn's 6 tool calls are used up; answer with what you have")
+
+    runtime = local()
+    tools = [{"name": "search", "input_schema": {"type": "object"}, "handler": search}]
+    reply = await complete(runtime.model(), ModelRequest(system=[], messages=[Message("user", "deploy?")], tools=tools))
+    await runtime.aclose()
+    first, second = fake_openai.completions
+    result = second.body["messages"][-1]
+    assert result["role"] == "tool" and result["content"].startswith("not run: the turn's 6 tool calls")
+    assert "tool_choice" not in first.body and second.body["tool_choice"] == "none"
+    assert reply.text == "Checking.\n\nFrom what I know: use make deploy."
+
+
+async def test_a_tool_of_another_api_type_is_not_sent(local, fake_openai):
+    fake_openai.replies = ["No tools here."]
+    runtime = local()
+    tools = [
+        {"type": "memory_20250818", "name": "memory", "handler": lambda _: "notes"},
+        {"name": "search", "input_schema": {"type": "object"}, "handler": lambda _: "found"},
+    ]
+    request = ModelRequest(system=[], messages=[Message("user", "notes?")], tools=tools)
+    reply = await complete(runtime.model(), request)
+    await complete(runtime.model(), dataclasses.replace(request, tools=tools[:1]))
+    await runtime.aclose()
+    with_search, memory_only = fake_openai.completions
+    assert [t["function"]["name"] for t in with_search.body["tools"]] == ["search"]
+    assert "tools" not in memory_only.body and "tool_choice" not in memory_only.body
+    assert reply.text == "No tools here."
 
 
 async def test_a_slow_server_times_out_per_the_configured_timeout(local, fake_openai):

@@ -7,14 +7,20 @@ Options, all in `[models.anthropic]` of thoth.toml:
 - `timeout`: seconds to wait for the API per attempt (while streaming: between two events),
   default 60 (the SDK's own default is 600);
 - `max_retries`: default 2 (the SDK retries 408, 409, 429 and 5xx, honouring retry-after);
-- `max_tool_rounds`: default 4; `prices`: `{ input = 3.0, output = 15.0 }` dollars per million
-  tokens, for models missing from `PRICES`.
+- `max_tool_rounds`: default 8 (a backstop; `[thoth] tool_calls` bounds a turn);
+- `prices`: `{ input = 3.0, output = 15.0 }` dollars per million tokens, for models missing
+  from `PRICES`.
 
 The system prompt goes as a list of text blocks; the last *stable* block (stable blocks come
 first) carries `cache_control`, so the API caches the unchanging prefix across turns.
 Tools: each `request.tools` entry is an API tool definition; one carrying a `handler`
 (callable(input) -> str, may be async) is run when the model calls it, and its result is sent
 back, for at most `max_tool_rounds` rounds. Without a handler the reply ends at the call.
+After `max_tool_rounds` rounds, or a round whose handler raised `ToolLimit` (the turn's tool
+limits are used up; its message goes back as an error result), one more request goes with
+`tool_choice: none`, so the reply always ends with an answer. Besides `custom` tools, a
+`memory_20250818` tool (`{"type", "name", "handler"}`) passes through and its calls run the
+same way (`tool_types`).
 A request with an `answer` schema gets it as one more tool, forced through `tool_choice`; the
 reply is that tool call's input as JSON text.
 The SDK is imported only when the provider is built, so `thoth --help` stays fast; when
@@ -69,6 +75,7 @@ CONFIG_DEFAULTS = {  # every key of [models.anthropic]; None: no default in the 
 CONFIG_SCHEMA = {"models.anthropic": OPTION_RULES}  # checked at start, not when the first turn builds the client
 # The largest value of each number option that is not surely a mistake.
 CACHE = {"type": "ephemeral"}
+NO_TOOLS = {"type": "none"}  # tool_choice: the model answers, it calls no tool
 KEY_HELP = "ANTHROPIC_API_KEY or [models.anthropic] api_key"
 
 # Dollars per million input and output tokens (anthropic.com pricing, 2026), by model id without
@@ -111,6 +118,7 @@ class AnthropicModel(SDKModel):
 
     name = "anthropic"
     client: anthropic.AsyncAnthropic
+    tool_types = frozenset({"custom", "memory_20250818"})
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API parameters for a request."""
@@ -138,8 +146,10 @@ class AnthropicModel(SDKModel):
         handlers = self.tool_handlers(request)
         usage = Usage()
         try:
-            spoke = False
-            for _ in range(self.max_tool_rounds + 1):
+            spoke = limited = False
+            for done in range(self.max_tool_rounds + 1):
+                if "tools" in params and request.answer is None and (limited or done == self.max_tool_rounds):
+                    params["tool_choice"] = dict(NO_TOOLS)  # the last request: an answer with what the tools gave
                 async with self.client.messages.stream(**params) as stream:
                     first = True
                     async for text in stream.text_stream:
@@ -154,12 +164,18 @@ class AnthropicModel(SDKModel):
                 if answers:  # the forced answer tool: its input is the answer
                     yield json.dumps(answers[0].input)
                     break
-                if final.stop_reason != "tool_use" or not calls or not all(c.name in handlers for c in calls):
+                if (
+                    params.get("tool_choice") == NO_TOOLS
+                    or final.stop_reason != "tool_use"
+                    or not calls
+                    or not all(c.name in handlers for c in calls)
+                ):
                     break
-                results = [await run_tool(handlers[c.name], c.id, c.input) for c in calls]
+                ran = [await run_tool(handlers[c.name], c.id, c.input) for c in calls]
+                limited = any(hit for _, hit in ran)
                 params["messages"] = params["messages"] + [
                     {"role": "assistant", "content": [content_param(block) for block in final.content]},
-                    {"role": "user", "content": results},
+                    {"role": "user", "content": [result for result, _ in ran]},
                 ]
         except anthropic.APIError as exc:
             raise self.error(exc) from exc

@@ -8,19 +8,24 @@ llama.cpp's llama-server). Options, all in `[models.openai]` of thoth.toml:
   other than api.openai.com may need no key: without one, a placeholder is sent;
 - `timeout` (default 60 seconds per attempt; while streaming, between two chunks),
   `max_retries` (default 2: the SDK retries 408, 409, 429 and 5xx, honouring retry-after),
-  `max_tool_rounds` (default 4), `prices` (`{ input = 0.4, output = 1.6 }` dollars per million tokens).
+  `max_tool_rounds` (default 8: a backstop; `[thoth] tool_calls` bounds a turn),
+  `prices` (`{ input = 0.4, output = 1.6 }` dollars per million tokens).
 
 Replies stream with `stream_options.include_usage`, so the last chunk carries the usage. Tools
 come in Anthropic's shape (`name`, `description`, `input_schema`, optional `handler`) and go as
-`function` tools; calls with handlers are run and answered, as the `anthropic` provider does. A
-request with an `answer` schema sends it as `response_format` (`json_schema`, not strict). The
-public API gets `max_completion_tokens`, other servers the older `max_tokens` they all accept.
-When `openai` is the configured model, `configure` starts importing the SDK on a thread.
+`function` tools; calls with handlers are run and answered, as the `anthropic` provider does:
+after `max_tool_rounds` rounds, or a round that hit `ToolLimit`, one more request goes with
+`tool_choice: "none"`, so the reply ends with an answer. A tool of another `type` (Anthropic's
+`memory_20250818`) is not sent. A request with an `answer` schema sends it as `response_format`
+(`json_schema`, not strict). The public API gets `max_completion_tokens`, other servers the
+older `max_tokens` they all accept. When `openai` is the configured model, `configure` starts
+importing the SDK on a thread.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -65,10 +70,18 @@ CONFIG_DEFAULTS = {  # every key of [models.openai]; None: no default in the fil
 }
 CONFIG_SCHEMA = {"models.openai": OPTION_RULES}  # checked at start, not when the first turn builds the client
 KEY_HELP = "OPENAI_API_KEY or [models.openai] api_key"
+skipped_types: set[str] = set()  # tool types already logged as not sent
+log = logging.getLogger(__name__)
 
 
-def function_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """An Anthropic-shaped tool definition as a Chat Completions function tool."""
+def function_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+    """An Anthropic-shaped tool definition as a Chat Completions function tool; None for another API's tool type."""
+    kind = tool.get("type")
+    if kind not in (None, "custom", "function"):
+        if kind not in skipped_types:
+            skipped_types.add(kind)
+            log.debug("openai: tools of type %r are not sent (Chat Completions takes function tools)", kind)
+        return None
     function = {"name": tool["name"], "parameters": tool.get("input_schema") or {"type": "object", "properties": {}}}
     if tool.get("description"):
         function["description"] = tool["description"]
@@ -104,8 +117,9 @@ class OpenAIModel(SDKModel):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.tools:
-            params["tools"] = [function_tool(tool) for tool in request.tools]
+        tools = [function for function in map(function_tool, request.tools) if function is not None]
+        if tools:
+            params["tools"] = tools
         if request.answer is not None:
             schema = {
                 "name": answer_name(request.answer),
@@ -124,8 +138,10 @@ class OpenAIModel(SDKModel):
         handlers = self.tool_handlers(request)
         usage = Usage()
         try:
-            spoke = False
-            for _ in range(self.max_tool_rounds + 1):
+            spoke = limited = False
+            for done in range(self.max_tool_rounds + 1):
+                if "tools" in params and request.answer is None and (limited or done == self.max_tool_rounds):
+                    params["tool_choice"] = "none"  # the last request: an answer with what the tools gave
                 calls: dict[int, dict[str, str]] = {}
                 text: list[str] = []
                 async for chunk in await self.client.chat.completions.create(**params):
@@ -142,9 +158,15 @@ class OpenAIModel(SDKModel):
                         for call in delta.tool_calls or []:
                             add_call_delta(calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""}), call)
                 ordered = [calls[i] for i in sorted(calls)]
-                if not ordered or not all(c["name"] in handlers for c in ordered):
+                if (
+                    params.get("tool_choice") == "none"
+                    or not ordered
+                    or not all(c["name"] in handlers for c in ordered)
+                ):
                     break
-                results = [await answer_call(handlers[c["name"]], c) for c in ordered]
+                ran = [await answer_call(handlers[c["name"]], c) for c in ordered]
+                limited = any(hit for _, hit in ran)
+                results = [message for message, _ in ran]
                 params["messages"] = [*params["messages"], assistant_turn("".join(text), ordered), *results]
         except openai.APIError as exc:
             raise self.error(exc) from exc
@@ -226,14 +248,14 @@ def assistant_turn(text: str, calls: list[dict[str, str]]) -> dict[str, Any]:
     }
 
 
-async def answer_call(handler: Callable[..., Any], call: dict[str, str]) -> dict[str, Any]:
-    """Run one tool call; its result (or error) as a `tool` message."""
+async def answer_call(handler: Callable[..., Any], call: dict[str, str]) -> tuple[dict[str, Any], bool]:
+    """Run one tool call: its result (or error) as a `tool` message, and whether it hit the turn's tool limits."""
     try:
         tool_input = json.loads(call["arguments"] or "{}")
     except json.JSONDecodeError as exc:
-        return {"role": "tool", "tool_call_id": call["id"], "content": f"invalid JSON arguments: {exc.msg}"}
-    result = await run_tool(handler, call["id"], tool_input)
-    return {"role": "tool", "tool_call_id": call["id"], "content": result["content"]}
+        return {"role": "tool", "tool_call_id": call["id"], "content": f"invalid JSON arguments: {exc.msg}"}, False
+    result, limited = await run_tool(handler, call["id"], tool_input)
+    return {"role": "tool", "tool_call_id": call["id"], "content": result["content"]}, limited
 
 
 def add_usage(total: Usage, usage: Any) -> None:

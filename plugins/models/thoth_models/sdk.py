@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from thoth_core import ModelNotConfigured, ModelRequest, Usage
+from thoth_core import ModelNotConfigured, ModelRequest, ToolLimit, Usage
 from thoth_core.schema import Number, Text
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
-DEFAULT_TOOL_ROUNDS = 4
+DEFAULT_TOOL_ROUNDS = 8  # a backstop: `[thoth] tool_calls` bounds a turn's calls
 HIGHEST = {"timeout": 86_400.0, "max_retries": 100, "max_tool_rounds": 100, "max_tokens": 10_000_000}
 # The rules of every SDK provider's table, checked at start (thoth_core.schema); `common_options` reads the same.
 OPTION_RULES = {
@@ -55,6 +55,8 @@ def preload_when_chosen(runtime: Runtime, provider: str) -> None:
 
 class SDKModel:
     """A provider streaming through an SDK client, with its timeout, retries, tool rounds and prices."""
+
+    tool_types: frozenset[str] = frozenset({"custom"})  # the tool `type`s it sends (custom: a schema and a handler)
 
     def __init__(
         self,
@@ -98,8 +100,8 @@ def cost_of(usage: Usage, price: tuple[float, float] | None) -> float | None:
     )
 
 
-async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: Any) -> dict[str, Any]:
-    """Run a tool handler; its result (or error) as a tool_result block."""
+async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: Any) -> tuple[dict[str, Any], bool]:
+    """Run a tool handler: its result (or error) as a tool_result block, and whether it hit the turn's tool limits."""
     try:
         output = (
             handler(tool_input)
@@ -108,14 +110,12 @@ async def run_tool(handler: Callable[..., Any], tool_use_id: str, tool_input: An
         )
         if inspect.isawaitable(output):
             output = await output
-        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(output)}
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(output)}, False
+    except ToolLimit as exc:  # not run: the model is told, then asked to answer without tools
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": str(exc), "is_error": True}, True
     except Exception as exc:  # noqa: BLE001 - the model is told the tool failed
-        return {
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": f"{type(exc).__name__}: {exc}",
-            "is_error": True,
-        }
+        content = f"{type(exc).__name__}: {exc}"
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": True}, False
 
 
 class ClientState:

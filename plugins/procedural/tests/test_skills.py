@@ -131,7 +131,7 @@ async def test_a_tool_calling_model_loads_a_skill_by_itself(runtime_at, skill, f
     result = await runtime.turn("How do I rollback the deploy?", peer="ann", thread="t")
     assert result.reply.text.endswith("Following the rollback skill.")
     first, second = fake_anthropic.messages_requests[-2:]
-    assert [t["name"] for t in first.body["tools"]] == ["load_skill"]
+    assert "load_skill" in [t["name"] for t in first.body["tools"]]
     tool_result = second.body["messages"][-1]["content"][0]
     assert tool_result["type"] == "tool_result" and BODY in json.dumps(tool_result)
     [call] = [e for e in result.session.transcript if e["type"] == "tool"]

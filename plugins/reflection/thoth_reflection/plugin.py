@@ -91,6 +91,25 @@ async def decide(
 
 
 @hookimpl
+async def hold_write(
+    kind: str, text: str, record: str | None, flags: list[str], tier: str, session: Session
+) -> str | None:
+    """A memory write the model proposed in a turn, queued for a person (`note:` items)."""
+    from . import queue
+
+    assert session.runtime is not None  # in the loop: queueing announces the item (`Runtime.notify`)
+    return queue.hold_model_write(
+        state(session.runtime),
+        kind=kind,
+        text=text,
+        record=record,
+        flags=flags,
+        tier=tier,
+        session=session,
+    )
+
+
+@hookimpl
 def due_check_ins(now: float, runtime: Runtime, accept: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     st = state(runtime)
     due = st.store.take_due_check_ins(now, accept)  # the others wait for the frontend they belong to

@@ -49,8 +49,9 @@ PREFIXES = {
     "guideline": "guideline",
     "restore": "restore-note",
 }
+CORRECTION_KIND = "correction"  # new text for one of a peer's records, proposed by a turn's model
 RESTORE_KIND = "restore-note"  # an approved MEMORY.md line nightly removed; approving it puts the line back
-DECIDED_COUNT = ("persona-observation", "memory-note", "user-model")  # kinds a decided twin also stops
+DECIDED_COUNT = ("persona-observation", "memory-note", "user-model", CORRECTION_KIND)  # kinds a decided twin also stops
 ALSO_LIMIT = 50  # extra sessions remembered on one item (the count goes on in `repeats`)
 RULES_HEADING = "## Learned from reflection"
 DECISION_MARGIN = 60.0  # a decision's claim outlasts its deadline by this: a dead worker's frees the item then
@@ -94,6 +95,40 @@ def hold(
         payload=payload or {},
         tier=tier,
     )
+
+
+def hold_model_write(
+    st: State, *, kind: str, text: str, record: str | None, flags: list[str], tier: str, session: Session
+) -> str | None:
+    """Queue a write a turn's model proposed (`remember`, `correct`) that the write policy held; its item id."""
+    peer = session.peer
+    if kind == "remember":
+        title = f"identity update about {peer} (proposed by the model in a turn)"
+        return hold(
+            st,
+            kind="user-model",
+            title=title,
+            text=text,
+            session=session,
+            run_id=None,
+            flags=flags,
+            payload={"peer": peer},
+            tier=tier,
+        )
+    if kind == "correct" and record:
+        title = f"correct {peer}'s record {record} (proposed by the model in a turn)"
+        return hold(
+            st,
+            kind=CORRECTION_KIND,
+            title=title,
+            text=text,
+            session=session,
+            run_id=None,
+            flags=flags,
+            payload={"record": record},
+            tier=tier,
+        )
+    return None
 
 
 def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[str], tier: str = "") -> str:
@@ -394,6 +429,8 @@ async def _apply(st: State, item: dict[str, Any], text: str, actor: str) -> str:
         return f"{st.settings.memory_file} (restored)"
     if kind == "user-model":
         return await _send_identity_update(st, item, text, actor)
+    if kind == CORRECTION_KIND:
+        return await _correct_record(st, item, text)
     if kind == "knowledge":
         topic = item["payload"]["topic"]
         with st.store.db.lock(f"file:{st.settings.knowledge_dir}/{topic}"):
@@ -451,6 +488,15 @@ async def _send_identity_update(st: State, item: dict[str, Any], text: str, acto
     if failed:  # not applied: the item stays pending
         raise ThothError(f"{failed[0].plugin} could not take the update: {failed[0].error or failed[0].status}")
     return "identity layer" if calls else "no identity layer installed"
+
+
+async def _correct_record(st: State, item: dict[str, Any], text: str) -> str:
+    """Apply an approved correction to the record it names, as the layer's own `/correct` does."""
+    source, record = item["source"], item["payload"]["record"]
+    now = await st.runtime.edit_record(record_id=record, text=text, peer=source["peer"], workspace=source["workspace"])
+    if now is None:  # not applied: the item stays pending, to reject
+        raise ThothError(f"{source['peer']} has no record {record} to correct any more (forgotten or corrected)")
+    return f"{now.get('layer', 'memory')} record {record} (now {now['id']})"
 
 
 def approved_lines(st: State, items: list[dict[str, Any]]) -> list[tuple[str, int]]:

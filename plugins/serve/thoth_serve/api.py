@@ -1,4 +1,4 @@
-"""The REST API under /v1: health, metrics, events, and each peer's memory, turns, records, approvals, bundles.
+"""The REST API under /v1: health, metrics, events, and each peer's memory, tools, turns, records, approvals, bundles.
 
 Every peer route takes an optional `workspace` query parameter; peer and workspace are checked
 against the service's pin (`thoth_core.scope`) before the runtime sees them. Handlers reach the
@@ -16,11 +16,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from thoth_core.errors import ThothError
+from thoth_core.memory_tools import NAMES, SCHEMAS
 from thoth_core.writes import unsaved_message
 
 from . import ops
@@ -44,14 +45,14 @@ from .schemas import (
     RecordsOut,
     RememberOut,
     TextIn,
+    ToolAnswerOut,
+    ToolOut,
     TurnIn,
     TurnOut,
 )
 from .state import ServeState
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 422, 500, 503)
-}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorOut} for code in (400, 401, 403, 404, 422, 500, 503)}
 SSE_TYPE = "text/event-stream"
 GZIP_BODY = {"requestBody": {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}}
 
@@ -66,6 +67,8 @@ def serve_state(request: Request) -> ServeState:
 
 State = Annotated[ServeState, Depends(serve_state)]
 WorkspaceQuery = Annotated[str | None, Query(description="The workspace (default: the pinned one, else thoth.toml's).")]
+ThreadQuery = Annotated[str | None, Query(description="The thread the call belongs to (default `api`).")]
+WRITE_TOOLS = ("remember", "correct")
 
 
 def where(state: ServeState, peer: str, workspace: str | None) -> tuple[str, str]:
@@ -174,6 +177,38 @@ async def forget(peer: str, body: ForgetIn, state: State, workspace: WorkspaceQu
     return receipt
 
 
+# --- tools --------------------------------------------------------------------------------
+
+
+@router.get("/tools", response_model=list[ToolOut], tags=["tools"])
+async def tools() -> list[dict[str, Any]]:
+    """The memory tools a turn's model is given (`recall`, `remember`, `correct`), with their input schemas."""
+    return [dict(SCHEMAS[name]) for name in NAMES]
+
+
+@router.post("/peers/{peer}/tools/{name}", response_model=ToolAnswerOut, tags=["tools"])
+async def tool(
+    peer: str,
+    name: str,
+    body: Annotated[dict[str, Any], Body(description="The tool's input, as its input_schema says.")],
+    state: State,
+    workspace: WorkspaceQuery = None,
+    thread: ThreadQuery = None,
+) -> dict[str, Any]:
+    """Run one memory tool for the peer exactly as a turn's model does: its answer, in the words the model reads."""
+    peer, workspace = where(state, peer, workspace)
+    if name not in SCHEMAS:
+        raise HTTPException(404, f"tool {name!r}: none such; one of {', '.join(NAMES)}")
+    started = time.perf_counter()
+    answer = await ops.tool(
+        state.runtime, name=name, tool_input=body, peer=peer, workspace=workspace, thread=ops.thread_for(thread)
+    )
+    state.metrics.observe(f"tool_{name}", time.perf_counter() - started)
+    if name in WRITE_TOOLS:
+        state.events.publish("record", {"peer": peer, "workspace": workspace, "action": name, "answer": answer["text"]})
+    return answer
+
+
 # --- turns --------------------------------------------------------------------------------
 
 
@@ -189,9 +224,7 @@ async def forget(peer: str, body: ForgetIn, state: State, workspace: WorkspaceQu
         }
     },
 )
-async def turn(
-    peer: str, body: TurnIn, request: Request, state: State, workspace: WorkspaceQuery = None
-) -> Any:
+async def turn(peer: str, body: TurnIn, request: Request, state: State, workspace: WorkspaceQuery = None) -> Any:
     """One whole turn (or a slash command), kept like a CLI turn; the reply streams as server-sent events.
 
     A client that lost the connection may send the turn again with the same `turn_id`: it is kept once.

@@ -12,7 +12,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.budget import block_tokens
+from thoth_core.default_plugins.memory_tools import settings_of
 from thoth_core.errors import ThothError
+from thoth_core.memory_tools import run_tool
 from thoth_core.scope import valid_name
 from thoth_core.types import Turn
 
@@ -59,6 +61,16 @@ async def remember(runtime: Runtime, *, peer: str, workspace: str, text: str, th
     if reply.error or answer.startswith(("/remember:", "/remember failed", "usage:")):
         raise ThothError(one_line(reply.error or answer))
     return {"answer": answer, "peer": peer, "workspace": session.workspace, "thread": thread}
+
+
+async def tool(
+    runtime: Runtime, *, name: str, tool_input: dict[str, Any], peer: str, workspace: str, thread: str
+) -> dict[str, Any]:
+    """Run one memory tool for the peer as a turn's model does (`thoth_core.memory_tools`); its answer."""
+    session = await runtime.session(peer=peer, thread=thread, workspace=workspace)
+    turn = Turn("", peer, thread, session.workspace)
+    text = await run_tool(runtime, name, tool_input, turn=turn, session=session, settings=settings_of(runtime))
+    return {"tool": name, "peer": peer, "workspace": session.workspace, "text": text}
 
 
 async def context(runtime: Runtime, *, peer: str, workspace: str, message: str, thread: str) -> dict[str, Any]:
@@ -108,4 +120,5 @@ __all__ = [
     "recall",
     "remember",
     "thread_for",
+    "tool",
 ]

@@ -84,6 +84,21 @@ class RecallOut(BaseModel):
     failed: list[PluginFailure]
 
 
+class ToolOut(BaseModel):
+    """A memory tool's definition, as a turn's model is given it (`thoth_core.memory_tools.SCHEMAS`)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="The JSON schema of the tool's input.")
+
+
+class ToolAnswerOut(BaseModel):
+    tool: str
+    peer: str
+    workspace: str
+    text: str = Field(description="The tool's answer, as the model reads it (`error: ...` when it refused).")
+
+
 class ContextIn(BaseModel):
     message: str = Field(min_length=1, max_length=MAX_TEXT)
     thread: str | None = None

@@ -1,0 +1,96 @@
+"""The memory tools in every turn: `recall`, `remember`, `correct`, and Claude's own `memory` tool where it runs.
+
+Offered to a provider that runs tools (its `tool_types`; the `anthropic` and `openai` providers),
+switched off as any plugin is (`[plugins] disabled = ["memory_tools"]`), Claude's tool alone with
+`[plugins.memory_tools] memory_tool = false`. What each tool does is
+`thoth_core.memory_tools` and `thoth_core.memory_files`; how far a turn's calls may go is
+`thoth_core.tools` (`[thoth] tool_calls`, `tool_seconds`, `[budget] tools`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from thoth_core import hookimpl
+from thoth_core.errors import ThothError
+from thoth_core.memory_files import TOOL, MemoryFiles
+from thoth_core.memory_tools import NAMES, SCHEMAS, ToolSettings, run_tool
+from thoth_core.schema import Number
+from thoth_core.types import Session, Turn
+from thoth_core.write_policy import TIERS
+
+logger = logging.getLogger(__name__)
+
+NAME = "memory_tools"
+DEFAULTS: dict[str, Any] = {
+    "memory_tool": True,  # Claude's `memory_20250818` tool, when the anthropic provider runs
+    "auto_apply": ["self-fact"],
+    "correct_auto_apply": [],
+    "recall_limit": 6,
+    "result_tokens": 800,
+    "max_chars": 2000,
+}
+CONFIG_DEFAULTS = {f"plugins.{NAME}": DEFAULTS}
+CONFIG_SCHEMA = {
+    f"plugins.{NAME}": {
+        "recall_limit": Number(low=1, high=20, integer=True),
+        "result_tokens": Number(low=50, high=100_000, integer=True),
+        "max_chars": Number(low=1, high=100_000, integer=True),
+    }
+}
+
+
+def settings_of(runtime: Any) -> ToolSettings:
+    """`[plugins.memory_tools]` as the tools read it."""
+    table = runtime.config.section(f"plugins.{NAME}")
+    return ToolSettings(
+        auto_apply=tuple(table.get("auto_apply", DEFAULTS["auto_apply"])),
+        correct_auto_apply=tuple(table.get("correct_auto_apply", DEFAULTS["correct_auto_apply"])),
+        recall_limit=int(table.get("recall_limit", DEFAULTS["recall_limit"])),
+        result_tokens=int(table.get("result_tokens", DEFAULTS["result_tokens"])),
+        max_chars=int(table.get("max_chars", DEFAULTS["max_chars"])),
+    )
+
+
+@hookimpl
+def configure(runtime: Any) -> None:
+    """Refuse a tier the write policy does not know, naming the key."""
+    table = runtime.config.section(f"plugins.{NAME}")
+    for key in ("auto_apply", "correct_auto_apply"):
+        unknown = [tier for tier in table.get(key, []) if tier not in TIERS]
+        if unknown:
+            known = ", ".join(TIERS)
+            raise runtime.config.error(f"plugins.{NAME}.{key}", f"unknown tier {unknown[0]!r}; one of {known}")
+
+
+@hookimpl
+def turn_tools(turn: Turn, session: Session) -> list[dict[str, Any]] | None:
+    """The memory tools, when the turn's model runs tools."""
+    runtime = session.runtime
+    assert runtime is not None  # the runtime calls session hooks with its own sessions
+    try:
+        kinds: frozenset[str] = getattr(runtime.model(), "tool_types", frozenset())
+    except ThothError:  # no model: nothing to offer tools to
+        return None
+    if "custom" not in kinds:
+        return None
+    settings = settings_of(runtime)
+    tools: list[dict[str, Any]] = [
+        dict(SCHEMAS[name], handler=_handler(runtime, name, turn, session, settings)) for name in NAMES
+    ]
+    if TOOL["type"] in kinds and runtime.config.section(f"plugins.{NAME}").get("memory_tool", True):
+        files = MemoryFiles(runtime, turn, session, settings)
+
+        async def memory(command: Any) -> str:
+            return await files(command)
+
+        tools.append(dict(TOOL, handler=memory))
+    return tools
+
+
+def _handler(runtime: Any, name: str, turn: Turn, session: Session, settings: ToolSettings) -> Any:
+    async def handle(tool_input: Any) -> str:
+        return await run_tool(runtime, name, tool_input, turn=turn, session=session, settings=settings)
+
+    return handle
