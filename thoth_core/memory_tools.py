@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 NAMES = ("recall", "remember", "correct")
+SETTINGS = "memory_tools"  # the plugin table of the settings, `[plugins.memory_tools]`
 
 SCHEMAS: dict[str, ToolDefinition] = {
     "recall": {
@@ -81,13 +82,25 @@ SCHEMAS: dict[str, ToolDefinition] = {
 
 @dataclass(frozen=True)
 class ToolSettings:
-    """What the tools may do: which tiers apply without a person, how much they read and write."""
+    """What the tools may do (`[plugins.memory_tools]`): the tiers kept without a person, how much they read, write."""
 
     auto_apply: tuple[str, ...] = ("self-fact",)
     correct_auto_apply: tuple[str, ...] = ()
     recall_limit: int = 6
     result_tokens: int = 800
     max_chars: int = 2000
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> ToolSettings:
+        """The home's settings, `[plugins.memory_tools]` over the defaults."""
+        table, default = runtime.config.section(f"plugins.{SETTINGS}"), cls()
+        return cls(
+            auto_apply=tuple(table.get("auto_apply", default.auto_apply)),
+            correct_auto_apply=tuple(table.get("correct_auto_apply", default.correct_auto_apply)),
+            recall_limit=int(table.get("recall_limit", default.recall_limit)),
+            result_tokens=int(table.get("result_tokens", default.result_tokens)),
+            max_chars=int(table.get("max_chars", default.max_chars)),
+        )
 
 
 async def run_tool(
@@ -120,10 +133,7 @@ async def recall(runtime: Runtime, session: Session, tool_input: dict[str, Any],
     limit = tool_input.get("limit", settings.recall_limit)
     limit = max(1, min(20, limit)) if isinstance(limit, int) and not isinstance(limit, bool) else settings.recall_limit
     found = (await runtime.recall(query=query, peer=session.peer, workspace=session.workspace, limit=limit)).as_dict()
-    lines = hit_lines(found["hits"])  # two lines a hit: the hit, then why it matched
-    for index, hit in enumerate(found["hits"]):
-        lines[2 * index] += f"  (id {hit['id']})"
-    lines = lines or [f"Nothing remembered matches {query!r}."]
+    lines = hit_lines(found["hits"], ids=True) or [f"Nothing remembered matches {query!r}."]
     lines += [f"({f['plugin']} could not answer: {f['status']})" for f in found["failed"]]
     text = "\n".join(lines)
     if count_tokens(text) > settings.result_tokens:

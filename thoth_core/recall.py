@@ -87,12 +87,13 @@ def when(at: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if isinstance(at, int | float) and at > 0 else ""
 
 
-def hit_lines(hits: list[dict[str, Any]]) -> list[str]:
-    """Each hit as two lines: number, layer and kind, the text; then why it matched and when."""
+def hit_lines(hits: list[dict[str, Any]], *, ids: bool = False) -> list[str]:
+    """Each hit as two lines: number, layer, kind, the text (and its id, with `ids`); then why it matched and when."""
     lines = []
     for number, hit in enumerate(hits, start=1):
         text = " ".join(str(hit.get("text", "")).split())
         head = f"{number}. [{hit.get('layer') or hit.get('plugin', '?')} {hit.get('kind', 'item')}] {text}"
+        head += f"  (id {hit['id']})" if ids and hit.get("id") else ""
         fused = hit.get("fused") or {}
         ranks = [f"#{fused['layer_rank']} in its layer"] if fused.get("layer_rank") else []
         ranks += [f"#{fused['meaning_rank']} by meaning"] if fused.get("meaning_rank") else []
@@ -103,11 +104,11 @@ def hit_lines(hits: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def answer_lines(found: dict[str, Any]) -> list[str]:
-    """A recall answer (`Recalled.as_dict()`) for a person: what matched, then each hit."""
+def answer_lines(found: dict[str, Any], *, ids: bool = False) -> list[str]:
+    """A recall answer (`Recalled.as_dict()`) for a person: what matched, then each hit (with its id, with `ids`)."""
     hits, peer, query = found["hits"], found["peer"], found["query"]
     head = f"{len(hits)} memories of {peer} matching {query!r}:" if hits else f"Nothing of {peer}'s matches."
-    return [head, *hit_lines(hits)]
+    return [head, *hit_lines(hits, ids=ids)]
 
 
 def failure_line(failed: dict[str, Any]) -> str:

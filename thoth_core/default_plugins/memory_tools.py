@@ -15,14 +15,14 @@ from typing import Any
 from thoth_core import hookimpl
 from thoth_core.errors import ThothError
 from thoth_core.memory_files import TOOL, MemoryFiles
-from thoth_core.memory_tools import NAMES, SCHEMAS, ToolSettings, run_tool
+from thoth_core.memory_tools import NAMES, SCHEMAS, SETTINGS, ToolSettings, run_tool
 from thoth_core.schema import Number
 from thoth_core.types import Session, Turn
 from thoth_core.write_policy import TIERS
 
 logger = logging.getLogger(__name__)
 
-NAME = "memory_tools"
+NAME = SETTINGS
 DEFAULTS: dict[str, Any] = {
     "memory_tool": True,  # Claude's `memory_20250818` tool, when the anthropic provider runs
     "auto_apply": ["self-fact"],
@@ -39,18 +39,6 @@ CONFIG_SCHEMA = {
         "max_chars": Number(low=1, high=100_000, integer=True),
     }
 }
-
-
-def settings_of(runtime: Any) -> ToolSettings:
-    """`[plugins.memory_tools]` as the tools read it."""
-    table = runtime.config.section(f"plugins.{NAME}")
-    return ToolSettings(
-        auto_apply=tuple(table.get("auto_apply", DEFAULTS["auto_apply"])),
-        correct_auto_apply=tuple(table.get("correct_auto_apply", DEFAULTS["correct_auto_apply"])),
-        recall_limit=int(table.get("recall_limit", DEFAULTS["recall_limit"])),
-        result_tokens=int(table.get("result_tokens", DEFAULTS["result_tokens"])),
-        max_chars=int(table.get("max_chars", DEFAULTS["max_chars"])),
-    )
 
 
 @hookimpl
@@ -75,7 +63,7 @@ def turn_tools(turn: Turn, session: Session) -> list[dict[str, Any]] | None:
         return None
     if "custom" not in kinds:
         return None
-    settings = settings_of(runtime)
+    settings = ToolSettings.of(runtime)
     tools: list[dict[str, Any]] = [
         dict(SCHEMAS[name], handler=_handler(runtime, name, turn, session, settings)) for name in NAMES
     ]

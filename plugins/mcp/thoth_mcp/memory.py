@@ -17,9 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.budget import block_tokens
-from thoth_core.default_plugins.memory_tools import settings_of
 from thoth_core.errors import ThothError
-from thoth_core.memory_tools import SCHEMAS, run_tool
+from thoth_core.memory_tools import SCHEMAS, ToolSettings, run_tool
 from thoth_core.recall import answer_lines, failure_line
 from thoth_core.scope import NAME, Scope, valid_name
 from thoth_core.types import Session, Turn
@@ -100,9 +99,7 @@ class Memory:
             raise ThothError(f"limit: expected 1 to {MAX_LIMIT}, got {limit!r}")
         found = await self.runtime.recall(query=query, peer=peer, workspace=workspace, limit=limit)
         data = jsonable(found.as_dict())
-        lines = answer_lines(data)  # a head line, then two lines a hit: the hit, then why it matched
-        for index, hit in enumerate(data["hits"]):
-            lines[1 + 2 * index] += f"  (id {hit['id']})"
+        lines = answer_lines(data, ids=True)  # ids, for `correct`
         return Answer("\n".join(lines + [f"({failure_line(f)})" for f in data["failed"]]), data)
 
     async def remember(self, *, text: str, peer: str | None, workspace: str | None, thread: str | None) -> Answer:
@@ -120,7 +117,7 @@ class Memory:
         peer, workspace = self.where(peer, workspace)
         session, turn = await self._session(peer, workspace, thread_for(thread))
         tool_input = {"id": record, "text": text}
-        settings = settings_of(self.runtime)
+        settings = ToolSettings.of(self.runtime)
         message = await run_tool(self.runtime, "correct", tool_input, turn=turn, session=session, settings=settings)
         if message.startswith("error:"):
             raise ThothError(message.removeprefix("error:").strip())

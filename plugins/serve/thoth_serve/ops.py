@@ -12,9 +12,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from thoth_core.budget import block_tokens
-from thoth_core.default_plugins.memory_tools import settings_of
 from thoth_core.errors import ThothError
-from thoth_core.memory_tools import run_tool
+from thoth_core.memory_tools import ToolSettings, run_tool
 from thoth_core.scope import valid_name
 from thoth_core.types import Turn
 
@@ -69,7 +68,7 @@ async def tool(
     """Run one memory tool for the peer as a turn's model does (`thoth_core.memory_tools`); its answer."""
     session = await runtime.session(peer=peer, thread=thread, workspace=workspace)
     turn = Turn("", peer, thread, session.workspace)
-    text = await run_tool(runtime, name, tool_input, turn=turn, session=session, settings=settings_of(runtime))
+    text = await run_tool(runtime, name, tool_input, turn=turn, session=session, settings=ToolSettings.of(runtime))
     return {"tool": name, "peer": peer, "workspace": session.workspace, "text": text}
 
 
