@@ -264,6 +264,7 @@ async def turn(peer: str, body: TurnIn, request: Request, state: State, workspac
             "turn_id": result.turn.id,
             "model": reply.model,
             "usage": asdict(reply.usage),
+            "tools": result.assembly.tools,
             "cut_short": reply.cut_short,
             "thread": thread,
         }

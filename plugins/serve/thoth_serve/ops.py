@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from thoth_core.budget import block_tokens
 from thoth_core.errors import ThothError
 from thoth_core.memory_tools import ToolSettings, run_tool
 from thoth_core.scope import valid_name
@@ -78,18 +76,8 @@ async def context(runtime: Runtime, *, peer: str, workspace: str, message: str, 
     probe = copy.copy(session)  # plugins may consume scratch entries (a chosen /skill) while assembling
     probe.scratch = dict(session.scratch)
     assembly = await runtime.context(Turn(message, peer, thread, session.workspace), probe)
-    out = {
-        "peer": peer,
-        "workspace": session.workspace,
-        "thread": thread,
-        "system": assembly.system,
-        "blocks": [dict(asdict(b), tokens=block_tokens(b)) for b in assembly.blocks],
-        "cut": [asdict(c) for c in assembly.cuts],
-        "calls": [asdict(c) for c in assembly.calls],
-        "tokens": assembly.tokens,
-        "budget": assembly.budget,
-    }
-    return dict(jsonable(out))
+    out = {"peer": peer, "workspace": session.workspace, "thread": thread, "system": assembly.system}
+    return dict(jsonable(out | assembly.as_dict()))
 
 
 async def forget(runtime: Runtime, *, peer: str, workspace: str, thread: str | None, confirm: bool) -> dict[str, Any]:

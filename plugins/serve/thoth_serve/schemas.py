@@ -114,6 +114,7 @@ class ContextOut(BaseModel):
     blocks: list[dict[str, Any]] = Field(description="As `thoth context --json`: each block with its token count.")
     cut: list[dict[str, Any]]
     calls: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="The model's tool calls (none here).")
 
 
 class TurnOut(BaseModel):
@@ -121,6 +122,9 @@ class TurnOut(BaseModel):
     turn_id: str
     model: str
     usage: dict[str, Any]
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="The model's tool calls: name, plugin, result tokens, ms, status."
+    )
     cut_short: bool
     thread: str
     error: str | None = Field(None, description="A slash command's one-line error.")
