@@ -56,6 +56,17 @@ logger = logging.getLogger(__name__)
 MISSING_CONTEXT = "missing_context"  # `Turn.extra` key: plugin -> "timeout" or "error", for each context not given
 
 
+def first_answer(outcomes: list[Outcome], failing: str) -> Any:
+    """The answer of a `first` hook: its first result not None; if none and a plugin failed, ThothError naming it."""
+    for _, result, _ in outcomes:
+        if result is not None:
+            return result
+    failed = [call for _, _, call in outcomes if call.status != "ok"]
+    if failed:
+        raise ThothError(f"{failed[0].plugin} {failing}: {failed[0].error}")
+    return None
+
+
 @dataclass
 class TurnResult:
     """A finished turn: the reply, the context it was given, its session and the turn itself."""
@@ -678,13 +689,10 @@ class Runtime:
         outcomes = await self.call(  # firstresult: the owner's answer ends the call
             "decide", item_id=item_id, decision=decision, actor=who.peer, reason=reason, text=text, runtime=self
         )
-        for _, result, _ in outcomes:
-            if result is not None:
-                return dict(result)
-        failed = [call for _, _, call in outcomes if call.status != "ok"]
-        if failed:
-            raise ThothError(f"{failed[0].plugin} could not {decision} {item_id}: {failed[0].error}")
-        raise ThothError(f"no pending item {item_id!r}")
+        result = first_answer(outcomes, f"could not {decision} {item_id}")
+        if result is None:
+            raise ThothError(f"no pending item {item_id!r}")
+        return dict(result)
 
     async def hold_write(
         self, *, kind: str, text: str, session: Session, flags: list[str], tier: str, record: str | None = None
@@ -693,13 +701,8 @@ class Runtime:
         outcomes = await self.call(
             "hold_write", kind=kind, text=text, record=record, flags=flags, tier=tier, session=session
         )
-        for _, result, _ in outcomes:
-            if result is not None:
-                return str(result)
-        failed = [call for _, _, call in outcomes if call.status != "ok"]
-        if failed:
-            raise ThothError(f"{failed[0].plugin} could not queue it for approval: {failed[0].error}")
-        return None
+        result = first_answer(outcomes, "could not queue it for approval")
+        return None if result is None else str(result)
 
     async def _pending(self) -> tuple[list[dict[str, Any]], list[PluginCall]]:
         """Every plugin's pending items, each naming whom it is about, and the calls that failed to list theirs."""

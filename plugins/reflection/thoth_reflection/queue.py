@@ -101,34 +101,16 @@ def hold_model_write(
     st: State, *, kind: str, text: str, record: str | None, flags: list[str], tier: str, session: Session
 ) -> str | None:
     """Queue a write a turn's model proposed (`remember`, `correct`) that the write policy held; its item id."""
-    peer = session.peer
     if kind == "remember":
-        title = f"identity update about {peer} (proposed by the model in a turn)"
-        return hold(
-            st,
-            kind="user-model",
-            title=title,
-            text=text,
-            session=session,
-            run_id=None,
-            flags=flags,
-            payload={"peer": peer},
-            tier=tier,
-        )
-    if kind == "correct" and record:
-        title = f"correct {peer}'s record {record} (proposed by the model in a turn)"
-        return hold(
-            st,
-            kind=CORRECTION_KIND,
-            title=title,
-            text=text,
-            session=session,
-            run_id=None,
-            flags=flags,
-            payload={"record": record},
-            tier=tier,
-        )
-    return None
+        what, title, payload = "user-model", f"identity update about {session.peer}", {"peer": session.peer}
+    elif kind == "correct" and record:
+        what, title, payload = CORRECTION_KIND, f"correct {session.peer}'s record {record}", {"record": record}
+    else:
+        return None
+    title += " (proposed by the model in a turn)"
+    return hold(
+        st, kind=what, title=title, text=text, session=session, run_id=None, flags=flags, payload=payload, tier=tier
+    )
 
 
 def observe(st: State, *, text: str, session: Session, run_id: str, flags: list[str], tier: str = "") -> str:
