@@ -404,3 +404,23 @@ async def test_a_held_write_that_cannot_be_kept_says_so_and_the_turn_goes_on(tho
     assert answer.startswith("not kept: it needs a person's approval (") and "no approval queue" in answer
     await runtime.aclose()
     await alone.aclose()
+
+
+class Unwritable:
+    """A layer that cannot write any turn: the turn stays in the journal."""
+
+    @hookimpl
+    def post_turn_write(self, turn, reply, session):
+        raise OSError(28, "No space left on device")
+
+
+async def test_the_journal_keeps_the_turns_tool_calls(claude, thoth_home):
+    script = Script(call("recall", query="tea"), "None found.")
+    runtime = claude(script)
+    runtime.register(Unwritable(), name="unwritable")
+    result = await runtime.turn("which tea?", peer="alice", thread="t")
+    await runtime.drain()
+    [entry] = [e for e in runtime.journal.pending() if e.turn.id == result.turn.id]
+    [kept] = entry.turn.extra["tool_calls"]
+    assert (kept["plugin"], kept["name"], kept["input"]) == ("memory_tools", "recall", {"query": "tea"})
+    assert "Nothing remembered matches" in kept["output"]
