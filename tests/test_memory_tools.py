@@ -414,7 +414,7 @@ class Unwritable:
         raise OSError(28, "No space left on device")
 
 
-async def test_the_journal_keeps_the_turns_tool_calls(claude, thoth_home):
+async def test_the_journal_keeps_the_turns_tool_calls(claude):
     script = Script(call("recall", query="tea"), "None found.")
     runtime = claude(script)
     runtime.register(Unwritable(), name="unwritable")
