@@ -424,3 +424,21 @@ async def test_the_journal_keeps_the_turns_tool_calls(claude):
     [kept] = entry.turn.extra["tool_calls"]
     assert (kept["plugin"], kept["name"], kept["input"]) == ("memory_tools", "recall", {"query": "tea"})
     assert "Nothing remembered matches" in kept["output"]
+
+
+def test_context_json_lists_the_offered_tools_their_cost_and_the_limits(make_runtime, fake_anthropic, tmp_path):
+    from click.testing import CliRunner
+
+    from thoth_core.cli import cli
+
+    models = {"anthropic": {"base_url": fake_anthropic.url, "api_key": "test-key"}}
+    runtime = make_runtime(
+        LAYERS, root=tmp_path, config={"thoth": {"model": "anthropic", "tool_calls": 3}, "models": models}
+    )
+    done = CliRunner().invoke(cli, ["context", "hi", "--peer", "alice", "--json"], obj={"runtime": runtime})
+    assert done.exit_code == 0, done.output
+    out = json.loads(done.stdout)
+    offered = {tool["name"]: tool["tokens"] for tool in out["offered_tools"]["tools"]}
+    assert {"recall", "remember", "correct", "memory"} <= set(offered) and all(n > 0 for n in offered.values())
+    assert out["offered_tools"]["limits"] == {"calls": 3, "seconds": 30.0, "result_tokens": 3000}
+    assert out["tools"] == [] and fake_anthropic.messages_requests == []  # no model call

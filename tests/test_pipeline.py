@@ -155,8 +155,7 @@ async def test_tools_reach_the_request_and_calls_land_in_the_transcript(make_run
     tooling = Tooling()
     runtime = make_runtime({"tooling": tooling}, replies=[{"reply": "ok"}])
     await runtime.turn("hi", peer="ann", thread="t")
-    [tool] = runtime.model().requests[-1].tools
-    assert tool["name"] == "lookup"
+    [tool] = [tool for tool in runtime.model().requests[-1].tools if tool["name"] == "lookup"]
     assert await tool["handler"]({"q": "otters"}) == "looked up otters"
     session = await runtime.session(peer="ann", thread="t")
     assert tooling.calls == [("ann", {"q": "otters"})]

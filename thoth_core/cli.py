@@ -22,6 +22,7 @@ from .errors import ThothError
 from .terminal import PrintableFormatter, guard, printable
 
 if TYPE_CHECKING:
+    from .models import Model
     from .runtime import Runtime
 
 
@@ -227,7 +228,11 @@ def context(message: str, peer: str, thread: str, workspace: str | None, as_json
         turn = Turn(message, peer, thread, session.workspace)
         assembly = await rt.context(turn, session)
         if as_json:
-            tools = offered(await rt.tools(turn, session), rt.config)
+            try:
+                model: Model | None = rt.model()
+            except ThothError:  # no model configured: what the plugins would offer one
+                model = None
+            tools = offered(await rt.tools(turn, session, model=model), rt.config)
             click.echo(json.dumps(dict(assembly.as_dict(), offered_tools=tools), indent=2, default=str))
             return
         click.echo(assembly.system or "(no context blocks)")

@@ -175,7 +175,7 @@ def pre_spawn_context(turn: Turn, session: Session) -> ContextBlock | list[Conte
 
 @hookspec
 def turn_tools(turn: Turn, session: Session) -> list[ToolDefinition] | None:
-    """Offer tools to the model for this turn (providers without tool support ignore them).
+    """Offer tools to the model for this turn (asked only when the turn's model runs tools: its `tool_types`).
 
     Called with `pre_spawn_context`, under the same deadline.
 

@@ -317,8 +317,17 @@ class Runtime:
         assembly.calls = calls
         return assembly
 
-    async def tools(self, turn: Turn, session: Session, budget: ToolBudget | None = None) -> list[dict[str, Any]]:
-        """The tools plugins offer for this turn, each handler recording its calls, within the turn's `budget`."""
+    async def tools(
+        self, turn: Turn, session: Session, budget: ToolBudget | None = None, model: Model | None = None
+    ) -> list[dict[str, Any]]:
+        """The tools plugins offer for this turn, each handler recording its calls, within the turn's `budget`.
+
+        Given the `model`, only what it runs: none for a provider without `tool_types`, and of the tools
+        with a `type` (Claude's `memory_20250818`) those it names.
+        """
+        kinds = getattr(model, "tool_types", None) if model is not None else None
+        if model is not None and not kinds:
+            return []
         outcomes = await self.call("turn_tools", turn=turn, session=session)
         tools: list[dict[str, Any]] = []  # ToolDefinition, as the model providers take them
         for plugin, result, _ in outcomes:
@@ -326,6 +335,8 @@ class Runtime:
                 if not isinstance(tool, dict) or not tool.get("name"):
                     logger.error("plugin %s: turn_tools returned %r, not a tool definition; skipped", plugin, tool)
                     continue
+                if kinds is not None and tool.get("type", "custom") not in kinds:
+                    continue  # a tool type this model does not run
                 tools.append(
                     dict(tool, handler=recorded(tool, plugin, turn, session, budget))
                     if callable(tool.get("handler"))
@@ -371,7 +382,7 @@ class Runtime:
         # the message is journaled (synced) while the context gathers, before the model is called
         budget = ToolBudget.of(self.config)  # what the model's tool calls may spend in this turn
         assembly, tools, (kept, journaled) = await asyncio.gather(
-            self.context(turn, session), self.tools(turn, session, budget), self.writes.accept(turn, session)
+            self.context(turn, session), self.tools(turn, session, budget, model), self.writes.accept(turn, session)
         )
         assembly.tools = budget.made
         # the plugins whose context this turn goes without (timed out, failed): post-turn writers may count them

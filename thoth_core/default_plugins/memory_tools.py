@@ -1,26 +1,22 @@
 """The memory tools in every turn: `recall`, `remember`, `correct`, and Claude's own `memory` tool where it runs.
 
-Offered to a provider that runs tools (its `tool_types`; the `anthropic` and `openai` providers),
-switched off as any plugin is (`[plugins] disabled = ["memory_tools"]`), Claude's tool alone with
-`[plugins.memory_tools] memory_tool = false`. What each tool does is
-`thoth_core.memory_tools` and `thoth_core.memory_files`; how far a turn's calls may go is
-`thoth_core.tools` (`[thoth] tool_calls`, `tool_seconds`, `[budget] tools`).
+Offered to a provider that runs tools (its `tool_types`: the `anthropic` and `openai` providers;
+Claude's `memory` tool to `anthropic` only). Switched off as any plugin is (`[plugins] disabled =
+["memory_tools"]`); Claude's tool alone with `[plugins.memory_tools] memory_tool = false`. What each
+tool does is `thoth_core.memory_tools` and `thoth_core.memory_files`; how far a turn's calls may go
+is `thoth_core.tools` (`[thoth] tool_calls`, `tool_seconds`, `[budget] tools`).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from thoth_core import hookimpl
-from thoth_core.errors import ThothError
 from thoth_core.memory_files import TOOL, MemoryFiles
 from thoth_core.memory_tools import NAMES, SCHEMAS, SETTINGS, ToolSettings, run_tool
 from thoth_core.schema import Number
 from thoth_core.types import Session, Turn
 from thoth_core.write_policy import TIERS
-
-logger = logging.getLogger(__name__)
 
 NAME = SETTINGS
 DEFAULTS: dict[str, Any] = {
@@ -54,20 +50,14 @@ def configure(runtime: Any) -> None:
 
 @hookimpl
 def turn_tools(turn: Turn, session: Session) -> list[dict[str, Any]] | None:
-    """The memory tools, when the turn's model runs tools."""
+    """The memory tools, and Claude's memory tool (the runtime gives a model only the tool types it runs)."""
     runtime = session.runtime
     assert runtime is not None  # the runtime calls session hooks with its own sessions
-    try:
-        kinds: frozenset[str] = getattr(runtime.model(), "tool_types", frozenset())
-    except ThothError:  # no model: nothing to offer tools to
-        return None
-    if "custom" not in kinds:
-        return None
     settings = ToolSettings.of(runtime)
     tools: list[dict[str, Any]] = [
         dict(SCHEMAS[name], handler=_handler(runtime, name, turn, session, settings)) for name in NAMES
     ]
-    if TOOL["type"] in kinds and runtime.config.section(f"plugins.{NAME}").get("memory_tool", True):
+    if runtime.config.section(f"plugins.{NAME}").get("memory_tool", True):  # the runtime offers it where it runs
         files = MemoryFiles(runtime, turn, session, settings)
 
         async def memory(command: Any) -> str:

@@ -31,6 +31,7 @@ class ReplayModel:
     """Replies from scripted rules; never calls a network."""
 
     name = "replay"
+    tool_types = frozenset({"custom"})  # it is given the turn's tools (kept in `requests`), and calls none
 
     def __init__(self, rules: list[dict[str, Any]], *, delay: float = 0.0) -> None:
         self.rules = rules
