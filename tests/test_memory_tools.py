@@ -18,7 +18,7 @@ from thoth_identity import plugin as identity
 from thoth_reflection import plugin as reflection
 from thoth_working import plugin as working
 
-from thoth_core import hookimpl
+from thoth_core import ConfigError, hookimpl
 from thoth_core.memory_files import MemoryFiles, path_problem
 from thoth_core.memory_tools import SCHEMAS, ToolSettings, run_tool
 from thoth_core.testing import make_test_runtime
@@ -442,3 +442,10 @@ def test_context_json_lists_the_offered_tools_their_cost_and_the_limits(make_run
     assert {"recall", "remember", "correct", "memory"} <= set(offered) and all(n > 0 for n in offered.values())
     assert out["offered_tools"]["limits"] == {"calls": 3, "seconds": 30.0, "result_tokens": 3000}
     assert out["tools"] == [] and fake_anthropic.messages_requests == []  # no model call
+
+
+def test_an_unknown_tier_is_refused_at_start_naming_the_key(make_runtime):
+    with pytest.raises(
+        ConfigError, match=r"plugins\.memory_tools\.auto_apply: unknown tier 'everything'; one of self-fact"
+    ):
+        make_runtime({}, config={"plugins": {"memory_tools": {"auto_apply": ["everything"]}}})

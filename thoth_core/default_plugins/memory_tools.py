@@ -9,6 +9,7 @@ is `thoth_core.tools` (`[thoth] tool_calls`, `tool_seconds`, `[budget] tools`).
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from thoth_core import hookimpl
@@ -21,11 +22,7 @@ from thoth_core.write_policy import TIERS
 NAME = SETTINGS
 DEFAULTS: dict[str, Any] = {
     "memory_tool": True,  # Claude's `memory_20250818` tool, when the anthropic provider runs
-    "auto_apply": ["self-fact"],
-    "correct_auto_apply": [],
-    "recall_limit": 6,
-    "result_tokens": 800,
-    "max_chars": 2000,
+    **{key: list(value) if isinstance(value, tuple) else value for key, value in asdict(ToolSettings()).items()},
 }
 CONFIG_DEFAULTS = {f"plugins.{NAME}": DEFAULTS}
 CONFIG_SCHEMA = {
