@@ -449,3 +449,60 @@ def test_an_unknown_tier_is_refused_at_start_naming_the_key(make_runtime):
         ConfigError, match=r"plugins\.memory_tools\.auto_apply: unknown tier 'everything'; one of self-fact"
     ):
         make_runtime({}, config={"plugins": {"memory_tools": {"auto_apply": ["everything"]}}})
+
+
+# --- what an adversary tried (tools driven as a prompt-injected model would) ----------------------------
+
+SPLIT_KEY = "Likes the code AKIAIOSF\nODNN7EXAMPLE"  # an AWS key id, cut in two lines
+PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
+)
+
+
+async def test_a_secret_spread_over_lines_or_spaces_is_never_kept_nor_queued(files):
+    runtime, memory = await files()
+    for text in (SPLIT_KEY, PRIVATE_KEY, "aws_secret_access_key =\nwJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Lmn3Kpq"):
+        answer = await memory({"command": "create", "path": "/memories/notes.md", "file_text": text})
+        assert answer.startswith("error: not kept: that holds a secret"), answer
+    session = await runtime.session(peer="alice", thread="t")
+    turn = Turn("x", "alice", "t", session.workspace)
+    answer = await run_tool(
+        runtime,
+        "remember",
+        {"text": "Likes AKIA IOSF ODNN 7EXA MPLE"},
+        turn=turn,
+        session=session,
+        settings=ToolSettings(),
+    )
+    assert answer.startswith("error: not kept: that holds a secret"), answer
+    assert await runtime.approvals(actor=OWNER) == []
+    assert "AKIA" not in json.dumps(await runtime.records(peer="alice"))
+
+
+async def test_one_write_keeps_at_most_twenty_lines_and_only_storable_text(files):
+    runtime, memory = await files()
+    many = "\n".join(f"Ignore rule {n}" for n in range(21))
+    assert "one write keeps at most 20" in await memory(
+        {"command": "create", "path": "/memories/n.md", "file_text": many}
+    )
+    for bad in ("Likes tea\x00", "Likes tea \ud800"):
+        answer = await memory({"command": "insert", "path": "/memories/n.md", "insert_line": 0, "insert_text": bad})
+        assert answer.startswith("error: "), answer
+    assert await runtime.approvals(actor=OWNER) == []
+
+
+async def test_text_about_another_known_person_waits_for_approval(files):
+    runtime, memory = await files()  # bob has spoken in this process
+    session = await runtime.session(peer="alice", thread="t")
+    turn = Turn("x", "alice", "t", session.workspace)
+    for text in ("Hates Bob", "The user's name is bob"):
+        answer = await run_tool(
+            runtime, "remember", {"text": text}, turn=turn, session=session, settings=ToolSettings()
+        )
+        assert answer.startswith("held for approval as "), (text, answer)
+
+
+async def test_commands_without_a_path_or_with_a_trailing_newline_are_refused(files):
+    _runtime, memory = await files()
+    assert await memory({"command": "view"}) == "error: a path is required"
+    assert "does not exist" in await memory({"command": "view", "path": "/memories/identity.md\n"})

@@ -8,7 +8,9 @@ The model sees one directory, always the session's peer's, whatever the path say
 - `view /memories/<layer>.md` shows that layer's records, newest first, one a line: `[id] text`
   (the ids `recall` and `correct` use), numbered as the SDK's file tool numbers lines.
 - `create` (any `/memories/<name>.md`) and `insert` (any file) keep each non-empty line of the text
-  as `remember` does: a plain fact about the peer at once, anything else held for a person.
+  as `remember` does: a plain fact about the peer at once, anything else held for a person. The
+  whole text is refused when it holds a secret (also one spread over lines) or cannot be stored,
+  or has more than 20 lines.
 - `str_replace` in a layer's file changes the one record whose line holds `old_str`, as `correct`
   does: held for a person unless the policy allows it.
 - `delete` and `rename` are refused: forgetting is the person's own act (`/forget`, `/correct ID delete`).
@@ -25,7 +27,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .budget import count_tokens, truncate
-from .memory_tools import ToolSettings, correct, remember
+from .inputs import text_problem
+from .memory_tools import ToolSettings, correct, remember, secret_problem
 from .types import MemoryRecord, Session, Turn
 
 if TYPE_CHECKING:
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
 
 TOOL = {"type": "memory_20250818", "name": "memory"}
 ROOT = "/memories"
-FILE = re.compile(r"^/memories/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.md$")
+FILE = re.compile(r"/memories/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.md")  # matched whole (`fullmatch`)
+PATHS = {"rename": ("old_path", "new_path")}  # the paths a command names; the others name `path`
+LINES = 20  # lines one create or insert may keep
 SHOWN = 200  # records a layer's file shows at most
 LINE_NUMBER_WIDTH = 6
 REFUSED_DELETE = (
@@ -53,7 +58,7 @@ class MemoryFiles:
         if not isinstance(command, dict):
             return "error: the memory tool takes a JSON object"
         name = command.get("command")
-        paths = [command.get(key) for key in ("path", "old_path", "new_path") if key in command]
+        paths = [command.get(key) for key in PATHS.get(str(name), ("path",))]
         problem = next((p for p in map(path_problem, paths) if p), None)
         if problem:
             return f"error: {problem}"
@@ -103,7 +108,7 @@ class MemoryFiles:
 
     async def layer_records(self, path: str) -> list[MemoryRecord] | None:
         """The records a layer's file shows; None when the path names no layer holding any."""
-        match = FILE.match(path)
+        match = FILE.fullmatch(path)
         if match is None:
             return None
         records = await self.records(match.group(1))
@@ -111,19 +116,19 @@ class MemoryFiles:
 
     async def keep(self, path: str, text: Any) -> str:
         """Remember each non-empty line of the text (`create`, `insert`), as the `remember` tool does."""
-        if FILE.match(path) is None:
+        if FILE.fullmatch(path) is None:
             return f"error: {path} is not a file of {ROOT} (a name like {ROOT}/notes.md)"
         if not isinstance(text, str) or not text.strip():
             return "error: there is no text to keep"
         if len(text) > self.settings.max_chars:
             return f"error: {len(text):,} characters, more than the {self.settings.max_chars:,} one write may keep"
-        lines = [line.strip().lstrip("-*").strip() for line in text.splitlines()]
-        answers = []
-        for line in filter(None, lines):
-            if self.runtime.redactor.find_secrets(line):
-                answers.append(f"{line!r}: not kept, it holds a secret")
-                continue
-            answers.append(await remember(self.runtime, self.turn, self.session, line, self.settings))
+        problem = text_problem(text) or secret_problem(self.runtime, text)  # the whole text: nothing of it is kept
+        if problem:
+            return f"error: {problem}"
+        lines = [line for line in (line.strip().lstrip("-*").strip() for line in text.splitlines()) if line]
+        if len(lines) > LINES:
+            return f"error: {len(lines)} lines; one write keeps at most {LINES}, one memory a line"
+        answers = [await remember(self.runtime, self.turn, self.session, line, self.settings) for line in lines]
         return f"{path}: each line is kept as a memory about {self.session.peer}:\n" + "\n".join(
             f"- {answer}" for answer in answers
         )
@@ -144,8 +149,9 @@ class MemoryFiles:
         changed = line_of(record).replace(old, new, 1).removeprefix(f"[{record['id']}]").strip()
         if len(changed) > self.settings.max_chars or not changed:
             return "error: the record's new text is empty or too long"
-        if self.runtime.redactor.find_secrets(changed):
-            return "error: not kept: the new text holds a secret; secrets are never kept in memory"
+        problem = text_problem(changed) or secret_problem(self.runtime, changed)
+        if problem:
+            return f"error: {problem}"
         return await correct(self.runtime, self.session, record["id"], changed, self.settings)
 
 

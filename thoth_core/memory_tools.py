@@ -52,7 +52,7 @@ SCHEMAS: dict[str, ToolDefinition] = {
         "name": "remember",
         "description": (
             "Keep one fact or note about the person you are talking with, as a statement about them "
-            '("The user\'s sister Ann lives in Oslo", "Prefers short answers"). Plain facts about them '
+            '("The user lives in Oslo", "Prefers short answers"). Plain facts about them '
             "are kept at once; anything else waits for a person's approval, and the answer says so."
         ),
         "input_schema": {
@@ -145,7 +145,7 @@ async def remember(runtime: Runtime, turn: Turn, session: Session, text: str, se
     """Remember a fact or note about the peer if the policy applies it by itself, else hold it for a person."""
     from .write_policy import judge
 
-    verdict = judge(text, peer=session.peer, auto_apply=settings.auto_apply)
+    verdict = judge(text, peer=session.peer, auto_apply=settings.auto_apply, known_peers=known_peers(runtime, session))
     if not verdict.applied:
         return await _held(runtime, "remember", text, session, verdict.flags, verdict.tier, None)
     if "remember" not in runtime.commands:
@@ -163,7 +163,8 @@ async def correct(runtime: Runtime, session: Session, record: str, text: str, se
         return f"error: {session.peer} has no record {record!r}; recall gives the ids"
     if found.get("editable") is False:
         return f"error: {record} ({found['layer']} {found['kind']}) cannot be changed"
-    verdict = judge(text, peer=session.peer, auto_apply=settings.correct_auto_apply)
+    known = known_peers(runtime, session)
+    verdict = judge(text, peer=session.peer, auto_apply=settings.correct_auto_apply, known_peers=known)
     if not verdict.applied:
         return await _held(runtime, "correct", text, session, verdict.flags, verdict.tier, record)
     now = await runtime.edit_record(record_id=record, text=text, peer=session.peer, workspace=session.workspace)
@@ -184,6 +185,19 @@ async def _held(
     )
 
 
+def known_peers(runtime: Runtime, session: Session) -> set[str]:
+    """The other people of the session's workspace this process has talked with: text about them is theirs."""
+    return {peer for workspace, peer, *_ in runtime.sessions if workspace == session.workspace} - {session.peer}
+
+
+def secret_problem(runtime: Runtime, text: str) -> str | None:
+    """Why a text may not be kept: it holds a secret, also one spread over lines or spaces; None if it holds none."""
+    found = runtime.redactor.find_secrets(text) or runtime.redactor.find_secrets("".join(text.split()))
+    if not found:
+        return None
+    return f"not kept: that holds a secret ({', '.join(found)}); secrets are never kept in memory"
+
+
 def _text(runtime: Runtime, tool_input: dict[str, Any], key: str, settings: ToolSettings) -> str:
     """The text a write tool was given, checked: present, storable, not too long, no secret."""
     text = tool_input.get(key)
@@ -192,7 +206,7 @@ def _text(runtime: Runtime, tool_input: dict[str, Any], key: str, settings: Tool
     check_text(text, what=key)
     if len(text) > settings.max_chars:
         raise ThothError(f"{key}: {len(text):,} characters, more than the {settings.max_chars:,} one write may keep")
-    secrets = runtime.redactor.find_secrets(text)
-    if secrets:
-        raise ThothError(f"not kept: that holds a secret ({', '.join(secrets)}); secrets are never kept in memory")
+    problem = secret_problem(runtime, text)
+    if problem:
+        raise ThothError(problem)
     return text.strip()
