@@ -81,3 +81,21 @@ def test_naming_the_tiers_compiles_no_tables():
     tables = [f"thoth_core.write_policy.{m}" for m in ("tiers", "language", "cues", "firewall")]  # not `verdict`
     code = f"import sys, thoth_core.write_policy as p; p.TIERS; print([m for m in sys.modules if m in {tables}])"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Likes visiting evil.top/payload",  # any ending of a host name, then a path
+        "Likes evil.gg and lucky.lol",
+        "Is fond of tea [click](javascript:alert(1))",  # a script link without //
+    ],
+)
+def test_web_addresses_of_any_ending_and_script_links_are_held(text):
+    verdict = judge(text, peer="ann")
+    assert verdict.outcome == HELD and verdict.tier == "tool", verdict
+
+
+@pytest.mark.parametrize("text", ["Works on v1.2/v1.3 of the app", "Likes 3.5/5 ratings", "Prefers and/or lists"])
+def test_numbers_and_slashes_are_not_web_addresses(text):
+    assert judge(text, peer="ann").applied

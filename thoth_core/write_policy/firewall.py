@@ -67,7 +67,8 @@ TOUCHES_CREDENTIALS = re.compile(
 FETCHES = re.compile(r"\b(?:download\w*|fetch\w*|pull\w*\s+(?:\w+\s+){0,3}from)\b", re.IGNORECASE)
 
 URL = re.compile(
-    r"\b(?:https?|ftp|file|data|javascript)://\S+|\bwww\.[a-z0-9\-]+\.[a-z]{2,}\S*|\bdata:[a-z]+/[a-z0-9.+\-]+;base64,",
+    r"\b(?:https?|ftp|file|data|javascript)://\S+|\bwww\.[a-z0-9\-]+\.[a-z]{2,}\S*|\bdata:[a-z]+/[a-z0-9.+\-]+;base64,"
+    r"|\b(?:javascript|vbscript):\S+",  # a script link (`[click](javascript:...)`)
     re.IGNORECASE,
 )
 

@@ -109,8 +109,10 @@ IMPERATIVE_START = re.compile(
 TOOL_TOKENS = re.compile(  # paths, variables, code, addresses, domains, URLs of any scheme
     r"(?<![\w.])(?:~[/\\]?|\.{1,2}/|/(?:etc|home|usr|var|tmp|root|opt|bin|sbin|Users|dev|proc|mnt|srv)\b"
     r"|[a-z]:\\)\S*|\$\{?[A-Z_]{2,}|`[^`]+`|\b[\w.+-]+@[\w-]+\.[\w.-]+\b|\b\d{1,3}(?:\.\d{1,3}){3}\b"
-    r"|\b[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|xyz|info|biz|me|sh|ru|cn|tk|example|local|internal)\b"
-    r"|\b[a-z][a-z0-9+.-]*://\S+",
+    r"|\b[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|xyz|info|biz|me|sh|ru|cn|tk|example|local|internal"
+    r"|top|club|so|gg|to|ly|lol|site|online|link|click|shop|live|pw|cc|ws|su|icu|buzz|fun)\b"
+    r"|\b[a-z][\w-]*(?:\.[\w-]+)*\.[a-z]{2,24}/\S*"  # a host name of any ending, then a path: a web address
+    r"|\b[a-z][a-z0-9+.-]*://\S+|\b(?:javascript|vbscript):\S+",
     _WORDS,
 )
 
