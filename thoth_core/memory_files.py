@@ -27,8 +27,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .budget import count_tokens, truncate
-from .inputs import text_problem
-from .memory_tools import ToolSettings, correct, remember, secret_problem
+from .memory_tools import ToolSettings, correct, remember, write_problem
 from .types import MemoryRecord, Session, Turn
 
 if TYPE_CHECKING:
@@ -120,9 +119,7 @@ class MemoryFiles:
             return f"error: {path} is not a file of {ROOT} (a name like {ROOT}/notes.md)"
         if not isinstance(text, str) or not text.strip():
             return "error: there is no text to keep"
-        if len(text) > self.settings.max_chars:
-            return f"error: {len(text):,} characters, more than the {self.settings.max_chars:,} one write may keep"
-        problem = text_problem(text) or secret_problem(self.runtime, text)  # the whole text: nothing of it is kept
+        problem = write_problem(self.runtime, text, self.settings)  # the whole text: nothing of it is kept
         if problem:
             return f"error: {problem}"
         lines = [line for line in (line.strip().lstrip("-*").strip() for line in text.splitlines()) if line]
@@ -147,9 +144,9 @@ class MemoryFiles:
             return f"No replacement was performed. Multiple records hold old_str `{old}`; please make it unique"
         record = hits[0]
         changed = line_of(record).replace(old, new, 1).removeprefix(f"[{record['id']}]").strip()
-        if len(changed) > self.settings.max_chars or not changed:
-            return "error: the record's new text is empty or too long"
-        problem = text_problem(changed) or secret_problem(self.runtime, changed)
+        if not changed:
+            return "error: the record's new text is empty"
+        problem = write_problem(self.runtime, changed, self.settings)
         if problem:
             return f"error: {problem}"
         return await correct(self.runtime, self.session, record["id"], changed, self.settings)

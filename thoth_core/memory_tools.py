@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .budget import count_tokens, truncate
 from .errors import ThothError
-from .inputs import check_text
+from .inputs import text_problem
 from .recall import hit_lines
 from .types import Session, ToolDefinition, Turn
 
@@ -198,15 +198,22 @@ def secret_problem(runtime: Runtime, text: str) -> str | None:
     return f"not kept: that holds a secret ({', '.join(found)}); secrets are never kept in memory"
 
 
+def write_problem(runtime: Runtime, text: str, settings: ToolSettings) -> str | None:
+    """Why a write may keep nothing of a text (not storable, too long, a secret); None when it may."""
+    problem = text_problem(text)
+    if problem:
+        return f"the text {problem}; nothing was kept"
+    if len(text) > settings.max_chars:
+        return f"{len(text):,} characters, more than the {settings.max_chars:,} one write may keep"
+    return secret_problem(runtime, text)
+
+
 def _text(runtime: Runtime, tool_input: dict[str, Any], key: str, settings: ToolSettings) -> str:
     """The text a write tool was given, checked: present, storable, not too long, no secret."""
     text = tool_input.get(key)
     if not isinstance(text, str) or not text.strip():
         raise ThothError(f"{key}: required, a non-empty text")
-    check_text(text, what=key)
-    if len(text) > settings.max_chars:
-        raise ThothError(f"{key}: {len(text):,} characters, more than the {settings.max_chars:,} one write may keep")
-    problem = secret_problem(runtime, text)
+    problem = write_problem(runtime, text, settings)
     if problem:
         raise ThothError(problem)
     return text.strip()
